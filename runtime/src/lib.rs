@@ -7,6 +7,8 @@
 //!
 //! * `policy` — the pure EEVDF runqueue and placement decisions: no atomics, no OS calls,
 //!   no clock reads (time is an argument). The threaded runtime and the simulator both call it.
+//! * [`sync`] — the loom shim (atomics and cells that become loom's under `cfg(loom)`) and
+//!   the lock-free wakelist.
 //!
 //! The crate is `#![no_std]` + `alloc`; the `std` feature (on by default) adds conveniences
 //! only. All OS access goes through `libc` in `sys/`.
@@ -18,5 +20,6 @@ extern crate alloc;
 extern crate std;
 
 mod error;
+pub mod sync;
 
 pub use error::Error;

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Builds every loom model once more with the one-line mutation its doc comment names, and
+# reports whether loom caught it. A model that no mutation breaks checks nothing, so a mutant
+# that survives fails this script.
+#
+#   bash loom-tests/mutants.sh            # every mutant
+#   bash loom-tests/mutants.sh NAME...    # only these
+#
+# LOOM_MAX_PREEMPTIONS defaults to 2, as in CI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# mutant name              model (test target in loom-tests/tests/)
+MUTANTS=(
+    "llist_push_relaxed     wakelist"
+)
+
+export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/loom-mutants}
+wanted=("$@")
+caught=0
+missed=0
+for row in "${MUTANTS[@]}"; do
+    read -r name model <<<"$row"
+    if [ ${#wanted[@]} -gt 0 ] && [[ ! " ${wanted[*]} " =~ " $name " ]]; then
+        continue
+    fi
+    t0=$SECONDS
+    log=$CARGO_TARGET_DIR/$name.log
+    mkdir -p "$CARGO_TARGET_DIR"
+    if RUSTFLAGS="--cfg loom --cfg lagom_mutant=\"$name\"" \
+        cargo test -q -p loom-tests --release --test "$model" >"$log" 2>&1; then
+        echo "MISSED  $name (model $model passed with the mutation; log: $log)"
+        missed=$((missed + 1))
+    elif grep -q "panicked" "$log"; then
+        reason=$(grep -m1 -A1 "panicked" "$log" | tail -n1)
+        echo "caught  $name by $model in $((SECONDS - t0)) s: $reason"
+        caught=$((caught + 1))
+    else
+        echo "ERROR   $name: the build or run failed without a model failure; log: $log"
+        missed=$((missed + 1))
+    fi
+done
+echo "$caught caught, $missed missed"
+[ "$missed" -eq 0 ]

@@ -1,0 +1,25 @@
+//! The concurrency primitives lagom is built from, and the loom shim under them.
+//!
+//! Every atomic and every cell that the runtime shares between threads comes from here.
+//! Normally these are `core`'s types; compiled with `RUSTFLAGS="--cfg loom"` they are loom's,
+//! so the models in `loom-tests/` run the runtime's *real* functions under loom's exhaustive
+//! scheduler rather than a copy of them (the approach of tokio's `loom/` module).
+//!
+//! * [`atomic`] — atomics and fences, `core`'s or loom's.
+//! * [`cell`] — an `UnsafeCell` with loom's closure-based API, so that loom can check every
+//!   access for data races.
+//! * [`llist`] — the intrusive lock-free wakelist: push one entry, take all entries.
+//!
+//! The module is public so that the loom models can reach the real code; its items are
+//! building blocks of the runtime, documented for that reader.
+//!
+//! ## Mutants
+//!
+//! Each loom model names a one-line mutation that breaks the protocol it checks (a weakened
+//! ordering, a dropped re-check). The mutated line is selected at compile time with
+//! `--cfg lagom_mutant="<name>"`, so `loom-tests/mutants.sh` can show loom catching every one.
+//! A normal build never has that cfg set.
+
+pub mod atomic;
+pub mod cell;
+pub mod llist;
