@@ -13,6 +13,8 @@ cd "$(dirname "$0")/.."
 # mutant name              model (test target in loom-tests/tests/)
 MUTANTS=(
     "llist_push_relaxed     wakelist"
+    "kick_no_recheck        idle_kick"
+    "kick_no_fence          idle_kick"
 )
 
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}

@@ -21,5 +21,6 @@ extern crate std;
 
 mod error;
 pub mod sync;
+mod sys;
 
 pub use error::Error;

@@ -9,6 +9,8 @@
 //! * [`cell`] — an `UnsafeCell` with loom's closure-based API, so that loom can check every
 //!   access for data races.
 //! * [`llist`] — the intrusive lock-free wakelist: push one entry, take all entries.
+//! * [`futex`] — a word to sleep on: `futex(2)`, or a loom-visible stand-in under loom.
+//! * [`kick`] — the idle/kick protocol between an idle worker and the waker that gives it work.
 //!
 //! The module is public so that the loom models can reach the real code; its items are
 //! building blocks of the runtime, documented for that reader.
@@ -22,4 +24,6 @@
 
 pub mod atomic;
 pub mod cell;
+pub mod futex;
+pub mod kick;
 pub mod llist;
