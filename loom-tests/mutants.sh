@@ -15,6 +15,7 @@ MUTANTS=(
     "llist_push_relaxed     wakelist"
     "kick_no_recheck        idle_kick"
     "kick_no_fence          idle_kick"
+    "lock_relaxed_unlock    rq_lock"
 )
 
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}

@@ -11,6 +11,8 @@
 //! * [`llist`] — the intrusive lock-free wakelist: push one entry, take all entries.
 //! * [`futex`] — a word to sleep on: `futex(2)`, or a loom-visible stand-in under loom.
 //! * [`kick`] — the idle/kick protocol between an idle worker and the waker that gives it work.
+//! * [`lock`] — the runqueue lock: spins briefly, then sleeps on a futex.
+//! * [`spin_loop`] — the spin hint, which loom must see.
 //!
 //! The module is public so that the loom models can reach the real code; its items are
 //! building blocks of the runtime, documented for that reader.
@@ -27,3 +29,14 @@ pub mod cell;
 pub mod futex;
 pub mod kick;
 pub mod llist;
+pub mod lock;
+
+/// A hint that the caller is spinning: `core::hint::spin_loop` normally; under loom a yield,
+/// so that loom's scheduler lets the thread being waited for make progress.
+#[inline]
+pub fn spin_loop() {
+    #[cfg(not(loom))]
+    core::hint::spin_loop();
+    #[cfg(loom)]
+    loom::thread::yield_now();
+}
