@@ -7,6 +7,8 @@
 //!
 //! * `policy` — the pure EEVDF runqueue and placement decisions: no atomics, no OS calls,
 //!   no clock reads (time is an argument). The threaded runtime and the simulator both call it.
+//! * `topology` — sysfs → [`topology::Topology`]: CPUs, caches, NUMA, sched-domain levels,
+//!   preferred-core priorities and the allowed CPUs.
 //!
 //! The crate is `#![no_std]` + `alloc`; the `std` feature (on by default) adds conveniences
 //! only. All OS access goes through `libc` in `sys/`.
@@ -18,5 +20,7 @@ extern crate alloc;
 extern crate std;
 
 mod error;
+mod sys;
+pub mod topology;
 
 pub use error::Error;
