@@ -153,7 +153,9 @@ fn groups(topo: &Topology, kind: Kind) -> Vec<(CpuSet, String)> {
             let mut seen: Vec<(CpuSet, String)> = Vec::new();
             for c in topo.caches().iter().filter(|c| c.level == level) {
                 if seen.iter().all(|(s, _)| *s != c.span) {
-                    let size = c.size.map_or(String::new(), |b| format!(" ({}KB)", b / 1024));
+                    let size = c
+                        .size
+                        .map_or(String::new(), |b| format!(" ({}KB)", b / 1024));
                     seen.push((c.span.clone(), size));
                 }
             }

@@ -58,7 +58,8 @@ fn c_path(path: &str) -> Result<Vec<u8>, OsError> {
     Ok(c)
 }
 
-/// Reads the whole file at `path` (following symlinks).
+/// Reads the whole file at `path` (following symlinks), for files that end at the first
+/// short read (sysfs, procfs, cgroupfs, and small files on local filesystems).
 pub(crate) fn read(path: &str) -> Result<Vec<u8>, OsError> {
     let c = c_path(path)?;
     // SAFETY: `c` is a NUL-terminated string that outlives the call.
@@ -82,6 +83,12 @@ pub(crate) fn read(path: &str) -> Result<Vec<u8>, OsError> {
             break Ok(());
         }
         out.extend_from_slice(&chunk[..n as usize]);
+        // A short read is the end of the file: sysfs and procfs hand out a whole attribute
+        // in one read, and local filesystems return less than asked only at the end. This
+        // saves the second `read` per file, a third of the syscalls of a topology scan.
+        if (n as usize) < chunk.len() {
+            break Ok(());
+        }
     };
     // SAFETY: `fd` was opened above and is closed exactly once, here.
     unsafe { libc::close(fd) };

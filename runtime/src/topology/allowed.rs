@@ -65,8 +65,7 @@ fn find_mount(fs: &Sysfs) -> Result<Option<(String, Flavour)>, Error> {
         let flavour = match fstype {
             "cgroup2" => {
                 let controllers = fs.read(&format!("{dir}/cgroup.controllers"))?;
-                if !controllers.is_some_and(|c| c.split_ascii_whitespace().any(|w| w == "cpuset"))
-                {
+                if !controllers.is_some_and(|c| c.split_ascii_whitespace().any(|w| w == "cpuset")) {
                     continue;
                 }
                 Flavour::V2
@@ -130,13 +129,20 @@ pub(crate) fn cpuset(fs: &mut Sysfs) -> Result<Option<CpuSet>, Error> {
         );
         return Ok(None);
     };
-    let dir = format!("{}/{}", mount.trim_end_matches('/'), path.trim_start_matches('/'));
+    let dir = format!(
+        "{}/{}",
+        mount.trim_end_matches('/'),
+        path.trim_start_matches('/')
+    );
     for file in flavour.files() {
         if let Some(set) = fs.read_list(&format!("{}/{file}", dir.trim_end_matches('/')))? {
             return Ok(Some(set));
         }
     }
-    fs.fall_back("the cgroup's cpuset.cpus(.effective)", "no cpuset restriction");
+    fs.fall_back(
+        "the cgroup's cpuset.cpus(.effective)",
+        "no cpuset restriction",
+    );
     Ok(None)
 }
 
@@ -158,7 +164,10 @@ pub(crate) fn allowed(
     if let Some(aff) = affinity {
         let restricted = &allowed & aff;
         if restricted.is_empty() {
-            fs.fall_back("an affinity mask holding an allowed CPU", "the cpuset's CPUs");
+            fs.fall_back(
+                "an affinity mask holding an allowed CPU",
+                "the cpuset's CPUs",
+            );
         } else {
             allowed = restricted;
         }

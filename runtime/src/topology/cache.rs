@@ -1,5 +1,9 @@
 //! CPU caches from `cpuN/cache/indexK/{level,type,shared_cpu_list|shared_cpu_map,size,id}`.
 //!
+//! The shared set is read from `shared_cpu_map` first, as hwloc does: on some kernels the
+//! list disagrees with the map (AMD Bulldozer's L2 lists only the CPU itself while the map
+//! holds the compute unit), and the map is the one that is right.
+//!
 //! Instruction caches are skipped: the scheduler cares where data is shared. A cache's span
 //! is its shared set intersected with the online CPUs (and always holds the CPU it was read
 //! from); an all-zero map means "private to this core" (seen on ia64). A shared set that
@@ -17,6 +21,8 @@ use super::cpus::{CPU_DIR, CpuTopology};
 use super::cpuset::CpuSet;
 use super::source::{Sysfs, numbered};
 use crate::Error;
+
+const SHARED: &[&str] = &["shared_cpu_map", "shared_cpu_list"];
 
 /// What a cache holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -56,6 +62,8 @@ pub(crate) fn scan(
 ) -> Result<(Vec<Cache>, Vec<CpuCaches>), Error> {
     let mut caches: Vec<Cache> = Vec::new();
     let mut per_cpu = Vec::with_capacity(topo.cpus.len());
+    // (index K, span, cache) of every cache read so far.
+    let mut seen: Vec<(usize, CpuSet, usize)> = Vec::new();
     for cpu in &topo.cpus {
         let n = cpu.id;
         let dir = format!("{CPU_DIR}/cpu{n}/cache");
@@ -69,24 +77,40 @@ pub(crate) fn scan(
         };
         let mut mine: Vec<usize> = Vec::new();
         for k in numbered(&entries, "index") {
+            // A cache already read through a CPU whose shared set holds this one is the same
+            // cache, seen at the same index: skip its files.
+            if let Some(&(_, _, i)) = seen
+                .iter()
+                .find(|(index, shared, _)| *index == k && shared.contains(n))
+            {
+                if i != usize::MAX {
+                    mine.push(i);
+                }
+                continue;
+            }
             let idx = format!("{dir}/index{k}");
             let kind = match fs.read(&format!("{idx}/type"))?.as_deref() {
                 Some("Data") => CacheKind::Data,
                 Some("Unified") => CacheKind::Unified,
+                Some("Instruction") => {
+                    // Skipped, but remembered so that its sharers skip it too.
+                    if let Some((_, set)) = fs.read_first_set(&idx, SHARED)? {
+                        seen.push((k, &set & &topo.online, usize::MAX));
+                    }
+                    continue;
+                }
                 _ => continue,
             };
             let Some(level) = fs.read_i64(&format!("{idx}/level"))? else {
                 continue;
             };
-            let (shared, file) =
-                match fs.read_first_set(&idx, &["shared_cpu_list", "shared_cpu_map"])? {
-                    Some((0, s)) => (s, "shared_cpu_list"),
-                    Some((_, s)) => (s, "shared_cpu_map"),
-                    None => {
-                        fs.fall_back("cpuN/cache/indexK/shared_cpu_map", "private to the core");
-                        (CpuSet::new(), "")
-                    }
-                };
+            let (shared, file) = match fs.read_first_set(&idx, SHARED)? {
+                Some((i, s)) => (s, SHARED[i]),
+                None => {
+                    fs.fall_back("cpuN/cache/indexK/shared_cpu_map", "private to the core");
+                    (CpuSet::new(), "")
+                }
+            };
             let unknown = &shared - &topo.known;
             if !unknown.is_empty() {
                 return Err(Error::CacheSpansUnknownCpus {
@@ -109,13 +133,17 @@ pub(crate) fn scan(
                     caches.push(Cache {
                         level,
                         kind,
-                        span,
-                        size: fs.read(&format!("{idx}/size"))?.as_deref().and_then(parse_size),
+                        span: span.clone(),
+                        size: fs
+                            .read(&format!("{idx}/size"))?
+                            .as_deref()
+                            .and_then(parse_size),
                         id: fs.read_i64(&format!("{idx}/id")).ok().flatten(),
                     });
                     caches.len() - 1
                 }
             };
+            seen.push((k, span, i));
             mine.push(i);
         }
         per_cpu.push(CpuCaches {

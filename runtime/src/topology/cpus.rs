@@ -50,8 +50,6 @@ pub(crate) struct CpuScan {
     pub(crate) package: usize,
     pub(crate) die: Option<usize>,
     pub(crate) cluster: Option<usize>,
-    pub(crate) core_id: Option<i64>,
-    pub(crate) package_id: Option<i64>,
 }
 
 /// What `scan` finds.
@@ -183,14 +181,26 @@ pub(crate) fn scan(fs: &mut Sysfs) -> Result<CpuTopology, Error> {
             .map(|(_, s)| own(s))
             .filter(|s| s.len() > 1);
         let cluster = fs.read_first_set(&dir, CLUSTER)?.map(|(_, s)| own(s));
+        // The ids are read only where the sets need them: core_id to split sibling sets,
+        // physical_package_id where no package set exists.
+        let core_id = if siblings.len() > 1 {
+            fs.read_i64(&format!("{dir}/core_id"))?
+        } else {
+            None
+        };
+        let package_id = if package.is_none() {
+            fs.read_i64(&format!("{dir}/physical_package_id"))?
+        } else {
+            None
+        };
         raw.push(Raw {
             id: n,
             siblings,
             package,
             die,
             cluster,
-            core_id: fs.read_i64(&format!("{dir}/core_id"))?,
-            package_id: fs.read_i64(&format!("{dir}/physical_package_id"))?,
+            core_id,
+            package_id,
         });
     }
 
@@ -226,7 +236,10 @@ pub(crate) fn scan(fs: &mut Sysfs) -> Result<CpuTopology, Error> {
             && core.len() > 1
             && core.iter().all(|m| core_id_of[&m].is_some())
         {
-            core = core.iter().filter(|m| core_id_of[m] == Some(mine)).collect();
+            core = core
+                .iter()
+                .filter(|m| core_id_of[m] == Some(mine))
+                .collect();
         }
         cpus.push(CpuScan {
             id: r.id,
@@ -234,8 +247,6 @@ pub(crate) fn scan(fs: &mut Sysfs) -> Result<CpuTopology, Error> {
             package: packages.add(r.package.unwrap_or_default()),
             die: r.die.map(|d| dies.add(d)),
             cluster: r.cluster.map(|c| clusters.add(c)),
-            core_id: r.core_id,
-            package_id: r.package_id,
         });
     }
     let mut known = dirs;

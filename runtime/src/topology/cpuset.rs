@@ -128,10 +128,7 @@ impl CpuSet {
 
     /// True when the two sets share a CPU.
     pub fn intersects(&self, other: &CpuSet) -> bool {
-        self.words
-            .iter()
-            .zip(&other.words)
-            .any(|(a, b)| a & b != 0)
+        self.words.iter().zip(&other.words).any(|(a, b)| a & b != 0)
     }
 
     /// Keeps only the CPUs that are also in `other`.

@@ -121,7 +121,11 @@ pub(crate) fn build(input: &DomainInput<'_>) -> (Vec<DomainLevel>, Vec<Vec<(usiz
     };
 
     let mut candidates: Vec<(LevelKind, Option<u32>, Vec<CpuSet>)> = Vec::new();
-    candidates.push((LevelKind::Smt, None, (0..n).map(|i| input.core[i].clone()).collect()));
+    candidates.push((
+        LevelKind::Smt,
+        None,
+        (0..n).map(|i| input.core[i].clone()).collect(),
+    ));
     candidates.push((
         LevelKind::Cluster,
         None,
@@ -158,8 +162,12 @@ pub(crate) fn build(input: &DomainInput<'_>) -> (Vec<DomainLevel>, Vec<Vec<(usiz
         match input.distances {
             Some(matrix) => {
                 let local: u32 = (0..matrix.len()).map(|k| matrix[k][k]).min().unwrap_or(0);
-                let distinct: BTreeSet<u32> =
-                    matrix.iter().flatten().copied().filter(|&d| d > local).collect();
+                let distinct: BTreeSet<u32> = matrix
+                    .iter()
+                    .flatten()
+                    .copied()
+                    .filter(|&d| d > local)
+                    .collect();
                 for d in distinct {
                     let spans = (0..n)
                         .map(|i| match input.node[i] {
@@ -216,13 +224,9 @@ pub(crate) fn build(input: &DomainInput<'_>) -> (Vec<DomainLevel>, Vec<Vec<(usiz
             share_llc: (0..n).all(|i| spans[i].is_subset(input.llc[i])),
             share_pkg: (0..n).all(|i| spans[i].is_subset(input.package[i])),
             asym_cpucapacity: spans.iter().any(|s| {
-                let caps = s.iter().filter_map(|c| {
-                    input
-                        .cpus
-                        .binary_search(&c)
-                        .ok()
-                        .map(|k| input.capacity[k])
-                });
+                let caps = s
+                    .iter()
+                    .filter_map(|c| input.cpus.binary_search(&c).ok().map(|k| input.capacity[k]));
                 super::priority::differ(caps)
             }),
             numa_distance: distance,
@@ -239,7 +243,10 @@ pub(crate) fn build(input: &DomainInput<'_>) -> (Vec<DomainLevel>, Vec<Vec<(usiz
             per_cpu[i].push((level, rank[g]));
         }
         let mut sets: Vec<Option<CpuSet>> = groups.sets.into_iter().map(Some).collect();
-        let spans = order.iter().map(|&g| sets[g].take().unwrap_or_default()).collect();
+        let spans = order
+            .iter()
+            .map(|&g| sets[g].take().unwrap_or_default())
+            .collect();
         levels.push(DomainLevel { kind, flags, spans });
     }
     (levels, per_cpu)

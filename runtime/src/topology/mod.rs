@@ -66,10 +66,6 @@ pub struct Cpu {
     pub llc: Option<usize>,
     /// The id of its NUMA node (not an index), when it has one.
     pub numa_node: Option<usize>,
-    /// `core_id` as sysfs has it (not unique: repeats across dies and packages).
-    pub core_id: Option<i64>,
-    /// `physical_package_id` as sysfs has it (may be -1 or sparse).
-    pub package_id: Option<i64>,
     /// Its priority: higher is preferred (see [`Topology::priority_source`]).
     pub priority: u32,
     /// Its capacity, at most 1024 (see [`Topology::capacity_source`]).
@@ -120,12 +116,11 @@ impl Topology {
     /// Reads the live system: sysfs at `/`, the process's cgroup cpuset and its affinity
     /// mask (`sched_getaffinity`).
     pub fn detect() -> Result<Topology, Error> {
-        let words = crate::sys::affinity::process_affinity().map_err(|e| {
-            Error::TopologyUnreadable {
+        let words =
+            crate::sys::affinity::process_affinity().map_err(|e| Error::TopologyUnreadable {
                 path: String::from("sched_getaffinity(0)"),
                 os_error: alloc::format!("{e}"),
-            }
-        })?;
+            })?;
         Topology::read(Sysfs::new("/"), Some(&CpuSet::from_words(&words)))
     }
 
@@ -174,7 +169,11 @@ impl Topology {
                 .map(|cc| cc.l2.map(|i| &caches[i].span))
                 .collect(),
             llc: llc_spans,
-            package: topo.cpus.iter().map(|c| &topo.packages[c.package]).collect(),
+            package: topo
+                .cpus
+                .iter()
+                .map(|c| &topo.packages[c.package])
+                .collect(),
             node: ids.iter().map(|&id| node_of(id)).collect(),
             nodes: &node_sets,
             distances: numa.distances.as_deref(),
@@ -198,8 +197,6 @@ impl Topology {
                     l2: cpu_caches[i].l2,
                     llc: cpu_caches[i].llc,
                     numa_node: node_of(c.id).map(|k| numa.nodes[k].id),
-                    core_id: c.core_id,
-                    package_id: c.package_id,
                     priority: prio.priority[i],
                     capacity: prio.capacity[i],
                     core_type: prio.core_type[i],

@@ -19,6 +19,7 @@ use super::source::{Sysfs, numbered};
 use crate::Error;
 
 const NODE_DIR: &str = "/sys/devices/system/node";
+const NODE_CPUS: &[&str] = &["cpulist", "cpumap"];
 
 /// One NUMA node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,7 +59,7 @@ pub(crate) fn scan(fs: &mut Sysfs, online: &CpuSet) -> Result<Numa, Error> {
     let mut rows: Vec<Option<Vec<u32>>> = Vec::with_capacity(ids.len());
     for &id in &ids {
         let dir = format!("{NODE_DIR}/node{id}");
-        let cpus = match fs.read_first_set(&dir, &["cpulist", "cpumap"])? {
+        let cpus = match fs.read_first_set(&dir, NODE_CPUS)? {
             Some((i, set)) => {
                 if i > 0 {
                     fs.fall_back("node/nodeN/cpulist", "nodeN/cpumap");
@@ -116,5 +117,7 @@ pub(crate) fn scan(fs: &mut Sysfs, online: &CpuSet) -> Result<Numa, Error> {
 }
 
 fn parse_row(text: &str) -> Option<Vec<u32>> {
-    text.split_ascii_whitespace().map(|v| v.parse().ok()).collect()
+    text.split_ascii_whitespace()
+        .map(|v| v.parse().ok())
+        .collect()
 }

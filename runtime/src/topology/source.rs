@@ -32,6 +32,9 @@ pub(crate) struct Sysfs {
     root: String,
     /// Fallbacks used so far, each once.
     pub(crate) fallbacks: Vec<Fallback>,
+    /// For each list of alternative names (keyed by its address), which one the last lookup
+    /// found (`None`: none of them).
+    hints: Vec<(usize, Option<usize>)>,
 }
 
 impl Sysfs {
@@ -39,12 +42,17 @@ impl Sysfs {
         Sysfs {
             root: String::from(root.trim_end_matches('/')),
             fallbacks: Vec::new(),
+            hints: Vec::new(),
         }
     }
 
     /// The root as given (`/` for the live system).
     pub(crate) fn root(&self) -> &str {
-        if self.root.is_empty() { "/" } else { &self.root }
+        if self.root.is_empty() {
+            "/"
+        } else {
+            &self.root
+        }
     }
 
     /// Fails with the OS error when the root directory cannot be listed.
@@ -116,25 +124,52 @@ impl Sysfs {
         }
     }
 
-    /// The first of `names` (relative to `dir`) that exists, each `_list` name read as a
-    /// cpulist and every other name as a mask.
+    /// The first of `names` (relative to `dir`) that exists, each `_list`/`cpulist` name read
+    /// as a cpulist and every other name as a mask, with the index of the name.
+    ///
+    /// The kernel publishes the same files for every CPU (and node), so the name the previous
+    /// lookup of the same `names` found is tried first, and when the previous lookup found
+    /// none, none is looked for: on an old kernel this saves several failed `open`s per CPU.
+    /// A hinted name that is missing falls back to the full probe.
     pub(crate) fn read_first_set(
-        &self,
+        &mut self,
         dir: &str,
-        names: &[&str],
+        names: &'static [&'static str],
     ) -> Result<Option<(usize, CpuSet)>, Error> {
+        let key = names.as_ptr() as usize;
+        let hint = self.hints.iter().find(|h| h.0 == key).map(|h| h.1);
+        let found = match hint {
+            Some(None) => None,
+            Some(Some(i)) => match self.read_named(dir, names[i])? {
+                Some(set) => Some((i, set)),
+                None => self.probe(dir, names)?,
+            },
+            None => self.probe(dir, names)?,
+        };
+        let value = found.as_ref().map(|f| f.0);
+        match self.hints.iter_mut().find(|h| h.0 == key) {
+            Some(h) => h.1 = value,
+            None => self.hints.push((key, value)),
+        }
+        Ok(found)
+    }
+
+    fn probe(&self, dir: &str, names: &[&str]) -> Result<Option<(usize, CpuSet)>, Error> {
         for (i, name) in names.iter().enumerate() {
-            let rel = format!("{dir}/{name}");
-            let set = if name.ends_with("_list") || name.ends_with("cpulist") {
-                self.read_list(&rel)?
-            } else {
-                self.read_mask(&rel)?
-            };
-            if let Some(set) = set {
+            if let Some(set) = self.read_named(dir, name)? {
                 return Ok(Some((i, set)));
             }
         }
         Ok(None)
+    }
+
+    fn read_named(&self, dir: &str, name: &str) -> Result<Option<CpuSet>, Error> {
+        let rel = format!("{dir}/{name}");
+        if name.ends_with("_list") || name.ends_with("cpulist") {
+            self.read_list(&rel)
+        } else {
+            self.read_mask(&rel)
+        }
     }
 
     /// `rel` parsed as a signed integer, or `None` when the file is missing.
