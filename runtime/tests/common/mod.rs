@@ -152,3 +152,4 @@ impl Tree {
         self.file(&format!("{d}/size"), size);
     }
 }
+pub mod synthetic;
