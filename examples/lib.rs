@@ -16,12 +16,25 @@ pub fn cpus_json(set: &CpuSet) -> serde_json::Value {
     serde_json::Value::from(set.iter().collect::<Vec<_>>())
 }
 
-/// Prints `value` as pretty JSON on stdout.
-pub fn print_json(value: &serde_json::Value) {
-    match serde_json::to_string_pretty(value) {
-        Ok(text) => println!("{text}"),
-        Err(e) => usage_error(format!("cannot print JSON: {e}"), ""),
+/// `value` as JSON text: an object with one member per line, each member's value compact
+/// (so that long CPU lists stay on one line); anything else compact.
+pub fn json_text(value: &serde_json::Value) -> String {
+    let serde_json::Value::Object(map) = value else {
+        return value.to_string();
+    };
+    if map.is_empty() {
+        return String::from("{}");
     }
+    let members: Vec<String> = map
+        .iter()
+        .map(|(k, v)| format!("  {}: {v}", serde_json::Value::from(k.as_str())))
+        .collect();
+    format!("{{\n{}\n}}", members.join(",\n"))
+}
+
+/// Prints `value` on stdout as [`json_text`] formats it.
+pub fn print_json(value: &serde_json::Value) {
+    println!("{}", json_text(value));
 }
 
 /// Times of repeated runs of one operation.
@@ -98,6 +111,15 @@ mod tests {
         assert_eq!(out, 5);
         assert_eq!(t.runs(), 5);
         assert!(t.min() <= t.median() && t.median() <= t.max());
+    }
+
+    #[test]
+    fn json_text_is_valid_json_with_one_member_per_line() {
+        let v = serde_json::json!({"pus": 2, "l3": [[0, 1]], "name": "a\"b"});
+        let text = json_text(&v);
+        assert_eq!(text.lines().count(), 5);
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), v);
+        assert_eq!(json_text(&serde_json::json!({})), "{}");
     }
 
     #[test]

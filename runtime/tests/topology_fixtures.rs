@@ -356,8 +356,10 @@ fn fixture_domains_follow_the_kernel() {
     assert!(t.cpu(4).unwrap().priority > t.cpu(0).unwrap().priority);
     assert!(t.cpu(0).unwrap().priority > t.cpu(12).unwrap().priority);
 
-    // GB10: big and little cores meet in each cluster: asymmetric capacity.
+    // GB10: each cluster is its L3, so (as arm64's cpu_clustergroup_mask rules) there is
+    // no CLS level but an MC; big and little cores meet in each: asymmetric capacity.
     let (t, _f) = load("nvidia-dgx-gb10");
+    assert_eq!(kinds(&t), ["MC", "PKG"]);
     assert!(t.has_asym_capacity());
     assert!(t.levels().iter().any(|l| l.flags.asym_cpucapacity));
 

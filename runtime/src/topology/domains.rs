@@ -4,7 +4,10 @@
 //! Candidate levels, bottom-up, each a span per CPU:
 //!
 //! * **SMT**: the CPU's core.
-//! * **CLS**: its `cluster_cpus`, else the CPUs sharing its L2 (x86's cluster mask).
+//! * **CLS**: its `cluster_cpus`, else the CPUs sharing its L2 (x86's cluster mask). A
+//!   cluster holding the whole LLC is no cluster level: like arm64's
+//!   `cpu_clustergroup_mask()`, the level then spans the core only (and so disappears),
+//!   and MC takes the cluster's span.
 //! * **MC**: the CPUs sharing its last-level cache (its package when no cache is known, as
 //!   x86 does); when a package holds several NUMA nodes (Intel SNC, AMD Magny-Cours) the LLC
 //!   is cut at the node boundary, as x86's topology code does.
@@ -131,6 +134,7 @@ pub(crate) fn build(input: &DomainInput<'_>) -> (Vec<DomainLevel>, Vec<Vec<(usiz
         None,
         (0..n)
             .map(|i| match (input.cluster[i], input.l2[i]) {
+                (Some(c), _) if input.llc[i].is_subset(c) => input.core[i].clone(),
                 (Some(c), _) => c.clone(),
                 (None, Some(l2)) => l2.clone(),
                 (None, None) => input.core[i].clone(),
@@ -142,11 +146,14 @@ pub(crate) fn build(input: &DomainInput<'_>) -> (Vec<DomainLevel>, Vec<Vec<(usiz
         None,
         (0..n)
             .map(|i| {
-                if numa_in_package {
-                    input.llc[i] & &node_span(i)
-                } else {
-                    input.llc[i].clone()
+                let mut llc = input.llc[i].clone();
+                if let Some(c) = input.cluster[i] {
+                    llc.union_with(c);
                 }
+                if numa_in_package {
+                    llc.intersect_with(&node_span(i));
+                }
+                llc
             })
             .collect(),
     ));
