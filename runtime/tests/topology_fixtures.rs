@@ -1,6 +1,6 @@
 //! Every recorded sysfs tree in `../shared/fixtures/sysfs` against its known answer (hwloc's,
 //! and util-linux's for the EPYC): PUs, packages, NUMA nodes with their CPUs and distances,
-//! L3 and L2 groups as CPU sets, cores, SMT width, clusters, allowed CPUs, the restricted
+//! L3 and L2 groups as CPU sets, cores, SMT width, clusters, dies, allowed CPUs, the restricted
 //! view, and the priorities and capacities.
 //!
 //! Where lagom deliberately differs from hwloc the comparison says so:
@@ -137,6 +137,18 @@ fn compare(topo: &Topology, e: &Value) -> Vec<String> {
         let want = sorted(clusters.iter().map(|c| set(c.as_str().unwrap())).collect());
         check("clusters", format!("{got:?}"), format!("{want:?}"));
     }
+    if let Some(dies) = e["sysfs_dies"].as_array() {
+        let got = sorted(topo.dies().to_vec());
+        let want = sorted(dies.iter().map(|c| set(c.as_str().unwrap())).collect());
+        check("dies", format!("{got:?}"), format!("{want:?}"));
+    }
+    // hwloc shows a Die only where it differs from its package.
+    let dies = topo
+        .dies()
+        .iter()
+        .filter(|d| !topo.packages().contains(d))
+        .count();
+    check("hwloc dies", dies.to_string(), e["hwloc_dies"].to_string());
     check(
         "allowed_cpus",
         topo.allowed_cpus().to_string(),
