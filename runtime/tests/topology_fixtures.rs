@@ -367,6 +367,9 @@ fn fixture_domains_follow_the_kernel() {
     assert_eq!(best.priority, 67);
     assert!(t.cpu(4).unwrap().priority > t.cpu(0).unwrap().priority);
     assert!(t.cpu(0).unwrap().priority > t.cpu(12).unwrap().priority);
+    // Capacities differ (scaled highest_perf) but, with SMT, no level is asym-capacity.
+    assert!(t.has_asym_capacity());
+    assert!(t.levels().iter().all(|l| !l.flags.asym_cpucapacity));
 
     // GB10: each cluster is its L3, so (as arm64's cpu_clustergroup_mask rules) there is
     // no CLS level but an MC; big and little cores meet in each: asymmetric capacity.

@@ -69,7 +69,9 @@ pub struct DomainFlags {
     pub share_llc: bool,
     /// Every span lies within one package.
     pub share_pkg: bool,
-    /// Some span holds CPUs of different capacities (`SD_ASYM_CPUCAPACITY`).
+    /// Some span holds CPUs of different capacities (`SD_ASYM_CPUCAPACITY`). Never set on a
+    /// machine with SMT: the kernel does not combine the two (x86 hybrid parts with SMT keep
+    /// equal capacities and use ITMT priorities instead).
     pub asym_cpucapacity: bool,
     /// For NUMA levels, the distance that bounds the span; `None` elsewhere or when the
     /// distances are unknown.
@@ -106,6 +108,7 @@ pub(crate) struct DomainInput<'a> {
 /// The levels, and per CPU the `(level, span)` indices of its domains, bottom-up.
 pub(crate) fn build(input: &DomainInput<'_>) -> (Vec<DomainLevel>, Vec<Vec<(usize, usize)>>) {
     let n = input.cpus.len();
+    let smt = input.core.iter().any(|c| c.len() > 1);
     let nodes_with_cpus = input.nodes.iter().filter(|s| !s.is_empty()).count();
     let numa_in_package = nodes_with_cpus > 1
         && (0..n).any(|i| {
@@ -230,12 +233,13 @@ pub(crate) fn build(input: &DomainInput<'_>) -> (Vec<DomainLevel>, Vec<Vec<(usiz
             share_cpucapacity: kind == LevelKind::Smt,
             share_llc: (0..n).all(|i| spans[i].is_subset(input.llc[i])),
             share_pkg: (0..n).all(|i| spans[i].is_subset(input.package[i])),
-            asym_cpucapacity: spans.iter().any(|s| {
-                let caps = s
-                    .iter()
-                    .filter_map(|c| input.cpus.binary_search(&c).ok().map(|k| input.capacity[k]));
-                super::priority::differ(caps)
-            }),
+            asym_cpucapacity: !smt
+                && spans.iter().any(|s| {
+                    let caps = s.iter().filter_map(|c| {
+                        input.cpus.binary_search(&c).ok().map(|k| input.capacity[k])
+                    });
+                    super::priority::differ(caps)
+                }),
             numa_distance: distance,
         };
         // Order the spans by first CPU, remapping the indices.
