@@ -89,17 +89,17 @@ fn malformed_cpulist_names_the_file_and_its_content() {
 fn cache_naming_nonexistent_cpus_names_the_file() {
     let tree = synthetic::small_machine(4);
     tree.cache(0, 0, 1, "Data", "0", "32K");
-    tree.cache(0, 2, 3, "Unified", "0-63", "8192K");
+    tree.cache(0, 1, 3, "Unified", "0-63", "8192K");
     let err = Topology::from_sysfs(tree.root()).unwrap_err();
     assert_eq!(
         err,
         Error::CacheSpansUnknownCpus {
             path: format!(
-                "{}/sys/devices/system/cpu/cpu0/cache/index2/shared_cpu_list",
+                "{}/sys/devices/system/cpu/cpu0/cache/index1/shared_cpu_list",
                 tree.root()
             ),
             unknown: "4-63".to_string(),
         }
     );
-    assert!(err.to_string().contains("index2/shared_cpu_list"));
+    assert!(err.to_string().contains("index1/shared_cpu_list"));
 }

@@ -19,7 +19,7 @@ use alloc::vec::Vec;
 
 use super::cpus::{CPU_DIR, CpuTopology};
 use super::cpuset::CpuSet;
-use super::source::{Sysfs, numbered};
+use super::source::Sysfs;
 use crate::Error;
 
 const SHARED: &[&str] = &["shared_cpu_map", "shared_cpu_list"];
@@ -67,16 +67,11 @@ pub(crate) fn scan(
     for cpu in &topo.cpus {
         let n = cpu.id;
         let dir = format!("{CPU_DIR}/cpu{n}/cache");
-        let Some(entries) = fs.list(&dir)? else {
-            fs.fall_back("cpuN/cache", "no caches (LLC taken as the package)");
-            per_cpu.push(CpuCaches {
-                l2: None,
-                llc: None,
-            });
-            continue;
-        };
         let mut mine: Vec<usize> = Vec::new();
-        for k in numbered(&entries, "index") {
+        // The kernel numbers a CPU's caches index0, index1, … without gaps: probe them in
+        // order until one is missing, which costs one failed open per CPU where listing the
+        // directory would cost five syscalls.
+        for k in 0.. {
             // A cache already read through a CPU whose shared set holds this one is the same
             // cache, seen at the same index: skip its files.
             if let Some(&(_, _, i)) = seen
@@ -90,6 +85,7 @@ pub(crate) fn scan(
             }
             let idx = format!("{dir}/index{k}");
             let kind = match fs.read(&format!("{idx}/type"))?.as_deref() {
+                None => break,
                 Some("Data") => CacheKind::Data,
                 Some("Unified") => CacheKind::Unified,
                 Some("Instruction") => {
@@ -145,6 +141,9 @@ pub(crate) fn scan(
             };
             seen.push((k, span, i));
             mine.push(i);
+        }
+        if mine.is_empty() {
+            fs.fall_back("cpuN/cache", "no caches (LLC taken as the package)");
         }
         per_cpu.push(CpuCaches {
             l2: mine.iter().copied().find(|&i| caches[i].level == 2),

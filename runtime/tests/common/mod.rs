@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use std::fs;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -25,7 +26,9 @@ pub fn fixtures_dir() -> Option<PathBuf> {
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("{msg}; under CI=true the fixtures are required");
     }
-    eprintln!("SKIPPED: {msg}");
+    // Written to the stderr handle itself, which the test harness does not capture, so that
+    // the skip shows in a plain `cargo test`.
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {msg}");
     None
 }
 
