@@ -127,9 +127,9 @@ impl Sysfs {
     /// The first of `names` (relative to `dir`) that exists, each `_list`/`cpulist` name read
     /// as a cpulist and every other name as a mask, with the index of the name.
     ///
-    /// The kernel publishes the same files for every CPU (and node), so the name the previous
-    /// lookup of the same `names` found is tried first, and when the previous lookup found
-    /// none, none is looked for: on an old kernel this saves several failed `open`s per CPU.
+    /// The kernel publishes the same files for every CPU (and node), so the name an earlier
+    /// lookup of the same `names` found is tried first, and when the first lookup found none,
+    /// none is looked for again: on an old kernel this saves several failed `open`s per CPU.
     /// A hinted name that is missing falls back to the full probe.
     pub(crate) fn read_first_set(
         &mut self,
@@ -146,10 +146,12 @@ impl Sysfs {
             },
             None => self.probe(dir, names)?,
         };
-        let value = found.as_ref().map(|f| f.0);
-        match self.hints.iter_mut().find(|h| h.0 == key) {
-            Some(h) => h.1 = value,
-            None => self.hints.push((key, value)),
+        // A name once found stays the hint: one CPU lacking a file does not stop the others
+        // from being probed.
+        match (self.hints.iter_mut().find(|h| h.0 == key), &found) {
+            (Some(h), Some((i, _))) => h.1 = Some(*i),
+            (Some(_), None) => {}
+            (None, found) => self.hints.push((key, found.as_ref().map(|f| f.0))),
         }
         Ok(found)
     }
