@@ -8,7 +8,8 @@
 //! tree (the directory holding `sys/`). The tree is Package / Die / L3 / L2 / Core / PU, each
 //! PU with its priority and capacity, followed by the sched-domain levels, the priority
 //! sources and the fallbacks used. `--json` prints instead the summary other tools compare:
-//! `{pus, packages, numa_nodes, l3, l2, cores, smt, allowed_cpus, priorities, …}`.
+//! `{pus, packages, numa_nodes, l3, l2, cores, smt, allowed_cpus, priorities, …}`
+//! (`priorities` is `{}` when the machine publishes no priority source).
 //! `--time` parses the tree RUNS times (default 50) and prints the parse time on stderr.
 
 use lagom::topology::{CpuSet, LevelKind, PrioritySource, Topology};
