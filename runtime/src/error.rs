@@ -20,6 +20,41 @@ pub enum Error {
         /// Every valid feature name, in the kernel's order.
         valid: &'static [&'static str],
     },
+    /// A file the topology reader needs could not be read.
+    TopologyUnreadable {
+        /// The full path of the file or directory.
+        path: String,
+        /// The OS error, as text.
+        os_error: String,
+    },
+    /// A sysfs root lacks what every Linux sysfs holds.
+    TopologyMissing {
+        /// The path that was looked at.
+        path: String,
+        /// What was expected there.
+        expected: &'static str,
+    },
+    /// A CPU list or CPU mask is malformed.
+    MalformedCpuList {
+        /// The file it came from (or a description of the argument).
+        path: String,
+        /// The content as read, with trailing newlines and NULs removed.
+        content: String,
+    },
+    /// A file that should hold a number holds something else.
+    MalformedNumber {
+        /// The file it came from.
+        path: String,
+        /// The content as read, with trailing newlines and NULs removed.
+        content: String,
+    },
+    /// A cache's `shared_cpu_list` / `shared_cpu_map` names CPUs that do not exist.
+    CacheSpansUnknownCpus {
+        /// The file naming them.
+        path: String,
+        /// The CPUs it names that have no `cpuN` directory and are not `possible`.
+        unknown: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -35,6 +70,31 @@ impl fmt::Display for Error {
                 }
                 f.write_str(" (prefix a name with NO_ to turn it off)")
             }
+            Error::TopologyUnreadable { path, os_error } => write!(
+                f,
+                "cannot read `{path}`: {os_error}; check that it exists and is readable, or pass \
+                 a recorded sysfs root that holds it"
+            ),
+            Error::TopologyMissing { path, expected } => write!(
+                f,
+                "`{path}` has no {expected}; pass the directory that holds `sys/` (and usually \
+                 `proc/`) of a Linux system, such as `/`"
+            ),
+            Error::MalformedCpuList { path, content } => write!(
+                f,
+                "`{path}` holds `{content}`, which is not a CPU list such as `0-3,8` nor a hex \
+                 mask such as `000000ff,00000f0f`; fix or remove the file"
+            ),
+            Error::MalformedNumber { path, content } => write!(
+                f,
+                "`{path}` holds `{content}` where a number was expected; fix or remove the file"
+            ),
+            Error::CacheSpansUnknownCpus { path, unknown } => write!(
+                f,
+                "`{path}` names CPUs {unknown}, which have no cpu directory and are not in \
+                 `possible`; the recorded tree is inconsistent: fix the file or record the \
+                 missing CPUs"
+            ),
         }
     }
 }

@@ -7,8 +7,10 @@
 //!
 //! * `policy` — the pure EEVDF runqueue and placement decisions: no atomics, no OS calls,
 //!   no clock reads (time is an argument). The threaded runtime and the simulator both call it.
-//! * [`sync`] — the loom shim (atomics and cells that become loom's under `cfg(loom)`) and
-//!   the lock-free wakelist.
+//! * [`topology`] — sysfs → [`topology::Topology`]: CPUs, caches, NUMA, sched-domain levels,
+//!   preferred-core priorities and the allowed CPUs.
+//! * [`sync`] — the loom shim (atomics, cells and a futex word that become loom's under
+//!   `cfg(loom)`), the lock-free wakelist, the idle/kick protocol and the runqueue lock.
 //!
 //! The crate is `#![no_std]` + `alloc`; the `std` feature (on by default) adds conveniences
 //! only. All OS access goes through `libc` in `sys/`.
@@ -22,5 +24,6 @@ extern crate std;
 mod error;
 pub mod sync;
 mod sys;
+pub mod topology;
 
 pub use error::Error;

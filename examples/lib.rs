@@ -1,0 +1,130 @@
+//! Helpers shared by lagom's example programs: argument errors that print usage, JSON
+//! output, and timing of repeated runs.
+
+use std::time::{Duration, Instant};
+
+use lagom::topology::CpuSet;
+
+/// Prints `message` and `usage` to stderr and exits with status 2 (a usage error).
+pub fn usage_error(message: impl std::fmt::Display, usage: &str) -> ! {
+    eprintln!("error: {message}\n\n{usage}");
+    std::process::exit(2)
+}
+
+/// A CPU set as a JSON array of CPU numbers.
+pub fn cpus_json(set: &CpuSet) -> serde_json::Value {
+    serde_json::Value::from(set.iter().collect::<Vec<_>>())
+}
+
+/// `value` as JSON text: an object with one member per line, each member's value compact
+/// (so that long CPU lists stay on one line); anything else compact.
+pub fn json_text(value: &serde_json::Value) -> String {
+    let serde_json::Value::Object(map) = value else {
+        return value.to_string();
+    };
+    if map.is_empty() {
+        return String::from("{}");
+    }
+    let members: Vec<String> = map
+        .iter()
+        .map(|(k, v)| format!("  {}: {v}", serde_json::Value::from(k.as_str())))
+        .collect();
+    format!("{{\n{}\n}}", members.join(",\n"))
+}
+
+/// Prints `value` on stdout as [`json_text`] formats it.
+pub fn print_json(value: &serde_json::Value) {
+    println!("{}", json_text(value));
+}
+
+/// Times of repeated runs of one operation.
+#[derive(Debug, Clone)]
+pub struct Timings {
+    samples: Vec<Duration>,
+}
+
+impl Timings {
+    /// Runs `f` `runs` times (at least once) and records each wall-clock duration.
+    pub fn measure<T>(runs: usize, mut f: impl FnMut() -> T) -> (Timings, T) {
+        let mut samples = Vec::with_capacity(runs.max(1));
+        let mut last = None;
+        for _ in 0..runs.max(1) {
+            let t0 = Instant::now();
+            let out = f();
+            samples.push(t0.elapsed());
+            last = Some(out);
+        }
+        samples.sort();
+        let Some(out) = last else {
+            unreachable!("at least one run")
+        };
+        (Timings { samples }, out)
+    }
+
+    /// The fastest run.
+    pub fn min(&self) -> Duration {
+        self.samples[0]
+    }
+
+    /// The median run.
+    pub fn median(&self) -> Duration {
+        self.samples[self.samples.len() / 2]
+    }
+
+    /// The slowest run.
+    pub fn max(&self) -> Duration {
+        self.samples[self.samples.len() - 1]
+    }
+
+    /// The number of runs.
+    pub fn runs(&self) -> usize {
+        self.samples.len()
+    }
+}
+
+impl std::fmt::Display for Timings {
+    /// `"min 1.234 ms, median 1.300 ms, max 2.000 ms over 20 runs"`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        write!(
+            f,
+            "min {:.3} ms, median {:.3} ms, max {:.3} ms over {} runs",
+            ms(self.min()),
+            ms(self.median()),
+            ms(self.max()),
+            self.runs()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timings_are_sorted_and_count_runs() {
+        let mut n = 0u64;
+        let (t, out) = Timings::measure(5, || {
+            n += 1;
+            n
+        });
+        assert_eq!(out, 5);
+        assert_eq!(t.runs(), 5);
+        assert!(t.min() <= t.median() && t.median() <= t.max());
+    }
+
+    #[test]
+    fn json_text_is_valid_json_with_one_member_per_line() {
+        let v = serde_json::json!({"pus": 2, "l3": [[0, 1]], "name": "a\"b"});
+        let text = json_text(&v);
+        assert_eq!(text.lines().count(), 5);
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), v);
+        assert_eq!(json_text(&serde_json::json!({})), "{}");
+    }
+
+    #[test]
+    fn cpus_json_lists_cpus() {
+        let set: CpuSet = "0-2,8".parse().unwrap();
+        assert_eq!(cpus_json(&set).to_string(), "[0,1,2,8]");
+    }
+}

@@ -1,0 +1,220 @@
+//! `Sysfs`: file access below a root directory, with the error and fallback rules every
+//! reader of the topology shares.
+//!
+//! * A missing optional file (`ENOENT`, `ENOTDIR`, or unreadable for lack of permission) is
+//!   `None`: old kernels and containers lack many files, and the caller falls back and records
+//!   a [`Fallback`].
+//! * Any other failure of a file that exists is an [`Error::TopologyUnreadable`] naming the
+//!   path and the OS error.
+//! * File contents are trimmed of trailing newlines, spaces and NUL bytes (some arm64 kernels
+//!   end files in `"\n\0"`).
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use super::cpuset::{CpuSet, trim_sysfs};
+use crate::Error;
+use crate::sys::fs;
+
+/// Something the topology reader did not find, and what it used instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fallback {
+    /// The file or directory that was missing, as a pattern (`cpuN/topology/core_cpus_list`).
+    pub missing: &'static str,
+    /// What was used in its place.
+    pub used: &'static str,
+}
+
+/// Reads files below one root, remembering which fallbacks were used.
+pub(crate) struct Sysfs {
+    /// The root without a trailing `/` (`""` for the live system).
+    root: String,
+    /// Fallbacks used so far, each once.
+    pub(crate) fallbacks: Vec<Fallback>,
+    /// For each list of alternative names (keyed by its address), which one the last lookup
+    /// found (`None`: none of them).
+    hints: Vec<(usize, Option<usize>)>,
+}
+
+impl Sysfs {
+    pub(crate) fn new(root: &str) -> Sysfs {
+        Sysfs {
+            root: String::from(root.trim_end_matches('/')),
+            fallbacks: Vec::new(),
+            hints: Vec::new(),
+        }
+    }
+
+    /// The root as given (`/` for the live system).
+    pub(crate) fn root(&self) -> &str {
+        if self.root.is_empty() {
+            "/"
+        } else {
+            &self.root
+        }
+    }
+
+    /// Fails with the OS error when the root directory cannot be listed.
+    pub(crate) fn check_root(&self) -> Result<(), Error> {
+        fs::list_dir(self.root())
+            .map(|_| ())
+            .map_err(|e| Error::TopologyUnreadable {
+                path: String::from(self.root()),
+                os_error: format!("{e}"),
+            })
+    }
+
+    /// The full path of `rel`, which starts with `/`.
+    pub(crate) fn path(&self, rel: &str) -> String {
+        format!("{}{rel}", self.root)
+    }
+
+    /// Records that `missing` was absent and `used` stood in for it.
+    pub(crate) fn fall_back(&mut self, missing: &'static str, used: &'static str) {
+        let f = Fallback { missing, used };
+        if !self.fallbacks.contains(&f) {
+            self.fallbacks.push(f);
+        }
+    }
+
+    /// The trimmed content of `rel`, or `None` when the file is missing.
+    pub(crate) fn read(&self, rel: &str) -> Result<Option<String>, Error> {
+        let path = self.path(rel);
+        match fs::read(&path) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => Ok(Some(String::from(trim_sysfs(&text)))),
+                Err(e) => Err(Error::TopologyUnreadable {
+                    path,
+                    os_error: format!("not UTF-8 text ({e})"),
+                }),
+            },
+            Err(e) if e.is_not_found() || e.is_denied() => Ok(None),
+            Err(e) => Err(Error::TopologyUnreadable {
+                path,
+                os_error: format!("{e}"),
+            }),
+        }
+    }
+
+    /// `rel` parsed as a cpulist, or `None` when the file is missing.
+    pub(crate) fn read_list(&self, rel: &str) -> Result<Option<CpuSet>, Error> {
+        self.read_set(rel, CpuSet::parse_list)
+    }
+
+    /// `rel` parsed as a hex mask, or `None` when the file is missing.
+    pub(crate) fn read_mask(&self, rel: &str) -> Result<Option<CpuSet>, Error> {
+        self.read_set(rel, CpuSet::parse_mask)
+    }
+
+    fn read_set(
+        &self,
+        rel: &str,
+        parse: fn(&str) -> Option<CpuSet>,
+    ) -> Result<Option<CpuSet>, Error> {
+        let Some(text) = self.read(rel)? else {
+            return Ok(None);
+        };
+        match parse(&text) {
+            Some(set) => Ok(Some(set)),
+            None => Err(Error::MalformedCpuList {
+                path: self.path(rel),
+                content: text,
+            }),
+        }
+    }
+
+    /// The first of `names` (relative to `dir`) that exists, each `_list`/`cpulist` name read
+    /// as a cpulist and every other name as a mask, with the index of the name.
+    ///
+    /// The kernel publishes the same files for every CPU (and node), so the name an earlier
+    /// lookup of the same `names` found is tried first, and when the first lookup found none,
+    /// none is looked for again: on an old kernel this saves several failed `open`s per CPU.
+    /// A hinted name that is missing falls back to the full probe.
+    pub(crate) fn read_first_set(
+        &mut self,
+        dir: &str,
+        names: &'static [&'static str],
+    ) -> Result<Option<(usize, CpuSet)>, Error> {
+        let key = names.as_ptr() as usize;
+        let hint = self.hints.iter().find(|h| h.0 == key).map(|h| h.1);
+        let found = match hint {
+            Some(None) => None,
+            Some(Some(i)) => match self.read_named(dir, names[i])? {
+                Some(set) => Some((i, set)),
+                None => self.probe(dir, names)?,
+            },
+            None => self.probe(dir, names)?,
+        };
+        // A name once found stays the hint: one CPU lacking a file does not stop the others
+        // from being probed.
+        match (self.hints.iter_mut().find(|h| h.0 == key), &found) {
+            (Some(h), Some((i, _))) => h.1 = Some(*i),
+            (Some(_), None) => {}
+            (None, found) => self.hints.push((key, found.as_ref().map(|f| f.0))),
+        }
+        Ok(found)
+    }
+
+    fn probe(&self, dir: &str, names: &[&str]) -> Result<Option<(usize, CpuSet)>, Error> {
+        for (i, name) in names.iter().enumerate() {
+            if let Some(set) = self.read_named(dir, name)? {
+                return Ok(Some((i, set)));
+            }
+        }
+        Ok(None)
+    }
+
+    fn read_named(&self, dir: &str, name: &str) -> Result<Option<CpuSet>, Error> {
+        let rel = format!("{dir}/{name}");
+        if name.ends_with("_list") || name.ends_with("cpulist") {
+            self.read_list(&rel)
+        } else {
+            self.read_mask(&rel)
+        }
+    }
+
+    /// `rel` parsed as a signed integer, or `None` when the file is missing.
+    pub(crate) fn read_i64(&self, rel: &str) -> Result<Option<i64>, Error> {
+        let Some(text) = self.read(rel)? else {
+            return Ok(None);
+        };
+        match text.parse() {
+            Ok(v) => Ok(Some(v)),
+            Err(_) => Err(Error::MalformedNumber {
+                path: self.path(rel),
+                content: text,
+            }),
+        }
+    }
+
+    /// The entries of directory `rel`, or `None` when it does not exist.
+    pub(crate) fn list(&self, rel: &str) -> Result<Option<Vec<String>>, Error> {
+        let path = self.path(rel);
+        match fs::list_dir(&path) {
+            Ok(names) => Ok(Some(names)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(Error::TopologyUnreadable {
+                path,
+                os_error: format!("{e}"),
+            }),
+        }
+    }
+
+    /// True when `rel` exists.
+    pub(crate) fn exists(&self, rel: &str) -> bool {
+        fs::exists(&self.path(rel))
+    }
+}
+
+/// The numeric suffixes of the entries named `prefix<N>`, sorted (`cpu0`, `cpu12` → 0, 12).
+pub(crate) fn numbered(names: &[String], prefix: &str) -> Vec<usize> {
+    let mut ids: Vec<usize> = names
+        .iter()
+        .filter_map(|n| n.strip_prefix(prefix))
+        .filter(|d| !d.is_empty() && d.len() <= 7 && d.bytes().all(|b| b.is_ascii_digit()))
+        .filter_map(|d| d.parse().ok())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
