@@ -18,5 +18,6 @@ extern crate alloc;
 extern crate std;
 
 mod error;
+pub mod policy;
 
 pub use error::Error;

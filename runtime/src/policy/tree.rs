@@ -1,0 +1,391 @@
+//! The runqueue's timeline: an augmented AVL tree ordered by virtual deadline.
+//!
+//! Each node also keeps, for its whole subtree, the minimum vruntime (a heap property that
+//! lets a pick skip subtrees without an eligible entity), and the minimum and maximum slice
+//! (for RUN_TO_PARITY's protection and the lag clamp). Nodes live in a `Vec` indexed like the
+//! runqueue's slab, linked by `u32` indices with parent links, so insertion, removal by index
+//! and the pick descent are O(log n) with no recursion and no allocation (the vector grows
+//! only when the slab does).
+//!
+//! The tree stores its own copy of each entity's deadline, vruntime and slice, taken at
+//! insertion: an entity's keys must not change while it is in the tree (remove, change,
+//! re-insert), which is also what keeps the runqueue's weighted sums right.
+//!
+//! Equal deadlines go to the right of existing ones ("after existing equals").
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use super::vtime::{vbefore, vmin};
+
+/// "No node".
+pub(crate) const NIL: u32 = u32::MAX;
+
+/// One tree node: links, the entity's keys, and the subtree augmentation (one cache line).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Link {
+    left: u32,
+    right: u32,
+    parent: u32,
+    height: u32,
+    /// The entity's virtual deadline (the key).
+    pub deadline: u64,
+    /// The entity's vruntime.
+    pub vruntime: u64,
+    slice: u64,
+    /// Minimum vruntime over the subtree.
+    pub min_vruntime: u64,
+    /// Minimum slice over the subtree.
+    pub min_slice: u64,
+    /// Maximum slice over the subtree.
+    pub max_slice: u64,
+}
+
+const EMPTY: Link = Link {
+    left: NIL,
+    right: NIL,
+    parent: NIL,
+    height: 0,
+    deadline: 0,
+    vruntime: 0,
+    slice: 0,
+    min_vruntime: 0,
+    min_slice: 0,
+    max_slice: 0,
+};
+
+/// The augmented tree over node indices.
+#[derive(Debug, Default)]
+pub(crate) struct Tree {
+    links: Vec<Link>,
+    root: u32,
+    leftmost: u32,
+    len: usize,
+}
+
+impl Tree {
+    pub(crate) fn new() -> Tree {
+        Tree {
+            links: Vec::new(),
+            root: NIL,
+            leftmost: NIL,
+            len: 0,
+        }
+    }
+
+    /// Makes room for node indices below `n` (called when the slab grows).
+    pub(crate) fn reserve_index(&mut self, n: usize) {
+        if self.links.len() < n {
+            self.links.resize(n, EMPTY);
+        }
+    }
+
+    pub(crate) fn root(&self) -> Option<&Link> {
+        (self.root != NIL).then(|| &self.links[self.root as usize])
+    }
+
+    pub(crate) fn leftmost(&self) -> u32 {
+        self.leftmost
+    }
+
+    pub(crate) fn link(&self, i: u32) -> &Link {
+        &self.links[i as usize]
+    }
+
+    #[inline]
+    fn h(&self, i: u32) -> u32 {
+        if i == NIL {
+            0
+        } else {
+            self.links[i as usize].height
+        }
+    }
+
+    /// Recomputes height and augmentation of `i` from its children.
+    #[inline]
+    fn update(&mut self, i: u32) {
+        let n = self.links[i as usize];
+        let (mut minv, mut mins, mut maxs) = (n.vruntime, n.slice, n.slice);
+        let mut height = 0;
+        for c in [n.left, n.right] {
+            if c != NIL {
+                let c = &self.links[c as usize];
+                minv = vmin(minv, c.min_vruntime);
+                mins = mins.min(c.min_slice);
+                maxs = maxs.max(c.max_slice);
+                height = height.max(c.height);
+            }
+        }
+        let n = &mut self.links[i as usize];
+        n.min_vruntime = minv;
+        n.min_slice = mins;
+        n.max_slice = maxs;
+        n.height = height + 1;
+    }
+
+    /// Points `parent`'s child link (or the root) that held `old` at `new`.
+    #[inline]
+    fn replace_child(&mut self, parent: u32, old: u32, new: u32) {
+        if parent == NIL {
+            self.root = new;
+        } else if self.links[parent as usize].left == old {
+            self.links[parent as usize].left = new;
+        } else {
+            self.links[parent as usize].right = new;
+        }
+        if new != NIL {
+            self.links[new as usize].parent = parent;
+        }
+    }
+
+    fn rotate_left(&mut self, x: u32) -> u32 {
+        let y = self.links[x as usize].right;
+        let yl = self.links[y as usize].left;
+        let xp = self.links[x as usize].parent;
+        self.links[x as usize].right = yl;
+        if yl != NIL {
+            self.links[yl as usize].parent = x;
+        }
+        self.replace_child(xp, x, y);
+        self.links[y as usize].left = x;
+        self.links[x as usize].parent = y;
+        self.update(x);
+        self.update(y);
+        y
+    }
+
+    fn rotate_right(&mut self, x: u32) -> u32 {
+        let y = self.links[x as usize].left;
+        let yr = self.links[y as usize].right;
+        let xp = self.links[x as usize].parent;
+        self.links[x as usize].left = yr;
+        if yr != NIL {
+            self.links[yr as usize].parent = x;
+        }
+        self.replace_child(xp, x, y);
+        self.links[y as usize].right = x;
+        self.links[x as usize].parent = y;
+        self.update(x);
+        self.update(y);
+        y
+    }
+
+    /// Walks from `i` to the root, restoring AVL balance and the augmentation on the way.
+    fn fix_up(&mut self, mut i: u32) {
+        while i != NIL {
+            self.update(i);
+            let (l, r) = {
+                let n = &self.links[i as usize];
+                (n.left, n.right)
+            };
+            let bf = self.h(l) as i64 - self.h(r) as i64;
+            if bf > 1 {
+                let ln = &self.links[l as usize];
+                if self.h(ln.left) < self.h(ln.right) {
+                    self.rotate_left(l);
+                }
+                i = self.rotate_right(i);
+            } else if bf < -1 {
+                let rn = &self.links[r as usize];
+                if self.h(rn.right) < self.h(rn.left) {
+                    self.rotate_right(r);
+                }
+                i = self.rotate_left(i);
+            }
+            i = self.links[i as usize].parent;
+        }
+    }
+
+    /// Inserts node `i` with the given keys. `i` must not be in the tree.
+    pub(crate) fn insert(&mut self, i: u32, deadline: u64, vruntime: u64, slice: u64) {
+        self.links[i as usize] = Link {
+            deadline,
+            vruntime,
+            slice,
+            min_vruntime: vruntime,
+            min_slice: slice,
+            max_slice: slice,
+            height: 1,
+            ..EMPTY
+        };
+        self.len += 1;
+        let mut parent = NIL;
+        let mut cur = self.root;
+        let mut go_left = false;
+        let mut leftmost = true;
+        while cur != NIL {
+            parent = cur;
+            let n = &self.links[cur as usize];
+            go_left = vbefore(deadline, n.deadline);
+            if go_left {
+                cur = n.left;
+            } else {
+                cur = n.right;
+                leftmost = false;
+            }
+        }
+        self.links[i as usize].parent = parent;
+        if parent == NIL {
+            self.root = i;
+        } else if go_left {
+            self.links[parent as usize].left = i;
+        } else {
+            self.links[parent as usize].right = i;
+        }
+        if leftmost {
+            self.leftmost = i;
+        }
+        self.fix_up(parent);
+    }
+
+    fn min_of(&self, mut i: u32) -> u32 {
+        while self.links[i as usize].left != NIL {
+            i = self.links[i as usize].left;
+        }
+        i
+    }
+
+    /// Removes node `i`, which must be in the tree.
+    pub(crate) fn remove(&mut self, i: u32) {
+        let n = self.links[i as usize];
+        if self.leftmost == i {
+            // The leftmost node has no left child: its successor is the minimum of its right
+            // subtree, or else its parent.
+            self.leftmost = if n.right != NIL {
+                self.min_of(n.right)
+            } else {
+                n.parent
+            };
+        }
+        self.len -= 1;
+        let start;
+        if n.left == NIL || n.right == NIL {
+            let child = if n.left != NIL { n.left } else { n.right };
+            self.replace_child(n.parent, i, child);
+            start = n.parent;
+        } else {
+            let s = self.min_of(n.right);
+            if s == n.right {
+                start = s;
+            } else {
+                let sp = self.links[s as usize].parent;
+                let sr = self.links[s as usize].right;
+                self.links[sp as usize].left = sr;
+                if sr != NIL {
+                    self.links[sr as usize].parent = sp;
+                }
+                self.links[s as usize].right = n.right;
+                self.links[n.right as usize].parent = s;
+                start = sp;
+            }
+            self.links[s as usize].left = n.left;
+            self.links[n.left as usize].parent = s;
+            self.replace_child(n.parent, i, s);
+        }
+        self.links[i as usize] = EMPTY;
+        self.fix_up(start);
+    }
+
+    /// The eligible node with the earliest deadline (`pick_eevdf` steps 5–6), or [`NIL`].
+    ///
+    /// `eligible(v)` must be monotone: if it holds for v, it holds for every earlier v. Then a
+    /// left subtree whose minimum vruntime is eligible holds an eligible node, and every node
+    /// there has an earlier deadline than anything to the right.
+    #[inline]
+    pub(crate) fn pick(&self, eligible: impl Fn(u64) -> bool) -> u32 {
+        if self.leftmost != NIL && eligible(self.links[self.leftmost as usize].vruntime) {
+            return self.leftmost;
+        }
+        let mut i = self.root;
+        while i != NIL {
+            let n = &self.links[i as usize];
+            if n.left != NIL && eligible(self.links[n.left as usize].min_vruntime) {
+                i = n.left;
+                continue;
+            }
+            if eligible(n.vruntime) {
+                return i;
+            }
+            i = n.right;
+        }
+        NIL
+    }
+
+    /// Checks links, order, balance, heights, augmentation, the leftmost cache and the count.
+    /// Returns the in-order node list.
+    pub(crate) fn check(&self) -> Result<Vec<u32>, String> {
+        let mut order = Vec::with_capacity(self.len);
+        if self.root != NIL && self.links[self.root as usize].parent != NIL {
+            return Err(format!("root {} has a parent", self.root));
+        }
+        // Iterative in-order walk.
+        let mut stack = Vec::new();
+        let mut cur = self.root;
+        while cur != NIL || !stack.is_empty() {
+            while cur != NIL {
+                stack.push(cur);
+                cur = self.links[cur as usize].left;
+            }
+            let i = stack.pop().unwrap_or(NIL);
+            order.push(i);
+            cur = self.links[i as usize].right;
+            if order.len() > self.len {
+                return Err(format!("more than {} nodes reachable (cycle?)", self.len));
+            }
+        }
+        if order.len() != self.len {
+            return Err(format!(
+                "{} nodes reachable, {} counted",
+                order.len(),
+                self.len
+            ));
+        }
+        if self.leftmost != order.first().copied().unwrap_or(NIL) {
+            return Err(format!(
+                "leftmost cache {} is not the first node",
+                self.leftmost
+            ));
+        }
+        for w in order.windows(2) {
+            let (a, b) = (&self.links[w[0] as usize], &self.links[w[1] as usize]);
+            if vbefore(b.deadline, a.deadline) {
+                return Err(format!(
+                    "deadline order broken between {} and {}",
+                    w[0], w[1]
+                ));
+            }
+        }
+        for &i in &order {
+            let n = &self.links[i as usize];
+            let (mut minv, mut mins, mut maxs, mut hh) = (n.vruntime, n.slice, n.slice, 0);
+            for c in [n.left, n.right] {
+                if c == NIL {
+                    continue;
+                }
+                let cn = &self.links[c as usize];
+                if cn.parent != i {
+                    return Err(format!("node {c} has parent {} not {i}", cn.parent));
+                }
+                minv = vmin(minv, cn.min_vruntime);
+                mins = mins.min(cn.min_slice);
+                maxs = maxs.max(cn.max_slice);
+                hh = hh.max(cn.height);
+            }
+            if n.height != hh + 1 {
+                return Err(format!("node {i} height {} != {}", n.height, hh + 1));
+            }
+            let bf = self.h(n.left) as i64 - self.h(n.right) as i64;
+            if bf.abs() > 1 {
+                return Err(format!("node {i} balance factor {bf}"));
+            }
+            if n.min_vruntime != minv || n.min_slice != mins || n.max_slice != maxs {
+                return Err(format!(
+                    "node {i} augmentation (min_v {}, min_s {}, max_s {}) should be ({minv}, {mins}, {maxs})",
+                    n.min_vruntime, n.min_slice, n.max_slice
+                ));
+            }
+        }
+        Ok(order)
+    }
+}
