@@ -36,6 +36,8 @@ pub struct Sim {
     pub finished_delayed: u64,
     /// Whether the last woken entity was eligible right after its enqueue or requeue.
     pub last_wake_eligible: bool,
+    /// The last woken entity's virtual lag (V − v) right after its enqueue or requeue.
+    pub last_wake_lag: i64,
 }
 
 impl Sim {
@@ -50,6 +52,7 @@ impl Sim {
             picks: 0,
             finished_delayed: 0,
             last_wake_eligible: false,
+            last_wake_lag: 0,
         }
     }
 
@@ -152,6 +155,8 @@ impl Sim {
         };
         self.tasks[id] = State::Queued(h);
         self.last_wake_eligible = self.rq.entity_eligible(h);
+        let v = self.rq.avg_vruntime();
+        self.last_wake_lag = v.wrapping_sub(self.rq.entity(h).vruntime) as i64;
         loop {
             match self.rq.wakeup_preempt(h, wf, self.now) {
                 Wakeup::NoPreempt => return false,
