@@ -333,7 +333,14 @@ impl<T> RunQueue<T> {
     /// toward −∞ so that an entity placed at V is eligible. Re-bases the zero point to V.
     pub fn avg_vruntime(&mut self) -> u64 {
         let (s, w) = self.sums_with_curr();
-        let delta = if w > 0 { s.div_euclid(w) as i64 } else { 0 };
+        let delta = if w <= 0 {
+            0
+        } else if let (Ok(s64), Ok(w64)) = (i64::try_from(s), i64::try_from(w)) {
+            // The common case fits 64 bits, where division is several times cheaper.
+            s64.div_euclid(w64)
+        } else {
+            s.div_euclid(w) as i64
+        };
         self.rebase(delta);
         self.zero_vruntime
     }

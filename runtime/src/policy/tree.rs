@@ -24,6 +24,7 @@ pub(crate) const NIL: u32 = u32::MAX;
 
 /// One tree node: links, the entity's keys, and the subtree augmentation (one cache line).
 #[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
 pub(crate) struct Link {
     left: u32,
     right: u32,
@@ -171,15 +172,23 @@ impl Tree {
         y
     }
 
-    /// Walks from `i` to the root, restoring AVL balance and the augmentation on the way.
-    fn fix_up(&mut self, mut i: u32) {
+    /// Walks from `i` towards the root, restoring AVL balance and the augmentation. A node's
+    /// height and augmentation depend only on its children, so the walk stops at the first
+    /// node whose values did not change (and that was not rotated), once it has passed
+    /// `force` (a node whose stored values are known to be stale, or [`NIL`]).
+    fn fix_up(&mut self, mut i: u32, mut force: u32) {
         while i != NIL {
+            let before = {
+                let n = &self.links[i as usize];
+                (n.height, n.min_vruntime, n.min_slice, n.max_slice)
+            };
             self.update(i);
             let (l, r) = {
                 let n = &self.links[i as usize];
                 (n.left, n.right)
             };
             let bf = self.h(l) as i64 - self.h(r) as i64;
+            let mut rotated = true;
             if bf > 1 {
                 let ln = &self.links[l as usize];
                 if self.h(ln.left) < self.h(ln.right) {
@@ -192,6 +201,17 @@ impl Tree {
                     self.rotate_right(r);
                 }
                 i = self.rotate_left(i);
+            } else {
+                rotated = false;
+            }
+            if i == force {
+                force = NIL;
+            }
+            if !rotated && force == NIL {
+                let n = &self.links[i as usize];
+                if before == (n.height, n.min_vruntime, n.min_slice, n.max_slice) {
+                    return;
+                }
             }
             i = self.links[i as usize].parent;
         }
@@ -236,7 +256,7 @@ impl Tree {
         if leftmost {
             self.leftmost = i;
         }
-        self.fix_up(parent);
+        self.fix_up(parent, NIL);
     }
 
     fn min_of(&self, mut i: u32) -> u32 {
@@ -260,6 +280,7 @@ impl Tree {
         }
         self.len -= 1;
         let start;
+        let mut force = NIL;
         if n.left == NIL || n.right == NIL {
             let child = if n.left != NIL { n.left } else { n.right };
             self.replace_child(n.parent, i, child);
@@ -282,9 +303,17 @@ impl Tree {
             self.links[s as usize].left = n.left;
             self.links[n.left as usize].parent = s;
             self.replace_child(n.parent, i, s);
+            // `s` now sits where `i` was: give it `i`'s values (what its parent saw), and
+            // recompute at least up to it.
+            let sl = &mut self.links[s as usize];
+            sl.height = n.height;
+            sl.min_vruntime = n.min_vruntime;
+            sl.min_slice = n.min_slice;
+            sl.max_slice = n.max_slice;
+            force = s;
         }
         self.links[i as usize] = EMPTY;
-        self.fix_up(start);
+        self.fix_up(start, force);
     }
 
     /// The eligible node with the earliest deadline (`pick_eevdf` steps 5–6), or [`NIL`].
@@ -387,5 +416,64 @@ impl Tree {
             }
         }
         Ok(order)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    fn xorshift(s: &mut u64) -> u64 {
+        *s ^= *s << 13;
+        *s ^= *s >> 7;
+        *s ^= *s << 17;
+        *s
+    }
+
+    /// Random inserts and removals (with duplicate keys and wrapped virtual times), the tree
+    /// checked after every operation against its definition.
+    #[test]
+    fn random_operations_keep_order_balance_and_augmentation() {
+        let mut s = 0x2545_f491_4f6c_dd1d_u64;
+        let mut t = Tree::new();
+        let n = 300;
+        t.reserve_index(n);
+        let mut inside = vec![false; n];
+        for op in 0..20_000 {
+            let i = (xorshift(&mut s) % n as u64) as u32;
+            if inside[i as usize] {
+                t.remove(i);
+            } else {
+                let base = u64::MAX - 5_000;
+                let d = base.wrapping_add(xorshift(&mut s) % 10_000);
+                let v = base.wrapping_add(xorshift(&mut s) % 10_000);
+                t.insert(i, d, v, xorshift(&mut s) % 7);
+            }
+            inside[i as usize] ^= true;
+            if let Err(e) = t.check() {
+                panic!("after op {op} on node {i}: {e}");
+            }
+        }
+    }
+
+    /// A million sequential inserts stay within the AVL height bound (no recursion anywhere).
+    #[test]
+    fn a_million_nodes_stay_shallow() {
+        let n = 1_000_000u32;
+        let mut t = Tree::new();
+        t.reserve_index(n as usize);
+        for i in 0..n {
+            t.insert(i, i as u64, (n - i) as u64, 1);
+        }
+        let h = t.root().map_or(0, |r| r.height);
+        // AVL: height < 1.45 log2(n + 2).
+        assert!((h as f64) < 1.45 * ((n + 2) as f64).log2(), "height {h}");
+        assert_eq!(t.root().map(|r| r.min_vruntime), Some(1));
+        for i in (0..n).step_by(2) {
+            t.remove(i);
+        }
+        assert_eq!(t.len, n as usize / 2);
+        assert_eq!(t.link(t.leftmost()).deadline, 1);
     }
 }
