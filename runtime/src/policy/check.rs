@@ -62,10 +62,8 @@ impl<T> RunQueue<T> {
                 self.sum_w_vruntime, self.sum_weight
             ));
         }
-        if self.next != NIL {
-            if self.next == self.curr || self.se(self.next).sched_delayed {
-                return Err(format!("next buddy {} is current or delayed", self.next));
-            }
+        if self.next != NIL && (self.next == self.curr || self.se(self.next).sched_delayed) {
+            return Err(format!("next buddy {} is current or delayed", self.next));
         }
         // Conservation of lag around the floor of the exact mean.
         let (s_all, w_all) = self.sums_with_curr();

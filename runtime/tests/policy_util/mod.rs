@@ -85,15 +85,15 @@ impl Sim {
         loop {
             self.rq.update_curr(self.now);
             let predicted = self.rq.pick_eevdf(true);
-            if let Some(p) = predicted {
-                if !self.rq.entity_eligible(p) {
-                    assert_eq!(
-                        self.rq.nr_queued(),
-                        1,
-                        "pick chose an ineligible entity with others queued"
-                    );
-                    self.alone_picks += 1;
-                }
+            if let Some(p) = predicted
+                && !self.rq.entity_eligible(p)
+            {
+                assert_eq!(
+                    self.rq.nr_queued(),
+                    1,
+                    "pick chose an ineligible entity with others queued"
+                );
+                self.alone_picks += 1;
             }
             match self.rq.pick_next(self.now) {
                 Pick::Run(h) => {
