@@ -167,7 +167,7 @@ impl<T> RunQueue<T> {
     /// ineligible); otherwise nothing changes (no vruntime run-away). The caller then picks.
     pub fn yield_curr(&mut self, now: u64) {
         let c = self.curr;
-        if c == NIL || self.nr_runnable() <= 1 {
+        if c == NIL || self.nr_queued <= 1 {
             return;
         }
         self.clear_buddies(c);

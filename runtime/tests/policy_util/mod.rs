@@ -107,6 +107,7 @@ impl Sim {
                 }
                 Pick::FinishedDelayed { se, payload } => {
                     assert!(matches!(self.tasks[payload], State::Delayed(_)));
+                    assert_lag_clamped(&se, self.tick);
                     assert!(!se.on_rq && !se.sched_delayed);
                     self.tasks[payload] = State::Asleep(se);
                     self.finished_delayed += 1;
@@ -134,6 +135,7 @@ impl Sim {
             Dequeued::Delayed => self.tasks[id] = State::Delayed(h),
             Dequeued::Removed { se, payload } => {
                 assert_eq!(payload, id);
+                assert_lag_clamped(&se, self.tick);
                 self.tasks[id] = State::Asleep(se);
             }
         }
@@ -204,6 +206,17 @@ impl Sim {
             })
             .collect()
     }
+}
+
+/// Spec §11.3 P6, loosely: a saved lag never exceeds the clamp for the largest possible
+/// slice, `calc_delta_fair(100 ms + tick)`.
+pub fn assert_lag_clamped(se: &SchedEntity, tick: u64) {
+    let limit = lagom::policy::calc_delta_fair(lagom::policy::MAX_CUSTOM_SLICE + tick, se.weight);
+    assert!(
+        se.vlag.unsigned_abs() <= limit,
+        "saved lag {} beyond the clamp {limit}",
+        se.vlag
+    );
 }
 
 /// splitmix64: a tiny seeded generator for reproducible randomized tests.
