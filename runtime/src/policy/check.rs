@@ -50,7 +50,10 @@ impl<T> RunQueue<T> {
             }
             let se = self.se(i);
             let l = self.tree.link(i);
-            if l.deadline != se.deadline || l.vruntime != se.vruntime {
+            if l.deadline != se.deadline
+                || l.vruntime != se.vruntime
+                || l.delayed != se.sched_delayed
+            {
                 return Err(format!("node {i}'s keys changed while in the tree"));
             }
             s += vdiff(se.vruntime, self.zero_vruntime) as i128 * se.weight as i128;

@@ -68,6 +68,9 @@ impl<T> RunQueue<T> {
             self.clear_buddies(i);
             self.update_entity_lag(i);
             self.se_mut(i).sched_delayed = true;
+            if i != self.curr {
+                self.tree.set_delayed(i, true);
+            }
             self.nr_delayed += 1;
             return Dequeued::Delayed;
         }
@@ -137,6 +140,9 @@ impl<T> RunQueue<T> {
             self.attach(i);
         }
         self.se_mut(i).sched_delayed = false;
+        if i != self.curr {
+            self.tree.set_delayed(i, false);
+        }
         self.nr_delayed -= 1;
     }
 }

@@ -96,7 +96,14 @@ impl<T> RunQueue<T> {
             i != NIL,
             "lagom: pick on a non-empty runqueue found nothing"
         );
-        if self.se(i).sched_delayed {
+        // The tree keeps a copy of the flag, so a pick from the tree need not touch the
+        // entity before it is switched in.
+        let delayed = if i == self.curr {
+            self.se(i).sched_delayed
+        } else {
+            self.tree.link(i).delayed
+        };
+        if delayed {
             let (se, payload) = self.finish_delayed_idx(i);
             return Pick::FinishedDelayed { se, payload };
         }

@@ -295,7 +295,8 @@ impl<T> RunQueue<T> {
 
     pub(super) fn tree_insert(&mut self, i: u32) {
         let se = *self.se(i);
-        self.tree.insert(i, se.deadline, se.vruntime, se.slice);
+        self.tree
+            .insert(i, se.deadline, se.vruntime, se.slice, se.sched_delayed);
         self.sum_w_vruntime += vdiff(se.vruntime, self.zero_vruntime) as i128 * se.weight as i128;
         self.sum_weight += se.weight;
     }

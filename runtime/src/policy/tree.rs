@@ -29,7 +29,9 @@ pub(crate) struct Link {
     left: u32,
     right: u32,
     parent: u32,
-    height: u32,
+    height: u16,
+    /// The entity is delayed (kept here so that a pick need not touch the entity).
+    pub delayed: bool,
     /// The entity's virtual deadline (the key).
     pub deadline: u64,
     /// The entity's vruntime.
@@ -48,6 +50,7 @@ const EMPTY: Link = Link {
     right: NIL,
     parent: NIL,
     height: 0,
+    delayed: false,
     deadline: 0,
     vruntime: 0,
     slice: 0,
@@ -99,7 +102,7 @@ impl Tree {
         if i == NIL {
             0
         } else {
-            self.links[i as usize].height
+            self.links[i as usize].height as u32
         }
     }
 
@@ -217,9 +220,22 @@ impl Tree {
         }
     }
 
+    /// Marks node `i` (in the tree) delayed or not.
+    pub(crate) fn set_delayed(&mut self, i: u32, delayed: bool) {
+        self.links[i as usize].delayed = delayed;
+    }
+
     /// Inserts node `i` with the given keys. `i` must not be in the tree.
-    pub(crate) fn insert(&mut self, i: u32, deadline: u64, vruntime: u64, slice: u64) {
+    pub(crate) fn insert(
+        &mut self,
+        i: u32,
+        deadline: u64,
+        vruntime: u64,
+        slice: u64,
+        delayed: bool,
+    ) {
         self.links[i as usize] = Link {
+            delayed,
             deadline,
             vruntime,
             slice,
@@ -448,7 +464,7 @@ mod tests {
                 let base = u64::MAX - 5_000;
                 let d = base.wrapping_add(xorshift(&mut s) % 10_000);
                 let v = base.wrapping_add(xorshift(&mut s) % 10_000);
-                t.insert(i, d, v, xorshift(&mut s) % 7);
+                t.insert(i, d, v, xorshift(&mut s) % 7, false);
             }
             inside[i as usize] ^= true;
             if let Err(e) = t.check() {
@@ -464,7 +480,7 @@ mod tests {
         let mut t = Tree::new();
         t.reserve_index(n as usize);
         for i in 0..n {
-            t.insert(i, i as u64, (n - i) as u64, 1);
+            t.insert(i, i as u64, (n - i) as u64, 1, false);
         }
         let h = t.root().map_or(0, |r| r.height);
         // AVL: height < 1.45 log2(n + 2).
