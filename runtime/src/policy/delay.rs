@@ -133,6 +133,10 @@ impl<T> RunQueue<T> {
         );
         self.update_curr(now);
         if self.update_entity_lag(i) {
+            // A delayed entity may still be current (woken before it was switched out). The
+            // kernel then places it while it still counts in V and in the load it inflates
+            // its lag by; lagom takes it out of both first, so that the placed lag is exactly
+            // the saved one (spec §4.3), as for any other placement.
             self.detach(i);
             let mut se = *self.se(i);
             self.place_entity(&mut se, false);

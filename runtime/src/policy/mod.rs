@@ -49,6 +49,7 @@
 //! ```
 
 mod check;
+mod config;
 mod delay;
 mod entity;
 mod features;
@@ -60,15 +61,14 @@ mod tree;
 pub mod vtime;
 mod weight;
 
+pub use config::{NORMALIZED_BASE_SLICE, RqConfig, TunableScaling, scaled_base_slice};
 pub use delay::{DequeueKind, Dequeued};
 pub use entity::{MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, SchedEntity};
 pub use features::{Feature, Features};
 pub use pick::Pick;
 pub use place::EnqueueKind;
 pub use preempt::{WakeFlags, Wakeup};
-pub use runqueue::{
-    Handle, NORMALIZED_BASE_SLICE, RqConfig, RunQueue, TunableScaling, scaled_base_slice,
-};
+pub use runqueue::{Handle, RunQueue};
 pub use weight::{
     MAX_NICE, MIN_NICE, NICE_0_LOAD, SCHED_FIXEDPOINT_SHIFT, SCHED_PRIO_TO_WEIGHT,
     SCHED_PRIO_TO_WMULT, calc_delta_fair, clamp_nice, inv_weight_of_nice, weight_of_nice,

@@ -174,6 +174,8 @@ impl<T> RunQueue<T> {
     /// ineligible); otherwise nothing changes (no vruntime run-away). The caller then picks.
     pub fn yield_curr(&mut self, now: u64) {
         let c = self.curr;
+        // The spec says "more than one runnable"; the kernel tests rq->nr_running, which
+        // counts delayed entities too. We follow the kernel.
         if c == NIL || self.nr_queued <= 1 {
             return;
         }
