@@ -56,6 +56,7 @@ mod features;
 mod pick;
 mod place;
 mod preempt;
+mod prefetch;
 mod runqueue;
 mod tree;
 pub mod vtime;

@@ -29,7 +29,10 @@ pub(crate) struct Link {
     left: u32,
     right: u32,
     parent: u32,
-    height: u16,
+    height: u8,
+    /// Height of the left subtree minus height of the right one (kept so that a rebalance
+    /// decides on a child without touching the grandchildren).
+    bal: i8,
     /// The entity is delayed (kept here so that a pick need not touch the entity).
     pub delayed: bool,
     /// The entity's virtual deadline (the key).
@@ -50,6 +53,7 @@ const EMPTY: Link = Link {
     right: NIL,
     parent: NIL,
     height: 0,
+    bal: 0,
     delayed: false,
     deadline: 0,
     vruntime: 0,
@@ -65,6 +69,9 @@ pub(crate) struct Tree {
     links: Vec<Link>,
     root: u32,
     leftmost: u32,
+    /// The last node: a runnable entity that used up its request usually goes there, so an
+    /// insertion checks it before descending.
+    rightmost: u32,
     len: usize,
 }
 
@@ -74,6 +81,7 @@ impl Tree {
             links: Vec::new(),
             root: NIL,
             leftmost: NIL,
+            rightmost: NIL,
             len: 0,
         }
     }
@@ -111,21 +119,22 @@ impl Tree {
     fn update(&mut self, i: u32) {
         let n = self.links[i as usize];
         let (mut minv, mut mins, mut maxs) = (n.vruntime, n.slice, n.slice);
-        let mut height = 0;
-        for c in [n.left, n.right] {
+        let mut heights = [0u8; 2];
+        for (k, c) in [n.left, n.right].into_iter().enumerate() {
             if c != NIL {
                 let c = &self.links[c as usize];
                 minv = vmin(minv, c.min_vruntime);
                 mins = mins.min(c.min_slice);
                 maxs = maxs.max(c.max_slice);
-                height = height.max(c.height);
+                heights[k] = c.height;
             }
         }
         let n = &mut self.links[i as usize];
         n.min_vruntime = minv;
         n.min_slice = mins;
         n.max_slice = maxs;
-        n.height = height + 1;
+        n.height = heights[0].max(heights[1]) + 1;
+        n.bal = heights[0] as i8 - heights[1] as i8;
     }
 
     /// Points `parent`'s child link (or the root) that held `old` at `new`.
@@ -186,21 +195,18 @@ impl Tree {
                 (n.height, n.min_vruntime, n.min_slice, n.max_slice)
             };
             self.update(i);
-            let (l, r) = {
+            let (l, r, bf) = {
                 let n = &self.links[i as usize];
-                (n.left, n.right)
+                (n.left, n.right, n.bal)
             };
-            let bf = self.h(l) as i64 - self.h(r) as i64;
             let mut rotated = true;
             if bf > 1 {
-                let ln = &self.links[l as usize];
-                if self.h(ln.left) < self.h(ln.right) {
+                if self.links[l as usize].bal < 0 {
                     self.rotate_left(l);
                 }
                 i = self.rotate_right(i);
             } else if bf < -1 {
-                let rn = &self.links[r as usize];
-                if self.h(rn.right) < self.h(rn.left) {
+                if self.links[r as usize].bal > 0 {
                     self.rotate_right(r);
                 }
                 i = self.rotate_left(i);
@@ -250,12 +256,21 @@ impl Tree {
         let mut cur = self.root;
         let mut go_left = false;
         let mut leftmost = true;
+        if self.rightmost != NIL && !vbefore(deadline, self.links[self.rightmost as usize].deadline)
+        {
+            // At or after the last key: the new node is the right child of the last node.
+            parent = self.rightmost;
+            cur = NIL;
+            leftmost = false;
+        }
+        let mut rightmost = true;
         while cur != NIL {
             parent = cur;
             let n = &self.links[cur as usize];
             go_left = vbefore(deadline, n.deadline);
             if go_left {
                 cur = n.left;
+                rightmost = false;
             } else {
                 cur = n.right;
                 leftmost = false;
@@ -272,12 +287,22 @@ impl Tree {
         if leftmost {
             self.leftmost = i;
         }
+        if rightmost {
+            self.rightmost = i;
+        }
         self.fix_up(parent, NIL);
     }
 
     fn min_of(&self, mut i: u32) -> u32 {
         while self.links[i as usize].left != NIL {
             i = self.links[i as usize].left;
+        }
+        i
+    }
+
+    fn max_of(&self, mut i: u32) -> u32 {
+        while self.links[i as usize].right != NIL {
+            i = self.links[i as usize].right;
         }
         i
     }
@@ -290,6 +315,14 @@ impl Tree {
             // subtree, or else its parent.
             self.leftmost = if n.right != NIL {
                 self.min_of(n.right)
+            } else {
+                n.parent
+            };
+        }
+        if self.rightmost == i {
+            // Mirror image: the predecessor of the last node.
+            self.rightmost = if n.left != NIL {
+                self.max_of(n.left)
             } else {
                 n.parent
             };
@@ -323,6 +356,7 @@ impl Tree {
             // recompute at least up to it.
             let sl = &mut self.links[s as usize];
             sl.height = n.height;
+            sl.bal = n.bal;
             sl.min_vruntime = n.min_vruntime;
             sl.min_slice = n.min_slice;
             sl.max_slice = n.max_slice;
@@ -392,6 +426,12 @@ impl Tree {
                 self.leftmost
             ));
         }
+        if self.rightmost != order.last().copied().unwrap_or(NIL) {
+            return Err(format!(
+                "rightmost cache {} is not the last node",
+                self.rightmost
+            ));
+        }
         for w in order.windows(2) {
             let (a, b) = (&self.links[w[0] as usize], &self.links[w[1] as usize]);
             if vbefore(b.deadline, a.deadline) {
@@ -417,10 +457,13 @@ impl Tree {
                 maxs = maxs.max(cn.max_slice);
                 hh = hh.max(cn.height);
             }
-            if n.height != hh + 1 {
+            if n.height as u32 != hh as u32 + 1 {
                 return Err(format!("node {i} height {} != {}", n.height, hh + 1));
             }
             let bf = self.h(n.left) as i64 - self.h(n.right) as i64;
+            if bf != n.bal as i64 {
+                return Err(format!("node {i} balance {} should be {bf}", n.bal));
+            }
             if bf.abs() > 1 {
                 return Err(format!("node {i} balance factor {bf}"));
             }
