@@ -115,7 +115,9 @@ fn pick_one(rng: &mut Rng, v: &[usize]) -> Option<usize> {
     (!v.is_empty()).then(|| v[rng.range(0, v.len() as u64) as usize])
 }
 
-fn run_sequence(seed: u64, steps: usize) {
+/// Runs one sequence; returns (picks, picks of a lone ineligible entity, delayed entities
+/// finished by a pick).
+fn run_sequence(seed: u64, steps: usize) -> [u64; 3] {
     let mut rng = Rng::new(seed);
     let mut cfg = RqConfig::for_cpus(rng.range(1, 17) as usize);
     cfg.tick = if rng.chance(50) { 1_000_000 } else { 4_000_000 };
@@ -274,6 +276,7 @@ fn run_sequence(seed: u64, steps: usize) {
         );
         check(&mut sim, step, what);
     }
+    [sim.picks, sim.alone_picks, sim.finished_delayed]
 }
 
 /// Thousands of random sequences (seeded; the failing seed is printed) with, after every
@@ -289,16 +292,30 @@ fn random_sequences_keep_every_invariant() {
         .and_then(|s| s.parse().ok())
     {
         eprintln!("replaying seed {seed}");
-        run_sequence(seed, STEPS * 10);
+        let _ = run_sequence(seed, STEPS * 10);
         return;
     }
     let base = 0x1a90_4ee5;
     let mut seeds = Rng::new(base);
+    let mut totals = [0u64; 3];
     for _ in 0..SEQUENCES {
         let seed = seeds.next_u64();
-        if let Err(p) = catch_unwind(AssertUnwindSafe(|| run_sequence(seed, STEPS))) {
-            eprintln!("policy_property failed: replay with LAGOM_SEED={seed}");
-            resume_unwind(p);
+        match catch_unwind(AssertUnwindSafe(|| run_sequence(seed, STEPS))) {
+            Ok(counts) => (0..3).for_each(|k| totals[k] += counts[k]),
+            Err(p) => {
+                eprintln!("policy_property failed: replay with LAGOM_SEED={seed}");
+                resume_unwind(p);
+            }
         }
     }
+    let [picks, alone, finished] = totals;
+    println!(
+        "{SEQUENCES} sequences × {STEPS} steps: {picks} picks, {alone} of a lone ineligible entity, {finished} delayed entities finished by a pick"
+    );
+    // The generator must keep exercising the paths the invariants are about.
+    assert!(picks > SEQUENCES * 10, "too few picks: {picks}");
+    assert!(
+        finished > SEQUENCES / 10,
+        "delayed dequeues barely exercised: {finished}"
+    );
 }
