@@ -16,6 +16,7 @@ pub fn splitmix64(state: &mut u64) -> u64 {
 /// Payloads are the entity numbers. Deterministic for a given `seed`.
 pub fn runqueue_with(n: usize, spread: u64, seed: u64) -> RunQueue<u32> {
     let mut rq = RunQueue::new(RqConfig::for_cpus(1));
+    rq.reserve(n);
     let mut state = seed;
     for i in 0..n {
         let mut se = SchedEntity::new(0);

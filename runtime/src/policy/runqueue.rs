@@ -83,6 +83,17 @@ impl<T> RunQueue<T> {
         }
     }
 
+    /// Makes room for `additional` more queued entities, so that enqueues up to that count do
+    /// not allocate.
+    pub fn reserve(&mut self, additional: usize) {
+        let want = (self.slots.len() - self.free.len()) + additional;
+        if want > self.slots.len() {
+            self.slots.reserve(want - self.slots.len());
+            self.free.reserve(want);
+            self.tree.reserve_capacity(want);
+        }
+    }
+
     /// The parameters.
     pub fn config(&self) -> &RqConfig {
         &self.cfg

@@ -93,6 +93,11 @@ impl Tree {
         }
     }
 
+    /// Reserves memory for node indices below `n` without creating them.
+    pub(crate) fn reserve_capacity(&mut self, n: usize) {
+        self.links.reserve(n.saturating_sub(self.links.len()));
+    }
+
     pub(crate) fn root(&self) -> Option<&Link> {
         (self.root != NIL).then(|| &self.links[self.root as usize])
     }
