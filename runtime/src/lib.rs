@@ -5,7 +5,7 @@
 //!
 //! The crate is built in layers (see `DESIGN.md` in the repository); arrows point down only:
 //!
-//! * `policy` — the pure EEVDF runqueue and placement decisions: no atomics, no OS calls,
+//! * [`policy`] — the pure EEVDF runqueue and placement decisions: no atomics, no OS calls,
 //!   no clock reads (time is an argument). The threaded runtime and the simulator both call it.
 //! * [`topology`] — sysfs → [`topology::Topology`]: CPUs, caches, NUMA, sched-domain levels,
 //!   preferred-core priorities and the allowed CPUs.
@@ -22,6 +22,7 @@ extern crate alloc;
 extern crate std;
 
 mod error;
+pub mod policy;
 pub mod sync;
 mod sys;
 pub mod topology;

@@ -1,0 +1,28 @@
+//! Shared helpers for lagom's criterion benchmarks.
+
+use lagom::policy::{EnqueueKind, RqConfig, RunQueue, SchedEntity};
+
+/// splitmix64 step: deterministic pseudo-random numbers for reproducible setups.
+pub fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A one-CPU runqueue holding `n` nice-0 entities whose vruntimes are spread pseudo-randomly
+/// (each joins with a saved lag drawn from ±`spread` virtual ns), with one of them running.
+/// Payloads are the entity numbers. Deterministic for a given `seed`.
+pub fn runqueue_with(n: usize, spread: u64, seed: u64) -> RunQueue<u32> {
+    let mut rq = RunQueue::new(RqConfig::for_cpus(1));
+    rq.reserve(n);
+    let mut state = seed;
+    for i in 0..n {
+        let mut se = SchedEntity::new(0);
+        se.vlag = (splitmix64(&mut state) % (2 * spread + 1)) as i64 - spread as i64;
+        let _ = rq.enqueue(se, i as u32, EnqueueKind::Wakeup, 0);
+    }
+    let _ = rq.pick_next(0);
+    rq
+}

@@ -1,0 +1,152 @@
+//! Leaving a runqueue: `dequeue`, and delayed dequeue (DELAY_DEQUEUE, DELAY_ZERO).
+//!
+//! Invariant: a delayed entity is never handed out as work; it stays accounted (in the tree,
+//! in V, in the load) until a pick selects it — then its dequeue completes and it is handed
+//! back ([`Pick::FinishedDelayed`](super::Pick)) — or until it is woken in place
+//! ([`RunQueue::requeue_delayed`]).
+//!
+//! Why: an entity that sleeps with negative lag would shed its debt if it left at once (and
+//! could game the scheduler by short sleeps at the end of each slice). Delayed, it keeps
+//! competing until it would be picked, at which point its lag is ≥ 0 by construction.
+//! DELAY_ZERO then clips the lag it leaves with to at most zero, so it gains no credit either.
+//!
+//! States of one entity: OFF → (enqueue) QUEUED ⇄ (pick / switch-out) RUNNING; RUNNING →
+//! (sleep, eligible) OFF; RUNNING → (sleep, not eligible) DELAYED; DELAYED → (pick) OFF;
+//! DELAYED → (wake) QUEUED.
+
+use super::entity::SchedEntity;
+use super::features::Feature;
+use super::runqueue::{Handle, RunQueue};
+use super::tree::NIL;
+
+/// Why an entity is dequeued (the kernel's DEQUEUE_* flags that matter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DequeueKind {
+    /// The task blocks (DEQUEUE_SLEEP): may be delayed; a fresh deadline on wakeup.
+    Sleep,
+    /// Save/restore or migration (DEQUEUE_SAVE): never delayed; with PLACE_REL_DEADLINE the
+    /// deadline is kept relative to vruntime; a delayed entity stays delayed (it is enqueued
+    /// elsewhere as delayed).
+    Save,
+}
+
+/// What [`RunQueue::dequeue`] did.
+#[derive(Debug)]
+#[must_use = "a removed entity must be taken back by the caller"]
+pub enum Dequeued<T> {
+    /// The entity stays queued as delayed (not eligible, DELAY_DEQUEUE): the task is asleep
+    /// but still on the runqueue; it leaves when picked or is requeued when woken.
+    Delayed,
+    /// The entity left the runqueue.
+    Removed {
+        /// The entity, with its lag saved.
+        se: SchedEntity,
+        /// Its payload.
+        payload: T,
+    },
+}
+
+impl<T> RunQueue<T> {
+    /// Dequeues the entity behind `h` (`dequeue_entity`): charges the running entity, then
+    /// either delays the dequeue (a sleep of a non-eligible entity under DELAY_DEQUEUE) or
+    /// saves the lag and removes it. If it is the running entity, the runqueue has no current
+    /// entity afterwards unless it was delayed (a delayed current stays current until the next
+    /// pick puts it back into the tree).
+    pub fn dequeue(&mut self, h: Handle, kind: DequeueKind, now: u64) -> Dequeued<T> {
+        let i = self.idx(h);
+        self.update_curr(now);
+        let se = *self.se(i);
+        if kind == DequeueKind::Sleep && se.sched_delayed {
+            // Already asleep: a second sleep completes the delayed dequeue.
+            let (se, payload) = self.finish_delayed_idx(i);
+            return Dequeued::Removed { se, payload };
+        }
+        if kind == DequeueKind::Sleep
+            && self.feat(Feature::DelayDequeue)
+            && !self.vruntime_eligible(se.vruntime)
+        {
+            self.clear_buddies(i);
+            self.update_entity_lag(i);
+            self.se_mut(i).sched_delayed = true;
+            if i != self.curr {
+                self.tree.set_delayed(i, true);
+            }
+            self.nr_delayed += 1;
+            return Dequeued::Delayed;
+        }
+        self.clear_buddies(i);
+        self.update_entity_lag(i);
+        if kind == DequeueKind::Save && self.feat(Feature::PlaceRelDeadline) {
+            let se = self.se_mut(i);
+            se.deadline = se.deadline.wrapping_sub(se.vruntime);
+            se.rel_deadline = true;
+        }
+        let (se, payload) = self.remove(i);
+        Dequeued::Removed { se, payload }
+    }
+
+    /// Removes accounted entity `i` and releases its slot.
+    fn remove(&mut self, i: u32) -> (SchedEntity, T) {
+        self.detach(i);
+        if i == self.curr {
+            self.curr = NIL;
+        }
+        if self.se(i).sched_delayed {
+            self.nr_delayed -= 1;
+        }
+        let (mut se, payload) = self.release(i);
+        se.on_rq = false;
+        (se, payload)
+    }
+
+    /// Completes the delayed dequeue of entity `i` (§5.3).
+    pub(super) fn finish_delayed_idx(&mut self, i: u32) -> (SchedEntity, T) {
+        debug_assert!(self.se(i).sched_delayed);
+        self.clear_buddies(i);
+        self.update_entity_lag(i);
+        let (mut se, payload) = self.remove(i);
+        se.sched_delayed = false;
+        (se, payload)
+    }
+
+    /// Completes the delayed dequeue of the entity behind `h` outside a pick (the task exits
+    /// or leaves the fair class) and hands it back.
+    pub fn finish_delayed(&mut self, h: Handle, now: u64) -> (SchedEntity, T) {
+        let i = self.idx(h);
+        assert!(
+            self.se(i).sched_delayed,
+            "finish_delayed on an entity that is not delayed"
+        );
+        self.update_curr(now);
+        self.finish_delayed_idx(i)
+    }
+
+    /// Wakes a delayed entity in place (`requeue_delayed_entity`, the `ttwu_runnable` path,
+    /// §5.4). Its lag is saved again (at least the lag it was delayed with; ≤ 0 with
+    /// DELAY_ZERO); if that changed anything it is placed afresh with a new request, else it
+    /// keeps its vruntime and deadline. The caller then runs [`RunQueue::wakeup_preempt`].
+    pub fn requeue_delayed(&mut self, h: Handle, now: u64) {
+        let i = self.idx(h);
+        assert!(
+            self.se(i).sched_delayed,
+            "requeue_delayed on an entity that is not delayed"
+        );
+        self.update_curr(now);
+        if self.update_entity_lag(i) {
+            // A delayed entity may still be current (woken before it was switched out). The
+            // kernel then places it while it still counts in V and in the load it inflates
+            // its lag by; lagom takes it out of both first, so that the placed lag is exactly
+            // the saved one (spec §4.3), as for any other placement.
+            self.detach(i);
+            let mut se = *self.se(i);
+            self.place_entity(&mut se, false);
+            *self.se_mut(i) = se;
+            self.attach(i);
+        }
+        self.se_mut(i).sched_delayed = false;
+        if i != self.curr {
+            self.tree.set_delayed(i, false);
+        }
+        self.nr_delayed -= 1;
+    }
+}

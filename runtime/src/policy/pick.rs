@@ -1,0 +1,201 @@
+//! Selection: `pick_eevdf` (eligible entity with the earliest virtual deadline, with the
+//! kernel's buddy and slice-protection rules), switching entities in and out, and yield.
+//!
+//! Invariant: while any entity is queued, the one with the smallest vruntime is eligible, so a
+//! pick on a non-empty runqueue always finds an entity.
+
+use super::entity::SchedEntity;
+use super::features::Feature;
+use super::runqueue::{Handle, RunQueue};
+use super::tree::NIL;
+use super::vtime::{vbefore, vdiff, vmin};
+use super::weight::calc_delta_fair;
+
+/// What [`RunQueue::pick_next`] found. It never loses a task: a delayed entity that wins the
+/// pick leaves the runqueue and is handed back.
+#[derive(Debug)]
+#[must_use = "a finished delayed entity must be taken back by the caller"]
+pub enum Pick<T> {
+    /// Run this entity; it is now the runqueue's current entity.
+    Run(Handle),
+    /// The winner was a delayed entity: its dequeue is now complete (§5.3). The task is off
+    /// the runqueue (its sleep is final); pick again.
+    FinishedDelayed {
+        /// The entity, with its lag saved.
+        se: SchedEntity,
+        /// Its payload.
+        payload: T,
+    },
+    /// Nothing is queued.
+    Idle,
+}
+
+impl<T> RunQueue<T> {
+    /// `pick_eevdf(protect)` (§3.3) without side effects: the handle of the entity EEVDF would
+    /// run now, which may be a delayed entity. `protect = false` ignores the next buddy and
+    /// the running entity's slice protection (the PREEMPT_SHORT check).
+    pub fn pick_eevdf(&self, protect: bool) -> Option<Handle> {
+        let i = self.pick_eevdf_idx(protect);
+        (i != NIL).then(|| self.handle(i))
+    }
+
+    pub(super) fn pick_eevdf_idx(&self, protect: bool) -> u32 {
+        if self.nr_queued == 0 {
+            return NIL;
+        }
+        // Alone: no choice (this may hand out a delayed entity, which the caller finishes).
+        if self.nr_queued == 1 {
+            return if self.curr != NIL && self.se(self.curr).on_rq {
+                self.curr
+            } else {
+                self.tree.leftmost()
+            };
+        }
+        let (s, w) = self.sums_with_curr();
+        let v0 = self.zero_vruntime;
+        let eligible = |v: u64| s >= vdiff(v, v0) as i128 * w;
+        if protect
+            && self.next != NIL
+            && self.feat(Feature::PickBuddy)
+            && eligible(self.se(self.next).vruntime)
+        {
+            return self.next;
+        }
+        let mut c = NIL;
+        if self.curr != NIL {
+            let cse = self.se(self.curr);
+            if cse.on_rq && eligible(cse.vruntime) {
+                if protect && vbefore(cse.vruntime, cse.vprot) {
+                    return self.curr;
+                }
+                c = self.curr;
+            }
+        }
+        let best = self.tree.pick(eligible);
+        if best == NIL || (c != NIL && vbefore(self.se(c).deadline, self.tree.link(best).deadline))
+        {
+            return c;
+        }
+        best
+    }
+
+    /// `pick_next_task_fair`: charges the running entity, picks, and switches: the previous
+    /// entity (if still queued) goes back into the tree and the picked one becomes current
+    /// (its run time since now counts as "since picked", and its slice protection is set).
+    ///
+    /// A delayed winner is dequeued for good and returned as [`Pick::FinishedDelayed`];
+    /// call again until the result is `Run` or `Idle`.
+    pub fn pick_next(&mut self, now: u64) -> Pick<T> {
+        if self.nr_queued == 0 {
+            debug_assert_eq!(self.curr, NIL);
+            return Pick::Idle;
+        }
+        self.update_curr(now);
+        let i = self.pick_eevdf_idx(true);
+        assert!(
+            i != NIL,
+            "lagom: pick on a non-empty runqueue found nothing"
+        );
+        // The tree keeps a copy of the flag, so a pick from the tree need not touch the
+        // entity before it is switched in.
+        let delayed = if i == self.curr {
+            self.se(i).sched_delayed
+        } else {
+            self.tree.link(i).delayed
+        };
+        if delayed {
+            let (se, payload) = self.finish_delayed_idx(i);
+            return Pick::FinishedDelayed { se, payload };
+        }
+        if i != self.curr {
+            self.put_prev();
+            self.set_next(i, now);
+        }
+        self.prefetch_leftmost();
+        Pick::Run(self.handle(i))
+    }
+
+    /// Hints the CPU to fetch the entity most likely picked next (the new leftmost), so that
+    /// back-to-back picks on a large runqueue overlap that cache miss with other work.
+    #[inline]
+    fn prefetch_leftmost(&self) {
+        let l = self.tree.leftmost();
+        if let Some(slot) = self.slots.get(l as usize) {
+            super::prefetch::prefetch(slot);
+        }
+    }
+
+    /// Switch-out of the running entity: back into the tree if it is still queued.
+    pub(super) fn put_prev(&mut self) {
+        let c = self.curr;
+        if c == NIL {
+            return;
+        }
+        self.curr = NIL;
+        if self.se(c).on_rq {
+            self.tree_insert(c);
+        }
+    }
+
+    /// Switch-in of entity `i` (in the tree): it becomes current.
+    fn set_next(&mut self, i: u32, now: u64) {
+        self.tree_remove(i);
+        if self.next == i {
+            self.next = NIL;
+        }
+        // Protection (§3.4): with RUN_TO_PARITY up to the deadline, but only one minimum
+        // slice if someone queued has a shorter slice; without it, at most 0.7 ms.
+        let s = if self.feat(Feature::RunToParity) {
+            self.min_slice()
+        } else {
+            self.cfg.normalized_base_slice
+        };
+        let se = self.se_mut(i);
+        se.exec_start = now;
+        se.prev_sum_exec_runtime = se.sum_exec_runtime;
+        let s = s.min(se.slice);
+        se.vprot = se.deadline;
+        if s != se.slice {
+            se.vprot = vmin(
+                se.vprot,
+                se.vruntime.wrapping_add(calc_delta_fair(s, se.weight)),
+            );
+        }
+        self.curr = i;
+    }
+
+    /// Clears the next buddy if it is `i`.
+    pub(super) fn clear_buddies(&mut self, i: u32) {
+        if self.next == i {
+            self.next = NIL;
+        }
+    }
+
+    /// Sets the next buddy (the `yield_to` hint): a later pick prefers it while it is
+    /// eligible. Ignored for the running entity and for delayed entities.
+    pub fn set_next_buddy(&mut self, h: Handle) {
+        let i = self.idx(h);
+        if i != self.curr && !self.se(i).sched_delayed {
+            self.next = i;
+        }
+    }
+
+    /// `yield_task_fair`: the running entity gives up the rest of its request. If it is
+    /// eligible its vruntime jumps to its deadline and it gets a new request (so it becomes
+    /// ineligible); otherwise nothing changes (no vruntime run-away). The caller then picks.
+    pub fn yield_curr(&mut self, now: u64) {
+        let c = self.curr;
+        // The spec says "more than one runnable"; the kernel tests rq->nr_running, which
+        // counts delayed entities too. We follow the kernel.
+        if c == NIL || self.nr_queued <= 1 {
+            return;
+        }
+        self.clear_buddies(c);
+        self.update_curr(now);
+        if self.vruntime_eligible(self.se(c).vruntime) {
+            let se = self.se_mut(c);
+            se.vruntime = se.deadline;
+            self.update_deadline(c);
+        }
+    }
+}

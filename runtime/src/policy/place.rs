@@ -1,0 +1,188 @@
+//! Placement and lag: joining a runqueue (`enqueue`, `place_entity`), saving lag on the way
+//! out (`update_entity_lag`), and changing weight or slice in place.
+//!
+//! Invariant: an entity leaves with its lag saved (clamped to about one request plus a tick)
+//! and re-joins with that same lag, so sleeping neither earns nor forgives service.
+//!
+//! Joining with lag `vl` moves V by `−w·vl/(W + w)`, so `place_entity` inflates the saved lag
+//! by `(W + w)/W` first; right after placement the entity's lag is exactly the saved one.
+
+use super::entity::SchedEntity;
+use super::features::Feature;
+use super::runqueue::{Handle, RunQueue};
+use super::tree::NIL;
+use super::vtime::{vadd, vbefore, vdiff};
+use super::weight::{calc_delta_fair, scale_signed};
+
+/// Why an entity is enqueued (the kernel's ENQUEUE_* flags that change placement).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnqueueKind {
+    /// A task that slept wakes up.
+    Wakeup,
+    /// A brand-new task (ENQUEUE_INITIAL): with PLACE_DEADLINE_INITIAL it starts with half a
+    /// request.
+    Initial,
+    /// The second half of a non-sleep dequeue (migration, save/restore): with
+    /// PLACE_REL_DEADLINE the deadline saved relative to vruntime is restored.
+    Restore,
+}
+
+impl<T> RunQueue<T> {
+    /// Enqueues `se` (which must not be queued anywhere) with its payload: charges the running
+    /// entity, places `se` by its saved lag (§4.3) and inserts it. Returns its handle.
+    ///
+    /// An entity that was delayed when it was dequeued for migration stays delayed here.
+    pub fn enqueue(&mut self, se: SchedEntity, payload: T, kind: EnqueueKind, now: u64) -> Handle {
+        debug_assert!(!se.on_rq, "entity is already queued");
+        self.update_curr(now);
+        let mut se = se;
+        self.place_entity(&mut se, kind == EnqueueKind::Initial);
+        se.on_rq = true;
+        let delayed = se.sched_delayed;
+        let w = se.weight;
+        let i = self.alloc(se, payload);
+        self.tree_insert(i);
+        self.load_weight += w;
+        self.nr_queued += 1;
+        if delayed {
+            self.nr_delayed += 1;
+        }
+        self.handle(i)
+    }
+
+    /// `place_entity`: sets vruntime from V and the saved lag, and the deadline. `se` is not
+    /// accounted in the runqueue while this runs.
+    pub(super) fn place_entity(&mut self, se: &mut SchedEntity, initial: bool) {
+        let v_avg = self.avg_vruntime();
+        if !se.custom_slice {
+            se.slice = self.cfg.base_slice;
+        }
+        let mut vslice = calc_delta_fair(se.slice, se.weight);
+        let mut lag: i64 = 0;
+        let mut rebase = false;
+        if self.feat(Feature::PlaceLag) && self.nr_queued > 0 && se.vlag != 0 {
+            let (_, w_all) = self.sums_with_curr();
+            let w_all = w_all.max(1);
+            let w = se.weight as i128;
+            let l = se.vlag as i128 * (w_all + w) / w_all;
+            lag = l.clamp(i64::MIN as i128 / 2, i64::MAX as i128 / 2) as i64;
+            rebase = w > w_all;
+        }
+        se.vruntime = vadd(v_avg, -lag);
+        if rebase {
+            // A heavy entity: move the zero point next to it so later key·w products stay
+            // small (the kernel does this to avoid 64-bit overflow; here it keeps the sums
+            // small and mirrors the kernel's rounding).
+            self.rebase(-lag);
+        }
+        if se.rel_deadline {
+            se.rel_deadline = false;
+            if self.feat(Feature::PlaceRelDeadline) {
+                se.deadline = se.deadline.wrapping_add(se.vruntime);
+                return;
+            }
+        }
+        if initial && self.feat(Feature::PlaceDeadlineInitial) {
+            vslice /= 2;
+        }
+        se.deadline = se.vruntime.wrapping_add(vslice);
+    }
+
+    /// The lag clamp: `calc_delta_fair(max_slice + tick)` for this entity (§4.2).
+    pub(super) fn lag_limit(&self, weight: u64) -> i64 {
+        calc_delta_fair(self.max_slice() + self.cfg.tick, weight).min(i64::MAX as u64) as i64
+    }
+
+    /// `update_entity_lag`: saves `vlag = clamp(V − v)` for entity `i`, which is still
+    /// accounted. A delayed entity keeps at least the lag it was delayed with and, with
+    /// DELAY_ZERO, at most zero. Returns whether the saved lag differs from `V − v`.
+    pub(super) fn update_entity_lag(&mut self, i: u32) -> bool {
+        let v_avg = self.avg_vruntime();
+        let limit = self.lag_limit(self.se(i).weight);
+        let delay_zero = self.feat(Feature::DelayZero);
+        let se = self.se_mut(i);
+        let raw = vdiff(v_avg, se.vruntime);
+        let mut vl = raw.clamp(-limit, limit);
+        if se.sched_delayed {
+            vl = vl.max(se.vlag);
+            if delay_zero {
+                vl = vl.min(0);
+            }
+        }
+        se.vlag = vl;
+        vl != raw
+    }
+
+    /// Takes queued entity `i` out of the accounting (tree or curr term, load, count) without
+    /// releasing its slot, so that it can be placed again.
+    pub(super) fn detach(&mut self, i: u32) {
+        if i == self.curr {
+            self.se_mut(i).on_rq = false;
+        } else {
+            self.tree_remove(i);
+        }
+        self.load_weight -= self.se(i).weight;
+        self.nr_queued -= 1;
+    }
+
+    /// Undoes [`Self::detach`].
+    pub(super) fn attach(&mut self, i: u32) {
+        if i == self.curr {
+            self.se_mut(i).on_rq = true;
+        } else {
+            self.tree_insert(i);
+        }
+        self.load_weight += self.se(i).weight;
+        self.nr_queued += 1;
+    }
+
+    /// Changes the weight (nice level) of a queued or running entity, keeping its real lag,
+    /// its relative deadline and its remaining protection (§4.5); V does not move (up to
+    /// rounding, unless the lag clamp bites).
+    pub fn reweight(&mut self, h: Handle, weight: u64, now: u64) {
+        let i = self.idx(h);
+        let weight = weight.max(1);
+        self.update_curr(now);
+        let v_avg = self.avg_vruntime();
+        let limit = self.lag_limit(self.se(i).weight);
+        let is_curr = i == self.curr;
+        let se = *self.se(i);
+        let vlag = vdiff(v_avg, se.vruntime).clamp(-limit, limit);
+        let rel_deadline = vdiff(se.deadline, v_avg);
+        let rel_prot = (is_curr && vbefore(se.vruntime, se.vprot)).then(|| vdiff(se.vprot, v_avg));
+        self.detach(i);
+        let (old, new) = (se.weight, weight);
+        let se = self.se_mut(i);
+        se.vlag = scale_signed(vlag, old, new);
+        se.weight = new;
+        se.vruntime = vadd(v_avg, -se.vlag);
+        se.deadline = vadd(v_avg, scale_signed(rel_deadline, old, new));
+        if let Some(p) = rel_prot {
+            se.vprot = vadd(v_avg, scale_signed(p, old, new));
+        }
+        self.attach(i);
+    }
+
+    /// Sets (`Some`) or resets (`None`) the custom slice of a queued or running entity
+    /// (clamped into 0.1 … 100 ms). Vruntime and deadline stay as they are (the kernel's
+    /// save/restore around `sched_setattr` gives the same result up to rounding); the new
+    /// slice takes effect at the entity's next request.
+    pub fn set_slice(&mut self, h: Handle, slice: Option<u64>, now: u64) {
+        let i = self.idx(h);
+        self.update_curr(now);
+        let in_tree = i != self.curr;
+        if in_tree {
+            self.tree_remove(i);
+        }
+        let base = self.cfg.base_slice;
+        let se = self.se_mut(i);
+        se.set_custom_slice(slice);
+        if slice.is_none() {
+            se.slice = base;
+        }
+        if in_tree {
+            self.tree_insert(i);
+        }
+        debug_assert!(self.curr != NIL || in_tree);
+    }
+}

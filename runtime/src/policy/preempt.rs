@@ -1,0 +1,173 @@
+//! Preemption decisions: does a woken entity preempt the running one (`wakeup_preempt`), and
+//! the tick.
+//!
+//! Invariant: a wakeup never preempts for a delayed or forked wakee (except through
+//! PREEMPT_SHORT), and an equal-slice wakee never cuts short the running entity's protected
+//! slice; it waits for the protection or the deadline to run out.
+//!
+//! WF_SYNC with NEXT_BUDDY (`preempt_sync`): the waker says it is about to sleep, so the wakee
+//! may preempt it, but only once the waker has run `migration_cost` (a quarter of it if the
+//! wakeup already went through CPU selection) since it was picked. That time is
+//! `sum_exec_runtime − prev_sum_exec_runtime`. The kernel snapshot measures
+//! `now − exec_start` after `update_curr` has just set `exec_start = now`, which is always 0
+//! and disables the rule; lagom follows the fix posted for it (spec §6.3, §12.1).
+
+use core::ops::BitOr;
+
+use super::entity::SchedEntity;
+use super::features::Feature;
+use super::runqueue::{Handle, RunQueue};
+use super::tree::NIL;
+use super::vtime::{vbefore, vmin};
+use super::weight::calc_delta_fair;
+
+/// Wake flags (the kernel's WF_*), a small bitset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WakeFlags(u32);
+
+impl WakeFlags {
+    /// No flag.
+    pub const NONE: WakeFlags = WakeFlags(0);
+    /// The waker is about to sleep (WF_SYNC).
+    pub const SYNC: WakeFlags = WakeFlags(0x10);
+    /// The wakee is a new child (WF_FORK).
+    pub const FORK: WakeFlags = WakeFlags(0x04);
+    /// A regular wakeup (WF_TTWU).
+    pub const TTWU: WakeFlags = WakeFlags(0x08);
+    /// The wakee was migrated by this wakeup (WF_MIGRATED).
+    pub const MIGRATED: WakeFlags = WakeFlags(0x20);
+    /// CPU selection ran for this wakeup (WF_RQ_SELECTED).
+    pub const RQ_SELECTED: WakeFlags = WakeFlags(0x80);
+
+    /// Whether every flag of `other` is set.
+    pub const fn contains(self, other: WakeFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The raw bits (kernel values).
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+}
+
+impl BitOr for WakeFlags {
+    type Output = WakeFlags;
+    fn bitor(self, rhs: WakeFlags) -> WakeFlags {
+        WakeFlags(self.0 | rhs.0)
+    }
+}
+
+/// What a wakeup-preemption check decided.
+#[derive(Debug)]
+#[must_use = "a finished delayed entity must be taken back by the caller"]
+pub enum Wakeup<T> {
+    /// Leave the running entity alone.
+    NoPreempt,
+    /// Set need-resched on this runqueue's CPU (lazily: honoured at the next scheduling
+    /// point). Also returned when nothing is running.
+    Preempt,
+    /// The check's pick met a delayed entity and completed its dequeue (as a pick does):
+    /// take the task back and call [`RunQueue::wakeup_preempt`] again.
+    FinishedDelayed {
+        /// The entity, with its lag saved.
+        se: SchedEntity,
+        /// Its payload.
+        payload: T,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Action {
+    None,
+    Short,
+    Pick,
+    Resched,
+}
+
+impl<T> RunQueue<T> {
+    /// `wakeup_preempt_fair`: the entity behind `h` was just enqueued or requeued; should it
+    /// preempt the running entity? May set the next buddy (NEXT_BUDDY), shrink the running
+    /// entity's protection (RUN_TO_PARITY), or cancel it (PREEMPT_SHORT).
+    pub fn wakeup_preempt(&mut self, h: Handle, wf: WakeFlags, now: u64) -> Wakeup<T> {
+        let p = self.idx(h);
+        let c = self.curr;
+        if c == NIL {
+            return Wakeup::Preempt;
+        }
+        if p == c || !self.feat(Feature::WakeupPreemption) {
+            return Wakeup::NoPreempt;
+        }
+        self.update_curr(now);
+        let (pse, se) = (*self.se(p), *self.se(c));
+        let action = if self.feat(Feature::PreemptShort) && pse.slice < se.slice {
+            Action::Short
+        } else {
+            if wf.contains(WakeFlags::FORK) || pse.sched_delayed {
+                return Wakeup::NoPreempt;
+            }
+            let mut action = Action::Pick;
+            if self.feat(Feature::NextBuddy) {
+                let keep = self.next != NIL && vbefore(self.se(self.next).deadline, pse.deadline);
+                if !keep {
+                    self.next = p;
+                    if wf.contains(WakeFlags::SYNC) {
+                        action = self.preempt_sync(wf, &pse, &se);
+                    }
+                }
+            }
+            action
+        };
+        match action {
+            Action::None => return Wakeup::NoPreempt,
+            Action::Resched => return Wakeup::Preempt,
+            Action::Short | Action::Pick => {}
+        }
+        let n = self.pick_eevdf_idx(action != Action::Short);
+        if n != NIL && self.se(n).sched_delayed {
+            let (se, payload) = self.finish_delayed_idx(n);
+            return Wakeup::FinishedDelayed { se, payload };
+        }
+        if n == p {
+            if action == Action::Short {
+                let cse = self.se_mut(c);
+                if vbefore(cse.vruntime, cse.vprot) {
+                    cse.vprot = cse.vruntime;
+                }
+                self.clear_buddies(c);
+            }
+            return Wakeup::Preempt;
+        }
+        if self.feat(Feature::RunToParity) {
+            // Let the wakee in within one minimum slice.
+            let min_slice = self.min_slice();
+            let cse = self.se_mut(c);
+            let cap = cse
+                .vruntime
+                .wrapping_add(calc_delta_fair(min_slice, cse.weight));
+            cse.vprot = vmin(cse.vprot, cap);
+        }
+        Wakeup::NoPreempt
+    }
+
+    /// `preempt_sync`: reschedule at once only if the wakee's deadline is earlier and the
+    /// waker has run its threshold since it was picked.
+    fn preempt_sync(&self, wf: WakeFlags, pse: &SchedEntity, se: &SchedEntity) -> Action {
+        let mut threshold = self.cfg.migration_cost;
+        if wf.contains(WakeFlags::RQ_SELECTED) {
+            threshold /= 4;
+        }
+        let ran = se.sum_exec_runtime.saturating_sub(se.prev_sum_exec_runtime);
+        if vbefore(pse.deadline, se.deadline) && ran >= threshold {
+            Action::Resched
+        } else {
+            Action::None
+        }
+    }
+
+    /// The scheduler tick (§6.4): charges the running entity; returns whether it should be
+    /// switched out (its request is used up, or its protected slice has run out, while others
+    /// are queued).
+    pub fn task_tick(&mut self, now: u64) -> bool {
+        self.update_curr(now)
+    }
+}
