@@ -7,6 +7,9 @@
 //!
 //! * `policy` — the pure EEVDF runqueue and placement decisions: no atomics, no OS calls,
 //!   no clock reads (time is an argument). The threaded runtime and the simulator both call it.
+//! * `arch` — the green-thread mechanism: context switch (x86_64, aarch64) with unwind info,
+//!   task stacks (mmap + guard page, per-worker pool), stack-overflow reports, the `Fiber`.
+//! * `sys` — the only caller of libc (memory mappings, signals).
 //!
 //! The crate is `#![no_std]` + `alloc`; the `std` feature (on by default) adds conveniences
 //! only. All OS access goes through `libc` in `sys/`.
@@ -17,6 +20,10 @@ extern crate alloc;
 #[cfg(any(feature = "std", test))]
 extern crate std;
 
+pub mod arch;
 mod error;
+mod join_error;
+mod sys;
 
 pub use error::Error;
+pub use join_error::JoinError;
