@@ -8,8 +8,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use lagom::arch::{Context, DefaultStack, Fiber, switch};
 
-unsafe extern "sysv64" {
-    fn lagom_switch(from: *mut Context, to: *const Context);
+/// `lagom::arch::switch` behind a plain call: a function must preserve the callee-saved
+/// registers and FP control words for its caller, whatever the inlined switch (and the
+/// compiler-generated saves it relies on, through `clobber_abi`) does inside.
+#[inline(never)]
+extern "sysv64" fn switch_fn(from: *mut Context, to: *const Context) {
+    // SAFETY: forwarded from load_switch_store's contract.
+    unsafe { switch(from, to) }
 }
 
 /// Round trips of the ring: each is three switches.
@@ -57,7 +62,7 @@ unsafe fn load_switch_store(buf: &mut [u64; 16], from: *mut Context, to: *const 
             "pop rax",
             "pop rbx",
             "pop rbp",
-            switch = sym lagom_switch,
+            switch = sym switch_fn,
             in("rax") buf.as_mut_ptr(),
             in("rdi") from,
             in("rsi") to,
