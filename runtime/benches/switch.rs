@@ -6,10 +6,11 @@
 //!   worker does from `schedule()`; every `ret` is then predicted;
 //! * `corosensei/resume_yield` — the bare-switch reference;
 //! * `may/yield_now` — a coroutine yielding to may's scheduler (one worker) and being resumed;
-//! * `variant/*` (x86_64) — the alternatives the issue asks to measure against lagom's switch:
-//!   `clobber_abi` (inline asm that declares the callee-saved registers clobbered, so the
-//!   compiler saves only the live ones, and pushes rbx/rbp itself) and `explicit_no_fp`
-//!   (lagom's explicit saves without the MXCSR/x87 control word handling).
+//! * `variant/*` (x86_64) — alternatives to lagom's switch (an inline `asm!` block with
+//!   `clobber_abi`, resuming by `jmp`): `explicit_call_ret` (an out-of-line function that saves
+//!   all six callee-saved registers itself, entered by `call`, left by `ret`) and
+//!   `no_mxcsr` (lagom's switch without MXCSR, keeping the x87 control word) and
+//!   `no_fp_control` (without either).
 #![allow(missing_docs)]
 
 use std::hint::black_box;
@@ -111,88 +112,116 @@ fn bench_round_trip(c: &mut Criterion) {
 
 #[cfg(target_arch = "x86_64")]
 mod variants {
-    //! Two alternative x86_64 switches, for measurement only (no CFI, bench-local).
+    //! Alternatives to lagom's x86_64 switch, for measurement only (bench-local, no CFI).
 
     use criterion::{BenchmarkGroup, measurement::WallTime};
     use lagom::arch::{Context, DefaultStack, Stack};
 
     core::arch::global_asm!(
-        // clobber_abi variant, inner part: the inline asm at the call site pushed rbp and rbx
-        // and declared r12-r15 clobbered; this saves the FP control pair and swaps stacks.
+        // Explicit saves: an out-of-line function entered with `call`, saving all six
+        // callee-saved registers and the FP control words, leaving with `ret`.
         ".p2align 4",
-        ".globl lagom_bench_switch_clobber",
-        "lagom_bench_switch_clobber:",
-        "push 0",                 // FP control slot
-        "stmxcsr [rsp]",          // MXCSR
-        "fnstcw [rsp + 4]",       // x87 control word
-        "mov rax, [rsp]",         // rax = pair
-        "and rax, -64",           // drop MXCSR flags
-        "mov [rsp], rax",         // store cleaned
-        "mov [rdi], rsp",         // save our sp
-        "mov rsp, [rsi]",         // load theirs
-        "cmp rax, [rsp]",         // FP control differs?
-        "jne 2f",                 // then reload
-        "1:",
-        "add rsp, 8",             // pop the slot
-        "ret",                    // back into the inline asm of the resumed side
-        "2:",
-        "ldmxcsr [rsp]",          // reload MXCSR
-        "fldcw [rsp + 4]",        // reload x87 CW
-        "jmp 1b",
-        // Its trampoline: the initial frame holds the entry and its argument.
-        ".p2align 4",
-        ".globl lagom_bench_tramp_clobber",
-        "lagom_bench_tramp_clobber:",
-        "pop rax",                // entry
-        "pop rdi",                // argument
-        "call rax",               // never returns
-        "ud2",
-        // Explicit saves without FP control.
-        ".p2align 4",
-        ".globl lagom_bench_switch_nofp",
-        "lagom_bench_switch_nofp:",
-        "push rbp",
+        ".globl lagom_bench_switch_explicit",
+        "lagom_bench_switch_explicit:",
+        "push rbp",               // the six callee-saved registers
         "push rbx",
         "push r12",
         "push r13",
         "push r14",
         "push r15",
+        "sub rsp, 8",             // FP control slot
+        "stmxcsr [rsp]",          // MXCSR
+        "fnstcw [rsp + 4]",       // x87 control word
         "mov [rdi], rsp",         // save our sp
         "mov rsp, [rsi]",         // load theirs
-        "pop r15",
+        "ldmxcsr [rsp]",          // their MXCSR
+        "fldcw [rsp + 4]",        // their x87 control word
+        "add rsp, 8",             // drop the slot
+        "pop r15",                // their registers
         "pop r14",
         "pop r13",
         "pop r12",
         "pop rbx",
         "pop rbp",
-        "ret",
+        "ret",                    // into their call site
         ".p2align 4",
-        ".globl lagom_bench_tramp_nofp",
-        "lagom_bench_tramp_nofp:",
+        ".globl lagom_bench_tramp_explicit",
+        "lagom_bench_tramp_explicit:",
         "mov rdi, r13",           // argument
         "call r12",               // entry, never returns
         "ud2",
+        // Trampoline for the inline variant without FP control: entry and argument on the stack.
+        ".p2align 4",
+        ".globl lagom_bench_tramp_nofp",
+        "lagom_bench_tramp_nofp:",
+        "pop rax",                // entry
+        "pop rdi",                // argument
+        "push rax",               // any return address: entry never returns
+        "jmp rax",
+        // Trampoline for the x87-only variant: load the control word, then as above.
+        ".p2align 4",
+        ".globl lagom_bench_tramp_x87",
+        "lagom_bench_tramp_x87:",
+        "fldcw [rsp + 4]",        // the default x87 control word
+        "add rsp, 8",             // drop the slot
+        "pop rax",                // entry
+        "pop rdi",                // argument
+        "push rax",               // any return address: entry never returns
+        "jmp rax",
     );
 
     unsafe extern "sysv64" {
-        fn lagom_bench_switch_clobber();
-        fn lagom_bench_tramp_clobber();
-        fn lagom_bench_switch_nofp(from: *mut Context, to: *const Context);
+        fn lagom_bench_switch_explicit(from: *mut Context, to: *const Context);
+        fn lagom_bench_tramp_explicit();
         fn lagom_bench_tramp_nofp();
+        fn lagom_bench_tramp_x87();
     }
 
+    /// lagom's switch without MXCSR (keeps the x87 control word).
     #[inline(always)]
-    unsafe fn switch_clobber(from: *mut Context, to: *const Context) {
-        // SAFETY: the inner routine swaps stacks; everything it or the other side may change
-        // is declared clobbered, rbx and rbp are saved here.
+    unsafe fn switch_no_mxcsr(from: *mut Context, to: *const Context) {
+        // SAFETY: as lagom's switch, minus MXCSR.
         unsafe {
             core::arch::asm!(
                 "push rbp",
                 "push rbx",
-                "call {inner}",
+                "sub rsp, 8",
+                "fnstcw [rsp + 4]",
+                "lea rax, [rip + 2f]",
+                "push rax",
+                "mov [rdi], rsp",
+                "mov rsp, [rsi]",
+                "pop rax",
+                "jmp rax",
+                "2:",
+                "fldcw [rsp + 4]",
+                "add rsp, 8",
                 "pop rbx",
                 "pop rbp",
-                inner = sym lagom_bench_switch_clobber,
+                in("rdi") from, in("rsi") to,
+                out("r12") _, out("r13") _, out("r14") _, out("r15") _,
+                clobber_abi("sysv64"),
+            )
+        }
+    }
+
+    /// lagom's switch without the MXCSR / x87 control word handling.
+    #[inline(always)]
+    unsafe fn switch_no_fp(from: *mut Context, to: *const Context) {
+        // SAFETY: as lagom's switch, minus the FP control words.
+        unsafe {
+            core::arch::asm!(
+                "push rbp",
+                "push rbx",
+                "lea rax, [rip + 2f]",
+                "push rax",
+                "mov [rdi], rsp",
+                "mov rsp, [rsi]",
+                "pop rax",
+                "jmp rax",
+                "2:",
+                "pop rbx",
+                "pop rbp",
                 in("rdi") from, in("rsi") to,
                 out("r12") _, out("r13") _, out("r14") _, out("r15") _,
                 clobber_abi("sysv64"),
@@ -203,17 +232,24 @@ mod variants {
     static mut MAIN: Context = Context::new();
     static mut OTHER: Context = Context::new();
 
-    unsafe extern "C" fn clobber_side(_: *mut u8) -> ! {
+    unsafe extern "C" fn explicit_side(_: *mut u8) -> ! {
         loop {
             // SAFETY: single-threaded bench, contexts set up before the first switch.
-            unsafe { switch_clobber(&raw mut OTHER, &raw const MAIN) };
+            unsafe { lagom_bench_switch_explicit(&raw mut OTHER, &raw const MAIN) };
+        }
+    }
+
+    unsafe extern "C" fn no_mxcsr_side(_: *mut u8) -> ! {
+        loop {
+            // SAFETY: as above.
+            unsafe { switch_no_mxcsr(&raw mut OTHER, &raw const MAIN) };
         }
     }
 
     unsafe extern "C" fn nofp_side(_: *mut u8) -> ! {
         loop {
             // SAFETY: as above.
-            unsafe { lagom_bench_switch_nofp(&raw mut OTHER, &raw const MAIN) };
+            unsafe { switch_no_fp(&raw mut OTHER, &raw const MAIN) };
         }
     }
 
@@ -229,25 +265,49 @@ mod variants {
 
     pub fn bench(g: &mut BenchmarkGroup<'_, WallTime>) {
         let stack = DefaultStack::with_default_size().unwrap();
-        let entry = clobber_side as *const () as u64;
-        // fp pair, ret -> trampoline, entry, arg, pad (keeps rsp 16-aligned at the call).
-        let words = [0x1F80 | 0x037F << 32, lagom_bench_tramp_clobber as *const () as u64, entry, 0, 0, 0];
+        // FP control, r15, r14, r13 = arg, r12 = entry, rbx, rbp, return -> trampoline.
+        let words = [
+            0x1F80 | 0x037F << 32,
+            0,
+            0,
+            0,
+            explicit_side as *const () as u64,
+            0,
+            0,
+            lagom_bench_tramp_explicit as *const () as u64,
+        ];
         // SAFETY: single-threaded bench.
-        unsafe { OTHER = frame(&stack, &words[..5]) };
-        g.bench_function("variant/clobber_abi", |b| {
+        unsafe { OTHER = frame(&stack, &words) };
+        g.bench_function("variant/explicit_call_ret", |b| {
             // SAFETY: MAIN is this thread, OTHER suspended.
-            b.iter(|| unsafe { switch_clobber(&raw mut MAIN, &raw const OTHER) })
+            b.iter(|| unsafe { lagom_bench_switch_explicit(&raw mut MAIN, &raw const OTHER) })
         });
         std::mem::forget(stack);
 
         let stack = DefaultStack::with_default_size().unwrap();
-        // r15, r14, r13 = arg, r12 = entry, rbx, rbp, ret -> trampoline
-        let words = [0, 0, 0, nofp_side as *const () as u64, 0, 0, lagom_bench_tramp_nofp as *const () as u64, 0];
+        // resume -> trampoline, entry, arg, pad.
+        let words = [lagom_bench_tramp_nofp as *const () as u64, nofp_side as *const () as u64, 0, 0];
         // SAFETY: single-threaded bench.
-        unsafe { OTHER = frame(&stack, &words[..7]) };
-        g.bench_function("variant/explicit_no_fp", |b| {
+        unsafe { OTHER = frame(&stack, &words) };
+        g.bench_function("variant/no_fp_control", |b| {
             // SAFETY: as above.
-            b.iter(|| unsafe { lagom_bench_switch_nofp(&raw mut MAIN, &raw const OTHER) })
+            b.iter(|| unsafe { switch_no_fp(&raw mut MAIN, &raw const OTHER) })
+        });
+        std::mem::forget(stack);
+
+        let stack = DefaultStack::with_default_size().unwrap();
+        // resume -> lagom's trampoline shape is not needed: x87 CW slot, then as no_fp.
+        let words = [
+            lagom_bench_tramp_x87 as *const () as u64,
+            0x037F << 32,
+            no_mxcsr_side as *const () as u64,
+            0,
+        ];
+        // SAFETY: single-threaded bench.
+        unsafe { OTHER = frame(&stack, &words) };
+        g.bench_function("variant/no_mxcsr", |b| {
+            // SAFETY: as above.
+            b.iter(|| unsafe { switch_no_mxcsr(&raw mut MAIN, &raw const OTHER) })
         });
         std::mem::forget(stack);
     }
