@@ -33,18 +33,23 @@ fn ping(from: *mut Context, to: *const Context, n: u64) {
 }
 
 fn lagom_pair(same_site: bool) -> Fiber {
-    let mut fiber = Fiber::new("bench", 1, DefaultStack::with_default_size().unwrap(), move || {
-        // SAFETY: single-threaded bench; the statics are set before the first switch.
-        let (me, main) = unsafe { (FIB, &raw mut MAIN) };
-        if same_site {
-            ping(me, main, u64::MAX);
-        } else {
-            loop {
-                // SAFETY: as above.
-                unsafe { switch(me, main) };
+    let mut fiber = Fiber::new(
+        "bench",
+        1,
+        DefaultStack::with_default_size().unwrap(),
+        move || {
+            // SAFETY: single-threaded bench; the statics are set before the first switch.
+            let (me, main) = unsafe { (FIB, &raw mut MAIN) };
+            if same_site {
+                ping(me, main, u64::MAX);
+            } else {
+                loop {
+                    // SAFETY: as above.
+                    unsafe { switch(me, main) };
+                }
             }
-        }
-    });
+        },
+    );
     // SAFETY: the fiber is not running; MAIN is a static.
     unsafe {
         FIB = fiber.context();
@@ -123,50 +128,50 @@ mod variants {
         ".p2align 4",
         ".globl lagom_bench_switch_explicit",
         "lagom_bench_switch_explicit:",
-        "push rbp",               // the six callee-saved registers
+        "push rbp", // the six callee-saved registers
         "push rbx",
         "push r12",
         "push r13",
         "push r14",
         "push r15",
-        "sub rsp, 8",             // FP control slot
-        "stmxcsr [rsp]",          // MXCSR
-        "fnstcw [rsp + 4]",       // x87 control word
-        "mov [rdi], rsp",         // save our sp
-        "mov rsp, [rsi]",         // load theirs
-        "ldmxcsr [rsp]",          // their MXCSR
-        "fldcw [rsp + 4]",        // their x87 control word
-        "add rsp, 8",             // drop the slot
-        "pop r15",                // their registers
+        "sub rsp, 8",       // FP control slot
+        "stmxcsr [rsp]",    // MXCSR
+        "fnstcw [rsp + 4]", // x87 control word
+        "mov [rdi], rsp",   // save our sp
+        "mov rsp, [rsi]",   // load theirs
+        "ldmxcsr [rsp]",    // their MXCSR
+        "fldcw [rsp + 4]",  // their x87 control word
+        "add rsp, 8",       // drop the slot
+        "pop r15",          // their registers
         "pop r14",
         "pop r13",
         "pop r12",
         "pop rbx",
         "pop rbp",
-        "ret",                    // into their call site
+        "ret", // into their call site
         ".p2align 4",
         ".globl lagom_bench_tramp_explicit",
         "lagom_bench_tramp_explicit:",
-        "mov rdi, r13",           // argument
-        "call r12",               // entry, never returns
+        "mov rdi, r13", // argument
+        "call r12",     // entry, never returns
         "ud2",
         // Trampoline for the inline variant without FP control: entry and argument on the stack.
         ".p2align 4",
         ".globl lagom_bench_tramp_nofp",
         "lagom_bench_tramp_nofp:",
-        "pop rax",                // entry
-        "pop rdi",                // argument
-        "push rax",               // any return address: entry never returns
+        "pop rax",  // entry
+        "pop rdi",  // argument
+        "push rax", // any return address: entry never returns
         "jmp rax",
         // Trampoline for the x87-only variant: load the control word, then as above.
         ".p2align 4",
         ".globl lagom_bench_tramp_x87",
         "lagom_bench_tramp_x87:",
-        "fldcw [rsp + 4]",        // the default x87 control word
-        "add rsp, 8",             // drop the slot
-        "pop rax",                // entry
-        "pop rdi",                // argument
-        "push rax",               // any return address: entry never returns
+        "fldcw [rsp + 4]", // the default x87 control word
+        "add rsp, 8",      // drop the slot
+        "pop rax",         // entry
+        "pop rdi",         // argument
+        "push rax",        // any return address: entry never returns
         "jmp rax",
     );
 
@@ -286,7 +291,12 @@ mod variants {
 
         let stack = DefaultStack::with_default_size().unwrap();
         // resume -> trampoline, entry, arg, pad.
-        let words = [lagom_bench_tramp_nofp as *const () as u64, nofp_side as *const () as u64, 0, 0];
+        let words = [
+            lagom_bench_tramp_nofp as *const () as u64,
+            nofp_side as *const () as u64,
+            0,
+            0,
+        ];
         // SAFETY: single-threaded bench.
         unsafe { OTHER = frame(&stack, &words) };
         g.bench_function("variant/no_fp_control", |b| {

@@ -23,7 +23,11 @@ enum Repr {
 impl JoinError {
     /// A task named `name` with id `id` panicked with `payload`.
     pub fn panicked(name: String, id: u64, payload: Box<dyn Any + Send + 'static>) -> Self {
-        JoinError { name, id, repr: Repr::Panic(payload) }
+        JoinError {
+            name,
+            id,
+            repr: Repr::Panic(payload),
+        }
     }
 
     /// Whether the task panicked.
@@ -106,7 +110,10 @@ mod tests {
         assert!(e.is_panic());
         assert_eq!(format!("{e}"), "task 'worker' (id 7) panicked: boom");
         let e2 = JoinError::panicked("w".into(), 1, Box::new(42u32));
-        assert_eq!(format!("{e2}"), "task 'w' (id 1) panicked (payload is not a string)");
+        assert_eq!(
+            format!("{e2}"),
+            "task 'w' (id 1) panicked (payload is not a string)"
+        );
         assert_eq!(*e2.into_panic().downcast::<u32>().unwrap(), 42);
     }
 }

@@ -30,18 +30,27 @@ fn driver_frame_below_the_switch(fibers: &mut [Fiber]) {
 fn backtrace_inside_a_task_crosses_the_switch() {
     let out = Arc::new(Mutex::new(String::new()));
     let o = out.clone();
-    let mut fibers = vec![Fiber::new("bt", 1, DefaultStack::with_default_size().unwrap(), move || {
-        // Run after one yield, so the capture happens on a resumed (not fresh) context too.
-        common::yield_now();
-        task_outer_frame(&o);
-    })];
+    let mut fibers = vec![Fiber::new(
+        "bt",
+        1,
+        DefaultStack::with_default_size().unwrap(),
+        move || {
+            // Run after one yield, so the capture happens on a resumed (not fresh) context too.
+            common::yield_now();
+            task_outer_frame(&o);
+        },
+    )];
     driver_frame_below_the_switch(&mut fibers);
     assert!(fibers[0].take_outcome().unwrap().is_ok());
     let bt = out.lock().unwrap().clone();
     // Frame names in order, innermost first ("  12: path::name" lines).
     let frames: Vec<&str> = bt
         .lines()
-        .filter_map(|l| l.trim_start().split_once(": ").filter(|(n, _)| n.parse::<u32>().is_ok()))
+        .filter_map(|l| {
+            l.trim_start()
+                .split_once(": ")
+                .filter(|(n, _)| n.parse::<u32>().is_ok())
+        })
         .map(|(_, name)| name.trim())
         .collect();
     let pos = |name: &str| {
@@ -61,5 +70,8 @@ fn backtrace_inside_a_task_crosses_the_switch() {
     let driver = pos("driver_frame_below_the_switch");
     let test = pos("backtrace_inside_a_task_crosses_the_switch");
     assert!(inner < outer && outer < entry && entry < trampoline, "{bt}");
-    assert!(trampoline < resume && resume < driver && driver < test, "{bt}");
+    assert!(
+        trampoline < resume && resume < driver && driver < test,
+        "{bt}"
+    );
 }

@@ -26,21 +26,33 @@ fn recurse(depth: u64) -> u64 {
 /// The child side: runs the scenario named in the environment (and never returns normally).
 #[test]
 fn child() {
-    let Ok(scenario) = std::env::var(ENV) else { return };
+    let Ok(scenario) = std::env::var(ENV) else {
+        return;
+    };
     let signals = SignalStack::install().expect("alternate signal stack");
     match scenario.as_str() {
         "task-overflow" => {
-            let mut fibers = vec![Fiber::new("deep-recursion", 42, DefaultStack::new(64 * 1024).unwrap(), || {
-                std::hint::black_box(recurse(0));
-            })];
+            let mut fibers = vec![Fiber::new(
+                "deep-recursion",
+                42,
+                DefaultStack::new(64 * 1024).unwrap(),
+                || {
+                    std::hint::black_box(recurse(0));
+                },
+            )];
             common::run_round_robin(&mut fibers, Some(&signals));
         }
         "null-write-in-task" => {
-            let mut fibers = vec![Fiber::new("null-writer", 7, DefaultStack::new(64 * 1024).unwrap(), || {
-                let p = std::hint::black_box(16usize) as *mut u64;
-                // SAFETY: not safe at all: the point is to fault outside any guard page.
-                unsafe { p.write_volatile(1) };
-            })];
+            let mut fibers = vec![Fiber::new(
+                "null-writer",
+                7,
+                DefaultStack::new(64 * 1024).unwrap(),
+                || {
+                    let p = std::hint::black_box(16usize) as *mut u64;
+                    // SAFETY: not safe at all: the point is to fault outside any guard page.
+                    unsafe { p.write_volatile(1) };
+                },
+            )];
             common::run_round_robin(&mut fibers, Some(&signals));
         }
         "thread-overflow" => {
@@ -59,7 +71,10 @@ fn run_child(scenario: &str) -> (String, Option<i32>) {
         .env(ENV, scenario)
         .output()
         .expect("spawn the test binary");
-    (String::from_utf8_lossy(&out.stderr).into_owned(), out.status.signal())
+    (
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.signal(),
+    )
 }
 
 #[test]
@@ -84,8 +99,14 @@ fn other_faults_in_a_task_reach_the_previous_handler() {
 #[test]
 fn thread_overflow_outside_tasks_is_still_reported_by_std() {
     let (stderr, signal) = run_child("thread-overflow");
-    assert!(stderr.contains("has overflowed its stack"), "stderr was: {stderr}");
-    assert!(stderr.contains("thread '"), "std's thread report expected; stderr was: {stderr}");
+    assert!(
+        stderr.contains("has overflowed its stack"),
+        "stderr was: {stderr}"
+    );
+    assert!(
+        stderr.contains("thread '"),
+        "std's thread report expected; stderr was: {stderr}"
+    );
     assert!(!stderr.contains("task '"), "stderr was: {stderr}");
     assert_eq!(signal, Some(libc::SIGABRT), "stderr was: {stderr}");
 }

@@ -11,19 +11,29 @@ use lagom::arch::{DefaultStack, Fiber};
 fn panic_payload_reaches_join_and_others_keep_running() {
     let counts: Arc<[AtomicU32; 2]> = Arc::new([AtomicU32::new(0), AtomicU32::new(0)]);
     let mut fibers = Vec::new();
-    fibers.push(Fiber::new("panicker", 1, DefaultStack::with_default_size().unwrap(), || {
-        common::yield_now();
-        common::yield_now();
-        panic!("boom after two yields");
-    }));
+    fibers.push(Fiber::new(
+        "panicker",
+        1,
+        DefaultStack::with_default_size().unwrap(),
+        || {
+            common::yield_now();
+            common::yield_now();
+            panic!("boom after two yields");
+        },
+    ));
     for i in 0..2 {
         let counts = counts.clone();
-        fibers.push(Fiber::new(format!("counter-{i}"), 2 + i as u64, DefaultStack::new(64 * 1024).unwrap(), move || {
-            for _ in 0..10 {
-                counts[i].fetch_add(1, Ordering::Relaxed);
-                common::yield_now();
-            }
-        }));
+        fibers.push(Fiber::new(
+            format!("counter-{i}"),
+            2 + i as u64,
+            DefaultStack::new(64 * 1024).unwrap(),
+            move || {
+                for _ in 0..10 {
+                    counts[i].fetch_add(1, Ordering::Relaxed);
+                    common::yield_now();
+                }
+            },
+        ));
     }
     let switches = common::run_round_robin(&mut fibers, None);
     // The counters ran 10 times each, i.e. well past the panic at the panicker's third run.
@@ -31,13 +41,22 @@ fn panic_payload_reaches_join_and_others_keep_running() {
     assert_eq!(counts[1].load(Ordering::Relaxed), 10);
     assert_eq!(switches, 3 + 11 + 11);
 
-    let err = fibers[0].take_outcome().expect("finished").expect_err("it panicked");
+    let err = fibers[0]
+        .take_outcome()
+        .expect("finished")
+        .expect_err("it panicked");
     assert!(err.is_panic());
     assert_eq!(err.task_name(), "panicker");
     assert_eq!(err.task_id(), 1);
-    assert_eq!(err.to_string(), "task 'panicker' (id 1) panicked: boom after two yields");
+    assert_eq!(
+        err.to_string(),
+        "task 'panicker' (id 1) panicked: boom after two yields"
+    );
     let payload = err.into_panic();
-    assert_eq!(*payload.downcast::<&str>().unwrap(), "boom after two yields");
+    assert_eq!(
+        *payload.downcast::<&str>().unwrap(),
+        "boom after two yields"
+    );
     for f in &mut fibers[1..] {
         assert!(f.take_outcome().expect("finished").is_ok());
     }
@@ -45,18 +64,28 @@ fn panic_payload_reaches_join_and_others_keep_running() {
 
 #[test]
 fn panic_with_string_payload_and_stack_reuse_after_panic() {
-    let mut fibers = vec![Fiber::new("fmt-panic", 9, DefaultStack::new(64 * 1024).unwrap(), || {
-        let n = 3;
-        panic!("formatted {n}");
-    })];
+    let mut fibers = vec![Fiber::new(
+        "fmt-panic",
+        9,
+        DefaultStack::new(64 * 1024).unwrap(),
+        || {
+            let n = 3;
+            panic!("formatted {n}");
+        },
+    )];
     common::run_round_robin(&mut fibers, None);
     let f = fibers.pop().unwrap();
     let mut f = f;
     let err = f.take_outcome().unwrap().unwrap_err();
-    assert_eq!(*err.into_panic().downcast::<String>().unwrap(), "formatted 3");
+    assert_eq!(
+        *err.into_panic().downcast::<String>().unwrap(),
+        "formatted 3"
+    );
     // A finished fiber's stack is handed back for reuse and runs a new fiber fine.
-    let stack = f.into_stack().expect("finished fibers give their stack back");
-    let mut again = vec![Fiber::new("reuse", 10, stack, || common::yield_now())];
+    let stack = f
+        .into_stack()
+        .expect("finished fibers give their stack back");
+    let mut again = vec![Fiber::new("reuse", 10, stack, common::yield_now)];
     assert_eq!(common::run_round_robin(&mut again, None), 2);
     assert!(again[0].take_outcome().unwrap().is_ok());
 }
@@ -65,20 +94,35 @@ fn panic_with_string_payload_and_stack_reuse_after_panic() {
 fn dropping_unstarted_fiber_drops_closure_and_suspended_fiber_leaks_stack() {
     let token = Arc::new(());
     let t = token.clone();
-    let f = Fiber::new("never", 1, DefaultStack::new(64 * 1024).unwrap(), move || drop(t));
+    let f = Fiber::new(
+        "never",
+        1,
+        DefaultStack::new(64 * 1024).unwrap(),
+        move || drop(t),
+    );
     assert_eq!(Arc::strong_count(&token), 2);
     drop(f);
-    assert_eq!(Arc::strong_count(&token), 1, "an unstarted fiber drops its closure");
+    assert_eq!(
+        Arc::strong_count(&token),
+        1,
+        "an unstarted fiber drops its closure"
+    );
 
     // A fiber suspended mid-run: its stack is not handed back.
-    let mut fibers = vec![Fiber::new("suspended", 2, DefaultStack::new(64 * 1024).unwrap(), || {
-        common::yield_now();
-        common::yield_now();
-    })];
+    let mut fibers = vec![Fiber::new(
+        "suspended",
+        2,
+        DefaultStack::new(64 * 1024).unwrap(),
+        || {
+            common::yield_now();
+            common::yield_now();
+        },
+    )];
     let mut idle = Box::new(lagom::arch::Context::new());
+    let idle_ptr: *mut lagom::arch::Context = &mut *idle;
     // SAFETY: not running; idle outlives the switch.
-    unsafe { fibers[0].set_parent(&mut *idle) };
-    common::resume(&mut fibers[0], &mut *idle, None);
+    unsafe { fibers[0].set_parent(idle_ptr) };
+    common::resume(&mut fibers[0], idle_ptr, None);
     assert!(!fibers[0].is_finished());
     assert!(fibers.pop().unwrap().into_stack().is_none());
 }

@@ -35,7 +35,15 @@ fn a_million_spawns_map_at_most_pool_size_stacks() {
         }
     }
     assert_eq!(ran.load(Ordering::Relaxed), TASKS);
-    assert!(pool.mmaps() <= POOL_CAPACITY as u64, "mapped {} stacks", pool.mmaps());
-    assert_eq!(pool.mmaps(), LIVE as u64, "exactly one stack per concurrently live task");
+    assert!(
+        pool.mmaps() <= POOL_CAPACITY as u64,
+        "mapped {} stacks",
+        pool.mmaps()
+    );
+    assert_eq!(
+        pool.mmaps(),
+        LIVE as u64,
+        "exactly one stack per concurrently live task"
+    );
     assert_eq!(pool.idle(), LIVE);
 }

@@ -43,7 +43,12 @@ impl TaskInfo {
     pub fn name(&self) -> &str {
         // SAFETY: name_ptr/len describe the fiber's name String, alive and unchanged as long
         // as the fiber (and so this info).
-        unsafe { core::str::from_utf8_unchecked(core::slice::from_raw_parts(self.name_ptr, self.name_len)) }
+        unsafe {
+            core::str::from_utf8_unchecked(core::slice::from_raw_parts(
+                self.name_ptr,
+                self.name_len,
+            ))
+        }
     }
     /// The task's id.
     pub fn id(&self) -> u64 {
@@ -117,12 +122,14 @@ impl<S: Stack> Fiber<S> {
         let inner = NonNull::from(Box::leak(inner));
         // SAFETY: the stack is fresh and owned by the fiber; fiber_main never returns and
         // ends by switching away for the last time.
-        let ctx = unsafe {
-            super::init(&stack, fiber_main, inner.as_ptr().cast(), core::ptr::null())
-        };
+        let ctx =
+            unsafe { super::init(&stack, fiber_main, inner.as_ptr().cast(), core::ptr::null()) };
         // SAFETY: inner is a valid, exclusively owned allocation.
         unsafe { (*inner.as_ptr()).ctx = ctx };
-        Fiber { inner, stack: ManuallyDrop::new(stack) }
+        Fiber {
+            inner,
+            stack: ManuallyDrop::new(stack),
+        }
     }
 
     /// The context to [`switch`] to in order to run (or resume) the fiber.
@@ -237,7 +244,11 @@ unsafe extern "C" fn fiber_main(arg: *mut u8) -> ! {
     unsafe {
         (*inner).outcome = Some(outcome);
         (*inner).state = State::Finished;
-        let link = (*inner).stack_base.as_ptr().sub(super::BASE_RESERVED).cast::<*const Context>();
+        let link = (*inner)
+            .stack_base
+            .as_ptr()
+            .sub(super::BASE_RESERVED)
+            .cast::<*const Context>();
         switch(&raw mut (*inner).ctx, *link);
     }
     // Nobody resumes a finished fiber.
@@ -264,7 +275,9 @@ fn run(f: Box<dyn FnOnce() + Send>, info: &TaskInfo) -> Result<(), JoinError> {
             write_stderr(self.0.name().as_bytes());
             write_stderr(b"' (id ");
             write_stderr(super::overflow::fmt_u64(self.0.id(), &mut buf));
-            write_stderr(b") panicked; without the `std` feature panics cannot be caught: aborting\n");
+            write_stderr(
+                b") panicked; without the `std` feature panics cannot be caught: aborting\n",
+            );
             abort();
         }
     }

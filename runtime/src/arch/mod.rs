@@ -78,7 +78,9 @@ impl Context {
     /// An empty context, to be filled by the first [`switch`] away from it (the worker's idle
     /// context), or by [`init`].
     pub const fn new() -> Self {
-        Context { sp: core::ptr::null_mut() }
+        Context {
+            sp: core::ptr::null_mut(),
+        }
     }
 
     /// The saved stack pointer (null for a context that was never saved).

@@ -116,7 +116,9 @@ impl SignalStack {
     /// # Safety
     /// `info` must be null or stay valid until it is replaced by another call.
     pub unsafe fn set_current(&self, info: *const TaskInfo) {
-        self.header().current.store(info.cast_mut(), Ordering::Relaxed);
+        self.header()
+            .current
+            .store(info.cast_mut(), Ordering::Relaxed);
         // The handler runs on this thread: keep the store before the switch that follows.
         compiler_fence(Ordering::SeqCst);
     }
@@ -129,7 +131,11 @@ impl SignalStack {
 
 impl Drop for SignalStack {
     fn drop(&mut self) {
-        let prev = signal::AltStack { sp: self.prev_sp, size: self.prev_size, flags: self.prev_flags };
+        let prev = signal::AltStack {
+            sp: self.prev_sp,
+            size: self.prev_size,
+            flags: self.prev_flags,
+        };
         // SAFETY: the previous alternate stack belongs to whoever installed it before us
         // (std's per-thread one, or none); it outlives us by construction of the thread.
         unsafe { signal::restore_alt_stack(&prev) };
@@ -141,8 +147,10 @@ impl Drop for SignalStack {
 /// The fault hook: reports and aborts if `addr` is in the current task's guard page.
 /// Async-signal-safe: one `sigaltstack` query, loads, `write`, `abort`.
 fn on_fault(addr: usize) {
-    let Some(alt) = signal::current_alt_stack() else { return };
-    if alt.size < core::mem::size_of::<Header>() || alt.sp as usize % 8 != 0 {
+    let Some(alt) = signal::current_alt_stack() else {
+        return;
+    };
+    if alt.size < core::mem::size_of::<Header>() || !(alt.sp as usize).is_multiple_of(8) {
         return;
     }
     // SAFETY: [ss_sp, ss_sp + ss_size) is mapped memory by sigaltstack's contract, whoever

@@ -29,11 +29,20 @@ impl StackPool {
     /// [`Error::StackTooSmall`] if `size` is below [`super::MIN_STACK_SIZE`].
     pub fn new(size: usize, capacity: usize) -> Result<Self, Error> {
         if size < super::MIN_STACK_SIZE {
-            return Err(Error::StackTooSmall { requested: size, minimum: super::MIN_STACK_SIZE });
+            return Err(Error::StackTooSmall {
+                requested: size,
+                minimum: super::MIN_STACK_SIZE,
+            });
         }
         let page = crate::sys::mem::page_size();
         let rounded = size.div_ceil(page) * page;
-        Ok(StackPool { size, rounded, capacity, free: Vec::with_capacity(capacity), mmaps: 0 })
+        Ok(StackPool {
+            size,
+            rounded,
+            capacity,
+            free: Vec::with_capacity(capacity),
+            mmaps: 0,
+        })
     }
 
     /// The usable size of the stacks this pool hands out (as requested, before rounding).

@@ -62,12 +62,23 @@ impl DefaultStack {
     /// refuses the mapping.
     pub fn new(size: usize) -> Result<Self, Error> {
         if size < MIN_STACK_SIZE {
-            return Err(Error::StackTooSmall { requested: size, minimum: MIN_STACK_SIZE });
+            return Err(Error::StackTooSmall {
+                requested: size,
+                minimum: MIN_STACK_SIZE,
+            });
         }
         let page = mem::page_size();
-        let len = match size.checked_next_multiple_of(page).and_then(|u| u.checked_add(page)) {
+        let len = match size
+            .checked_next_multiple_of(page)
+            .and_then(|u| u.checked_add(page))
+        {
             Some(len) => len,
-            None => return Err(Error::StackMap { size, errno: mem::ENOMEM }),
+            None => {
+                return Err(Error::StackMap {
+                    size,
+                    errno: mem::ENOMEM,
+                });
+            }
         };
         match mem::map_guarded(len, page) {
             Ok(map) => Ok(DefaultStack { map, len }),
@@ -118,7 +129,13 @@ mod tests {
     #[test]
     fn too_small_is_an_error_naming_the_minimum() {
         let err = DefaultStack::new(4096).unwrap_err();
-        assert_eq!(err, Error::StackTooSmall { requested: 4096, minimum: MIN_STACK_SIZE });
+        assert_eq!(
+            err,
+            Error::StackTooSmall {
+                requested: 4096,
+                minimum: MIN_STACK_SIZE
+            }
+        );
         let msg = alloc::format!("{err}");
         assert!(msg.contains("16 KiB"), "{msg}");
     }

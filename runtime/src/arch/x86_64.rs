@@ -65,24 +65,24 @@ global_asm!(
     // DW_OP_breg7 (rsp) k; DW_OP_deref (the link); DW_OP_deref (the idle context's saved sp);
     // DW_OP_plus_uconst 32 (its saved words).
     ".cfi_escape 0x0f, 6, 0x77, 24, 0x06, 0x06, 0x23, 32", // link at rsp + 24
-    ".cfi_offset rip, -32",             // the idle context's resume address
-    ".cfi_offset rbx, -16",             // its rbx
-    ".cfi_offset rbp, -8",              // its rbp
-    "ldmxcsr [rsp]",                    // the new context's MXCSR (the ABI default)
-    "fldcw [rsp + 4]",                  // and x87 control word
-    "add rsp, 8",                       // drop the FP control word pair
+    ".cfi_offset rip, -32",                                // the idle context's resume address
+    ".cfi_offset rbx, -16",                                // its rbx
+    ".cfi_offset rbp, -8",                                 // its rbp
+    "ldmxcsr [rsp]",   // the new context's MXCSR (the ABI default)
+    "fldcw [rsp + 4]", // and x87 control word
+    "add rsp, 8",      // drop the FP control word pair
     ".cfi_escape 0x0f, 6, 0x77, 16, 0x06, 0x06, 0x23, 32", // link at rsp + 16
-    "pop rax",                          // rax = entry
+    "pop rax",         // rax = entry
     ".cfi_escape 0x0f, 6, 0x77, 8, 0x06, 0x06, 0x23, 32", // link at rsp + 8
-    "pop rdi",                          // first argument = arg; rsp = the link, 16-aligned
+    "pop rdi",         // first argument = arg; rsp = the link, 16-aligned
     ".cfi_escape 0x0f, 6, 0x77, 0, 0x06, 0x06, 0x23, 32", // link at rsp
-    "lea rcx, [rip + 3f]",              // a return address inside this function...
+    "lea rcx, [rip + 3f]", // a return address inside this function...
     // ...pushed as `call` would (rsp = 8 mod 16 at entry). No CFI update: as for a real
     // call, the unwinder sees this frame with rsp = the callee's CFA, i.e. before the push.
     "push rcx",
-    "jmp rax",                          // entry(arg): a call without a return-stack entry
-    "3:",                               // entry never returns: this address only names the frame
-    "ud2",                              // (unwinders look up return address - 1: the jmp above)
+    "jmp rax", // entry(arg): a call without a return-stack entry
+    "3:",      // entry never returns: this address only names the frame
+    "ud2",     // (unwinders look up return address - 1: the jmp above)
     ".cfi_endproc",
     ".size lagom_fiber_trampoline, . - lagom_fiber_trampoline",
 );
@@ -143,9 +143,9 @@ pub(super) unsafe fn switch(from: *mut Context, to: *const Context) {
 pub(super) unsafe fn initial_frame(top: usize, entry: EntryFn, arg: *mut u8) -> *mut u8 {
     let frame: [u64; 4] = [
         lagom_fiber_trampoline as *const () as usize as u64, // sp + 0: resume address
-        DEFAULT_FP_CONTROL,                                 // sp + 8: FP control
-        entry as usize as u64,                              // sp + 16: entry
-        arg as u64,                                         // sp + 24: arg
+        DEFAULT_FP_CONTROL,                                  // sp + 8: FP control
+        entry as usize as u64,                               // sp + 16: entry
+        arg as u64,                                          // sp + 24: arg
     ];
     let sp = (top - frame.len() * 8) as *mut u64;
     // SAFETY: per contract the 32 bytes below top are ours; top is 16-aligned so sp is too.

@@ -37,7 +37,9 @@ pub(crate) fn errno() -> i32 {
 /// `guard` bytes made inaccessible. `len` and `guard` must be multiples of the page size and
 /// `guard < len`. Returns the start of the whole mapping (the guard page), or `errno`.
 pub(crate) fn map_guarded(len: usize, guard: usize) -> Result<NonNull<u8>, i32> {
-    debug_assert!(guard < len && len % page_size() == 0 && guard % page_size() == 0);
+    debug_assert!(
+        guard < len && len.is_multiple_of(page_size()) && guard.is_multiple_of(page_size())
+    );
     // SAFETY: a fresh anonymous mapping at an address the kernel chooses aliases nothing.
     let ptr = unsafe {
         libc::mmap(

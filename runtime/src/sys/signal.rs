@@ -69,7 +69,11 @@ pub(crate) fn install_fault_handler(hook: FaultHook) -> Result<(), i32> {
 }
 
 /// The SIGSEGV/SIGBUS handler: asks the hook, then chains to the previous action.
-extern "C" fn fault_handler(sig: libc::c_int, info: *mut libc::siginfo_t, ucontext: *mut libc::c_void) {
+extern "C" fn fault_handler(
+    sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    ucontext: *mut libc::c_void,
+) {
     // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO handler; si_addr is the
     // faulting address for SIGSEGV and SIGBUS.
     let addr = unsafe { (*info).si_addr() } as usize;
@@ -119,14 +123,22 @@ pub(crate) struct AltStack {
 /// # Safety
 /// The memory must stay mapped and unused by anything else until it is replaced again.
 pub(crate) unsafe fn set_alt_stack(sp: *mut u8, size: usize) -> Result<AltStack, i32> {
-    let new = libc::stack_t { ss_sp: sp.cast(), ss_flags: 0, ss_size: size };
+    let new = libc::stack_t {
+        ss_sp: sp.cast(),
+        ss_flags: 0,
+        ss_size: size,
+    };
     // SAFETY: zeroed stack_t is valid storage for the old value.
     let mut old: libc::stack_t = unsafe { core::mem::zeroed() };
     // SAFETY: new describes memory the caller guarantees; old is writable.
     if unsafe { libc::sigaltstack(&new, &mut old) } != 0 {
         return Err(errno());
     }
-    Ok(AltStack { sp: old.ss_sp.cast(), size: old.ss_size, flags: old.ss_flags })
+    Ok(AltStack {
+        sp: old.ss_sp.cast(),
+        size: old.ss_size,
+        flags: old.ss_flags,
+    })
 }
 
 /// Reinstates an alternate stack returned by [`set_alt_stack`] (or disables it).
@@ -154,7 +166,11 @@ pub(crate) fn current_alt_stack() -> Option<AltStack> {
     if cur.ss_flags & libc::SS_DISABLE != 0 || cur.ss_sp.is_null() {
         return None;
     }
-    Some(AltStack { sp: cur.ss_sp.cast(), size: cur.ss_size, flags: cur.ss_flags })
+    Some(AltStack {
+        sp: cur.ss_sp.cast(),
+        size: cur.ss_size,
+        flags: cur.ss_flags,
+    })
 }
 
 /// Writes all of `bytes` to stderr with `write(2)` (async-signal-safe), ignoring errors.
