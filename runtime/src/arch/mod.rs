@@ -10,9 +10,10 @@
 //! the FP control words, the address to resume at — is pushed on its own stack, so a context
 //! costs no memory besides its stack.
 //!
-//! `switch` is entered with `call` and left with `ret`, so every call has its return and the
-//! CPU's return-address predictor stays balanced. When every task switches out from the same
-//! call site (a scheduler's `schedule()`), the `ret` lands where the predictor expects.
+//! The return-address predictor must stay in step: on x86_64 the switch is an inlined
+//! `asm!` block that resumes the other context with a `jmp` and neither calls nor returns, so
+//! it pushes and pops no return-stack entry; on aarch64 it is a function entered with `bl` and
+//! left with `ret`. The x86_64 module doc says why, with the measured alternatives.
 //!
 //! A new context is made by [`init`] on a fresh [`Stack`]: its first resume "returns" into a
 //! small trampoline that calls the entry function with its argument. The entry function
@@ -33,8 +34,42 @@
 //!
 //! * [`Stack`], [`DefaultStack`] (mmap, guard page, lazy commit) and [`StackPool`] (per worker);
 //! * [`Fiber`]: stack + context + closure + outcome, panics caught at the boundary;
+//!   [`crate::JoinError`] carries a panic to whoever joins;
 //! * [`SignalStack`]: the per-worker alternate signal stack through which a stack overflow is
 //!   reported as one.
+
+//! # Example
+//!
+//! A thread runs a fiber until it yields back, then to its end. The fiber reaches the thread's
+//! context through a pointer it captured; a scheduler keeps such pointers per worker.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//!
+//! use lagom::arch::{Context, DefaultStack, Fiber, switch};
+//!
+//! let mut idle = Box::new(Context::new()); // this thread's context
+//! let idle_ptr: *mut Context = &mut *idle;
+//! let idle_addr = idle_ptr as usize;
+//! let me = Arc::new(AtomicUsize::new(0)); // the fiber's context, known once it exists
+//! let me_in_fiber = me.clone();
+//! let mut fiber = Fiber::new("hello", 1, DefaultStack::with_default_size()?, move || {
+//!     let me = me_in_fiber.load(Ordering::Relaxed) as *mut Context;
+//!     // SAFETY: `me` is this running fiber's context, `idle` the suspended thread.
+//!     unsafe { switch(me, idle_addr as *mut Context) }; // yield once
+//! });
+//! me.store(fiber.context() as usize, Ordering::Relaxed);
+//! // SAFETY: the fiber is not running and `idle` outlives it.
+//! unsafe {
+//!     fiber.set_parent(idle_ptr);
+//!     switch(idle_ptr, fiber.context()); // runs until the yield
+//!     assert!(!fiber.is_finished());
+//!     switch(idle_ptr, fiber.context()); // runs to the end, then switches back here
+//! }
+//! assert!(fiber.take_outcome().unwrap().is_ok());
+//! # Ok::<(), lagom::Error>(())
+//! ```
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
