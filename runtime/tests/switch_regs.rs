@@ -36,7 +36,11 @@ mod regs {
             0x5F80 | 0x027F << 32,
             0xFF80 | 0x007F << 32,
         ];
-        if round % 2 == 0 { DEFAULT_FP } else { FP[who] }
+        if round.is_multiple_of(2) {
+            DEFAULT_FP
+        } else {
+            FP[who]
+        }
     }
 
     pub const DEFAULT_FP: u64 = 0x1F80 | 0x037F << 32;
@@ -112,7 +116,11 @@ mod regs {
     /// Per-context FPCR: rounding mode (bits 22-23) and flush-to-zero (bit 24).
     pub fn fp_control(who: usize, round: u64) -> u64 {
         const FP: [u64; 3] = [1 << 22, 2 << 22, 3 << 22 | 1 << 24];
-        if round % 2 == 0 { DEFAULT_FP } else { FP[who] }
+        if round.is_multiple_of(2) {
+            DEFAULT_FP
+        } else {
+            FP[who]
+        }
     }
 
     /// FPCR has no status bits.
