@@ -80,7 +80,7 @@ struct Inner {
     entry: Option<Box<dyn FnOnce() + Send + 'static>>,
     state: State,
     outcome: Option<Result<(), JoinError>>,
-    /// Address of the parent link on the stack.
+    /// The stack's base, below which lies the parent link.
     stack_base: NonNull<u8>,
 }
 
@@ -244,11 +244,7 @@ unsafe extern "C" fn fiber_main(arg: *mut u8) -> ! {
     unsafe {
         (*inner).outcome = Some(outcome);
         (*inner).state = State::Finished;
-        let link = (*inner)
-            .stack_base
-            .as_ptr()
-            .sub(super::BASE_RESERVED)
-            .cast::<*const Context>();
+        let link = super::parent_link((*inner).stack_base.as_ptr() as usize);
         switch(&raw mut (*inner).ctx, *link);
     }
     // Nobody resumes a finished fiber.

@@ -189,12 +189,17 @@ pub unsafe fn set_parent<S: Stack + ?Sized>(stack: &S, parent: *const Context) {
     unsafe { set_parent_at(base, parent) }
 }
 
-/// Writes the parent link of the stack whose 16-aligned base is `base`.
+/// The address of the parent link of the stack whose base is `base`.
+pub(crate) fn parent_link(base: usize) -> *mut *const Context {
+    ((base & !15) - BASE_RESERVED) as *mut *const Context
+}
+
+/// Writes the parent link of the stack whose base is `base`.
 ///
 /// # Safety
 /// The two reserved words below `base` must be writable.
 unsafe fn set_parent_at(base: usize, parent: *const Context) {
-    let link = (base - BASE_RESERVED) as *mut *const Context;
+    let link = parent_link(base);
     // SAFETY: per contract; the padding word above the link stays zero.
     unsafe {
         link.write(parent);
