@@ -55,6 +55,25 @@ pub enum Error {
         /// The CPUs it names that have no `cpuN` directory and are not `possible`.
         unknown: String,
     },
+    /// A task stack size below the minimum was requested.
+    StackTooSmall {
+        /// The size asked for, in bytes.
+        requested: usize,
+        /// The smallest size accepted, in bytes.
+        minimum: usize,
+    },
+    /// The kernel refused to map a task stack.
+    StackMap {
+        /// The usable size asked for, in bytes.
+        size: usize,
+        /// The `errno` of the failed `mmap`/`mprotect`.
+        errno: i32,
+    },
+    /// Setting up stack-overflow reporting (signal handler or alternate signal stack) failed.
+    SignalSetup {
+        /// The `errno` of the failed call.
+        errno: i32,
+    },
 }
 
 impl fmt::Display for Error {
@@ -94,6 +113,26 @@ impl fmt::Display for Error {
                 "`{path}` names CPUs {unknown}, which have no cpu directory and are not in \
                  `possible`; the recorded tree is inconsistent: fix the file or record the \
                  missing CPUs"
+            ),
+            Error::StackTooSmall { requested, minimum } => write!(
+                f,
+                "task stack size {requested} bytes is below the minimum of {} KiB; \
+                 ask for at least {minimum} bytes",
+                minimum / 1024
+            ),
+            Error::StackMap { size, errno } => write!(
+                f,
+                "could not map a task stack of {} KiB: errno {errno} ({}); lower the stack \
+                 size or the number of live tasks, or raise vm.max_map_count (each stack \
+                 takes two mappings)",
+                size / 1024,
+                crate::sys::mem::errno_name(*errno)
+            ),
+            Error::SignalSetup { errno } => write!(
+                f,
+                "could not set up stack-overflow reporting (sigaction/sigaltstack/mmap): \
+                 errno {errno} ({}); check the signal mask and memory limits of the thread",
+                crate::sys::mem::errno_name(*errno)
             ),
         }
     }

@@ -9,8 +9,11 @@
 //!   no clock reads (time is an argument). The threaded runtime and the simulator both call it.
 //! * [`topology`] — sysfs → [`topology::Topology`]: CPUs, caches, NUMA, sched-domain levels,
 //!   preferred-core priorities and the allowed CPUs.
+//! * [`arch`] — the green-thread mechanism: context switch (x86_64, aarch64) with unwind info,
+//!   task stacks (mmap + guard page, per-worker pool), stack-overflow reports, the `Fiber`.
 //! * [`sync`] — the loom shim (atomics, cells and a futex word that become loom's under
 //!   `cfg(loom)`), the lock-free wakelist, the idle/kick protocol and the runqueue lock.
+//! * `sys` — the only caller of `libc`.
 //!
 //! The crate is `#![no_std]` + `alloc`; the `std` feature (on by default) adds conveniences
 //! only. All OS access goes through `libc` in `sys/`.
@@ -21,10 +24,13 @@ extern crate alloc;
 #[cfg(any(feature = "std", test))]
 extern crate std;
 
+pub mod arch;
 mod error;
+mod join_error;
 pub mod policy;
 pub mod sync;
 mod sys;
 pub mod topology;
 
 pub use error::Error;
+pub use join_error::JoinError;

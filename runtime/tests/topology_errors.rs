@@ -1,10 +1,10 @@
 //! Each way a sysfs tree can be unusable gives an `Error` that names what was wrong where.
 
-mod common;
+mod topology_util;
 
-use common::{Tree, synthetic};
 use lagom::Error;
 use lagom::topology::Topology;
+use topology_util::{Tree, synthetic};
 
 #[test]
 fn missing_root_names_it_with_the_os_error() {

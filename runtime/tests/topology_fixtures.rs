@@ -10,7 +10,7 @@
 //!   NUMA node but no allowed PU; lagom counts only objects holding an allowed PU (the
 //!   `allowed` section's CPU-centric counts, which `hwloc-calc` confirms).
 
-mod common;
+mod topology_util;
 
 use lagom::topology::{CapacitySource, CpuSet, LevelKind, PrioritySource, Topology};
 use serde_json::Value;
@@ -269,11 +269,11 @@ fn check_domains(topo: &Topology) -> Vec<String> {
 
 #[test]
 fn every_fixture_matches_its_known_answer() {
-    let Some(dir) = common::fixtures_dir() else {
+    let Some(dir) = topology_util::fixtures_dir() else {
         return;
     };
     let mut failures = Vec::new();
-    let fixtures = common::all_fixtures(&dir);
+    let fixtures = topology_util::all_fixtures(&dir);
     assert_eq!(fixtures.len(), 17, "expected the 17 fixtures of the README");
     for f in &fixtures {
         let topo = match Topology::from_sysfs(f.root.to_str().unwrap()) {
@@ -300,11 +300,11 @@ fn kinds(topo: &Topology) -> Vec<&'static str> {
 
 #[test]
 fn fixture_domains_follow_the_kernel() {
-    let Some(dir) = common::fixtures_dir() else {
+    let Some(dir) = topology_util::fixtures_dir() else {
         return;
     };
     let load = |name: &str| {
-        let f = common::fixture(&dir, name);
+        let f = topology_util::fixture(&dir, name);
         (Topology::from_sysfs(f.root.to_str().unwrap()).unwrap(), f)
     };
 

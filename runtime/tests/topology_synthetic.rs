@@ -1,10 +1,10 @@
-//! The synthetic trees of `common/synthetic.rs`: AMD preferred cores (seed 001's 7950X), a
+//! The synthetic trees of `topology_util/synthetic.rs`: AMD preferred cores (seed 001's 7950X), a
 //! container with a restricted cpuset and offline CPUs, and an Intel hybrid part.
 
-mod common;
+mod topology_util;
 
-use common::synthetic;
 use lagom::topology::{CapacitySource, CoreType, CpuSet, LevelKind, PrioritySource, Topology};
+use topology_util::synthetic;
 
 fn set(text: &str) -> CpuSet {
     text.parse().unwrap()

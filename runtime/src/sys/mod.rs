@@ -1,7 +1,10 @@
-//! The only callers of `libc`: every OS service the crate uses goes through a function here.
+//! The only place that calls `libc`. Each file wraps one family of system calls in small safe
+//! or narrowly `unsafe` functions; the layers above never name `libc`.
 
 pub(crate) mod affinity;
 pub(crate) mod fs;
 // Under loom, `sync::futex` stands in for the real futex.
 #[cfg(not(loom))]
 pub(crate) mod futex;
+pub(crate) mod mem;
+pub(crate) mod signal;

@@ -1,0 +1,284 @@
+//! The fiber: a closure running on its own stack, the unit a task control block embeds.
+//!
+//! A [`Fiber`] owns a [`Stack`], the [`Context`] saved when it is not running, the closure it
+//! runs, its outcome, and a [`TaskInfo`] (name, id, stack size, guard range) for diagnostics.
+//! The fiber does not schedule itself: whoever runs it (a worker) switches into
+//! [`Fiber::context`] with [`super::switch`] and the fiber's code switches away the same way.
+//! When the closure ends, the fiber records the outcome and switches for the last time to its
+//! parent context (the worker's idle context, see [`Fiber::set_parent`]).
+//!
+//! With feature `std` a panic is caught at the fiber boundary (`catch_unwind`) and kept as a
+//! [`JoinError`] carrying the payload. Without `std` nothing can catch it: the fiber prints the
+//! task's name to stderr and aborts, instead of unwinding into the switch code.
+//!
+//! Dropping a fiber that is suspended mid-run leaks its stack rather than unmapping it: values
+//! on that stack may still be referenced from elsewhere (a wait-queue node, say), and nothing
+//! unwinds them.
+
+use alloc::boxed::Box;
+use alloc::string::String;
+use core::mem::ManuallyDrop;
+use core::ops::Range;
+use core::ptr::NonNull;
+
+use super::stack::{DefaultStack, Stack};
+use super::{Context, switch};
+use crate::JoinError;
+
+/// What the overflow handler and diagnostics know about a task. Lives inside the fiber, at a
+/// stable address, for as long as the fiber.
+#[derive(Debug)]
+#[repr(C)]
+pub struct TaskInfo {
+    name_ptr: *const u8,
+    name_len: usize,
+    id: u64,
+    stack_size: usize,
+    guard_start: usize,
+    guard_end: usize,
+}
+
+impl TaskInfo {
+    /// The task's name.
+    pub fn name(&self) -> &str {
+        // SAFETY: name_ptr/len describe the fiber's name String, alive and unchanged as long
+        // as the fiber (and so this info).
+        unsafe {
+            core::str::from_utf8_unchecked(core::slice::from_raw_parts(
+                self.name_ptr,
+                self.name_len,
+            ))
+        }
+    }
+    /// The task's id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+    /// Usable bytes of its stack.
+    pub fn stack_size(&self) -> usize {
+        self.stack_size
+    }
+    /// Its stack's guard range.
+    pub fn guard(&self) -> Range<usize> {
+        self.guard_start..self.guard_end
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    NotStarted,
+    Running,
+    Finished,
+}
+
+/// The part of a fiber the fiber's own code reaches through the entry argument.
+struct Inner {
+    ctx: Context,
+    info: TaskInfo,
+    /// Owns the bytes `info` points at.
+    _name: String,
+    entry: Option<Box<dyn FnOnce() + Send + 'static>>,
+    state: State,
+    outcome: Option<Result<(), JoinError>>,
+    /// The stack's base, below which lies the parent link.
+    stack_base: NonNull<u8>,
+}
+
+/// A closure running on its own stack, with its saved context and outcome.
+pub struct Fiber<S: Stack = DefaultStack> {
+    inner: NonNull<Inner>,
+    stack: ManuallyDrop<S>,
+}
+
+// SAFETY: the closure is Send, the stack is Send, and the fiber's state is only touched by
+// whoever runs or owns it, one thread at a time (a suspended fiber may resume elsewhere).
+unsafe impl<S: Stack + Send> Send for Fiber<S> {}
+
+impl<S: Stack> Fiber<S> {
+    /// A fiber that will run `f` on `stack` when first switched to. Set its parent with
+    /// [`set_parent`](Self::set_parent) before that.
+    pub fn new<F>(name: impl Into<String>, id: u64, stack: S, f: F) -> Self
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let name = name.into();
+        let guard = stack.guard();
+        let inner = Box::new(Inner {
+            ctx: Context::new(),
+            info: TaskInfo {
+                name_ptr: name.as_ptr(),
+                name_len: name.len(),
+                id,
+                stack_size: stack.size(),
+                guard_start: guard.start,
+                guard_end: guard.end,
+            },
+            _name: name,
+            entry: Some(Box::new(f)),
+            state: State::NotStarted,
+            outcome: None,
+            stack_base: stack.base(),
+        });
+        let inner = NonNull::from(Box::leak(inner));
+        // SAFETY: the stack is fresh and owned by the fiber; fiber_main never returns and
+        // ends by switching away for the last time.
+        let ctx =
+            unsafe { super::init(&stack, fiber_main, inner.as_ptr().cast(), core::ptr::null()) };
+        // SAFETY: inner is a valid, exclusively owned allocation.
+        unsafe { (*inner.as_ptr()).ctx = ctx };
+        Fiber {
+            inner,
+            stack: ManuallyDrop::new(stack),
+        }
+    }
+
+    /// The context to [`switch`] to in order to run (or resume) the fiber.
+    pub fn context(&self) -> *mut Context {
+        // SAFETY: inner is valid; we only form a raw pointer.
+        unsafe { &raw mut (*self.inner.as_ptr()).ctx }
+    }
+
+    /// Sets the context the fiber returns to when it finishes and through which backtraces
+    /// continue: the idle context of the worker that runs it.
+    ///
+    /// # Safety
+    /// The fiber must not be running; `parent` must stay valid while the fiber runs on that
+    /// worker (see [`super::set_parent`]).
+    pub unsafe fn set_parent(&mut self, parent: *const Context) {
+        // SAFETY: forwarded contract; the stack carries a context made by init.
+        unsafe { super::set_parent(&*self.stack, parent) }
+    }
+
+    /// Diagnostics for this task (what [`super::SignalStack::set_current`] publishes).
+    pub fn info(&self) -> &TaskInfo {
+        // SAFETY: inner is valid; info is never written after new.
+        unsafe { &(*self.inner.as_ptr()).info }
+    }
+
+    /// The task's name.
+    pub fn name(&self) -> &str {
+        self.info().name()
+    }
+
+    /// The task's id.
+    pub fn id(&self) -> u64 {
+        self.info().id()
+    }
+
+    /// Whether the closure has ended (returned or panicked).
+    pub fn is_finished(&self) -> bool {
+        self.state() == State::Finished
+    }
+
+    fn state(&self) -> State {
+        // SAFETY: inner is valid; the fiber is not running while its owner looks.
+        unsafe { (*self.inner.as_ptr()).state }
+    }
+
+    /// The outcome, once finished: `Ok(())`, or the panic as a [`JoinError`]. `None` before
+    /// the end or after the outcome was taken.
+    pub fn take_outcome(&mut self) -> Option<Result<(), JoinError>> {
+        // SAFETY: inner is valid and the fiber is not running while its owner looks.
+        unsafe { (*self.inner.as_ptr()).outcome.take() }
+    }
+
+    /// Gives the stack back for reuse: `Some` if the fiber finished or never started, `None`
+    /// (the stack is leaked, see the module doc) if it is suspended mid-run.
+    pub fn into_stack(self) -> Option<S> {
+        let mut this = ManuallyDrop::new(self);
+        let reusable = this.state() != State::Running;
+        // SAFETY: inner came from Box::leak in new and is freed exactly once, here.
+        drop(unsafe { Box::from_raw(this.inner.as_ptr()) });
+        // SAFETY: the stack is taken exactly once; `this` is never dropped.
+        let stack = unsafe { ManuallyDrop::take(&mut this.stack) };
+        if reusable {
+            Some(stack)
+        } else {
+            core::mem::forget(stack);
+            None
+        }
+    }
+}
+
+impl<S: Stack> Drop for Fiber<S> {
+    fn drop(&mut self) {
+        let reusable = self.state() != State::Running;
+        // SAFETY: inner came from Box::leak in new and is freed exactly once, here.
+        drop(unsafe { Box::from_raw(self.inner.as_ptr()) });
+        if reusable {
+            // SAFETY: dropped exactly once; nothing runs on it.
+            unsafe { ManuallyDrop::drop(&mut self.stack) };
+        }
+    }
+}
+
+impl<S: Stack> core::fmt::Debug for Fiber<S> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Fiber")
+            .field("name", &self.name())
+            .field("id", &self.id())
+            .field("state", &self.state())
+            .finish()
+    }
+}
+
+/// The entry function of every fiber: runs the closure, records the outcome, switches to
+/// the parent for the last time.
+///
+/// # Safety
+/// `arg` is the fiber's `Inner`, valid until the fiber is dropped, which cannot happen while
+/// the fiber runs.
+unsafe extern "C" fn fiber_main(arg: *mut u8) -> ! {
+    let inner = arg.cast::<Inner>();
+    // SAFETY: per contract; the owner does not touch inner while we run.
+    let f = unsafe {
+        (*inner).state = State::Running;
+        (*inner).entry.take()
+    };
+    let outcome = match f {
+        // SAFETY: inner is valid (contract).
+        Some(f) => run(f, unsafe { &(*inner).info }),
+        None => Ok(()),
+    };
+    // SAFETY: per contract; the parent link was set before the fiber was first resumed.
+    unsafe {
+        (*inner).outcome = Some(outcome);
+        (*inner).state = State::Finished;
+        let link = super::parent_link((*inner).stack_base.as_ptr() as usize);
+        switch(&raw mut (*inner).ctx, *link);
+    }
+    // Nobody resumes a finished fiber.
+    crate::sys::signal::abort()
+}
+
+/// Runs the closure, catching a panic.
+#[cfg(feature = "std")]
+fn run(f: Box<dyn FnOnce() + Send>, info: &TaskInfo) -> Result<(), JoinError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .map_err(|payload| JoinError::panicked(String::from(info.name()), info.id(), payload))
+}
+
+/// Runs the closure; a panic unwinding out of it prints the task and aborts.
+#[cfg(not(feature = "std"))]
+fn run(f: Box<dyn FnOnce() + Send>, info: &TaskInfo) -> Result<(), JoinError> {
+    /// Dropped only while unwinding out of the closure.
+    struct AbortOnUnwind<'a>(&'a TaskInfo);
+    impl Drop for AbortOnUnwind<'_> {
+        fn drop(&mut self) {
+            use crate::sys::signal::{abort, write_stderr};
+            let mut buf = [0u8; 20];
+            write_stderr(b"task '");
+            write_stderr(self.0.name().as_bytes());
+            write_stderr(b"' (id ");
+            write_stderr(super::overflow::fmt_u64(self.0.id(), &mut buf));
+            write_stderr(
+                b") panicked; without the `std` feature panics cannot be caught: aborting\n",
+            );
+            abort();
+        }
+    }
+    let bomb = AbortOnUnwind(info);
+    f();
+    core::mem::forget(bomb);
+    Ok(())
+}

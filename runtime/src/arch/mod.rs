@@ -1,0 +1,208 @@
+//! Green-thread mechanism: the context switch, task stacks, stack-overflow detection and the
+//! fiber that runs a closure on its own stack.
+//!
+//! # The switch
+//!
+//! A [`Context`] is one saved stack pointer. [`switch`] saves the running context into `from`
+//! and resumes `to`; it is symmetric, so a worker switches from one task straight to the next
+//! (as the kernel's `__schedule` does) and the worker thread's own stack is simply one more
+//! context, its idle task. Everything a suspended context needs — callee-saved registers,
+//! the FP control words, the address to resume at — is pushed on its own stack, so a context
+//! costs no memory besides its stack.
+//!
+//! The return-address predictor must stay in step: on x86_64 the switch is an inlined
+//! `asm!` block that resumes the other context with a `jmp` and neither calls nor returns, so
+//! it pushes and pops no return-stack entry; on aarch64 it is a function entered with `bl` and
+//! left with `ret`. The x86_64 module doc says why, with the measured alternatives.
+//!
+//! A new context is made by [`init`] on a fresh [`Stack`]: its first resume "returns" into a
+//! small trampoline that calls the entry function with its argument. The entry function
+//! never returns; it switches away for the last time.
+//!
+//! # Backtraces across the switch
+//!
+//! Each stack holds, just below its base, a *parent link*: the address of the [`Context`] of
+//! the worker's idle task (the thread's own stack), set by [`init`] and [`set_parent`]. The
+//! trampoline carries DWARF CFI that computes its caller's frame from that link: the unwinder
+//! reads the link, then the idle context's saved stack pointer, and restores the registers
+//! that `switch` pushed there. A backtrace taken inside a task therefore lists the task's
+//! frames, the trampoline, and then the worker's frames that last switched away from the
+//! thread stack. The idle context is always suspended inside `switch` while any task runs on
+//! its thread, so the link is always valid to follow.
+//!
+//! # Modules
+//!
+//! * [`Stack`], [`DefaultStack`] (mmap, guard page, lazy commit) and [`StackPool`] (per worker);
+//! * [`Fiber`]: stack + context + closure + outcome, panics caught at the boundary;
+//!   [`crate::JoinError`] carries a panic to whoever joins;
+//! * [`SignalStack`]: the per-worker alternate signal stack through which a stack overflow is
+//!   reported as one.
+
+//! # Example
+//!
+//! A thread runs a fiber until it yields back, then to its end. The fiber reaches the thread's
+//! context through a pointer it captured; a scheduler keeps such pointers per worker.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//!
+//! use lagom::arch::{Context, DefaultStack, Fiber, switch};
+//!
+//! let mut idle = Box::new(Context::new()); // this thread's context
+//! let idle_ptr: *mut Context = &mut *idle;
+//! let idle_addr = idle_ptr as usize;
+//! let me = Arc::new(AtomicUsize::new(0)); // the fiber's context, known once it exists
+//! let me_in_fiber = me.clone();
+//! let mut fiber = Fiber::new("hello", 1, DefaultStack::with_default_size()?, move || {
+//!     let me = me_in_fiber.load(Ordering::Relaxed) as *mut Context;
+//!     // SAFETY: `me` is this running fiber's context, `idle` the suspended thread.
+//!     unsafe { switch(me, idle_addr as *mut Context) }; // yield once
+//! });
+//! me.store(fiber.context() as usize, Ordering::Relaxed);
+//! // SAFETY: the fiber is not running and `idle` outlives it.
+//! unsafe {
+//!     fiber.set_parent(idle_ptr);
+//!     switch(idle_ptr, fiber.context()); // runs until the yield
+//!     assert!(!fiber.is_finished());
+//!     switch(idle_ptr, fiber.context()); // runs to the end, then switches back here
+//! }
+//! assert!(fiber.take_outcome().unwrap().is_ok());
+//! # Ok::<(), lagom::Error>(())
+//! ```
+
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
+#[cfg(target_arch = "x86_64")]
+mod x86_64;
+
+#[cfg(target_arch = "aarch64")]
+use aarch64 as imp;
+#[cfg(target_arch = "x86_64")]
+use x86_64 as imp;
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+compile_error!("lagom's context switch exists for x86_64 and aarch64 only");
+
+mod fiber;
+mod overflow;
+mod pool;
+mod stack;
+
+pub use fiber::{Fiber, TaskInfo};
+pub use overflow::SignalStack;
+pub use pool::StackPool;
+pub use stack::{DEFAULT_STACK_SIZE, DefaultStack, MIN_STACK_SIZE, Stack};
+
+/// A suspended execution context: the stack pointer saved by [`switch`].
+///
+/// Everything else the context needs lies on its stack, above that pointer. A `Context` that
+/// is resumed must stay at the same address until the next switch away from it writes it
+/// again (the worker's idle context also must not move while tasks run: stacks link to it).
+#[derive(Debug)]
+#[repr(C)]
+pub struct Context {
+    sp: *mut u8,
+}
+
+// SAFETY: a Context is a plain saved stack pointer; which thread resumes it is the
+// scheduler's business (a context may migrate between workers like a kernel task).
+unsafe impl Send for Context {}
+
+impl Context {
+    /// An empty context, to be filled by the first [`switch`] away from it (the worker's idle
+    /// context), or by [`init`].
+    pub const fn new() -> Self {
+        Context {
+            sp: core::ptr::null_mut(),
+        }
+    }
+
+    /// The saved stack pointer (null for a context that was never saved).
+    pub fn stack_pointer(&self) -> *const u8 {
+        self.sp
+    }
+}
+
+impl Default for Context {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The entry function of a new context: called once with the argument given to [`init`], on
+/// the new stack. It must never return; it ends by switching away for the last time.
+pub type EntryFn = unsafe extern "C" fn(arg: *mut u8) -> !;
+
+/// Bytes reserved at the base of every stack: the parent link and one padding word.
+const BASE_RESERVED: usize = 16;
+
+/// Saves the running context into `from` and resumes `to`. Returns when some other context
+/// switches back to `from`.
+///
+/// # Safety
+/// * `from` must be valid for a write; it becomes a resumable context.
+/// * `to` must hold a context saved by `switch` or made by [`init`], that is not running
+///   and whose stack is still mapped; after this call it must not be resumed again until it
+///   was saved again.
+/// * If `to` is a context made by [`init`] whose parent link is used for backtraces, the
+///   linked context must be the suspended idle context of this thread.
+#[inline(always)]
+pub unsafe fn switch(from: *mut Context, to: *const Context) {
+    // SAFETY: forwarded contract.
+    unsafe { imp::switch(from, to) }
+}
+
+/// Prepares a new context on `stack` that calls `entry(arg)` when first resumed.
+///
+/// `parent` is written to the stack's parent link (see the module doc); it may be null and
+/// set later with [`set_parent`], before any backtrace is taken in the new context.
+///
+/// # Safety
+/// * The stack must be unused: nothing else may run on it while the context exists.
+/// * `entry` must never return, and must eventually stop using the stack by switching away
+///   for the last time (or the stack is never reused).
+pub unsafe fn init<S: Stack + ?Sized>(
+    stack: &S,
+    entry: EntryFn,
+    arg: *mut u8,
+    parent: *const Context,
+) -> Context {
+    let base = stack.base().as_ptr() as usize & !15;
+    // SAFETY: base is the top of a stack we may write (contract of Stack and of this fn);
+    // the reserved words and the initial frame fit far above the minimum stack size.
+    unsafe {
+        set_parent_at(base, parent);
+        let sp = imp::initial_frame(base - BASE_RESERVED, entry, arg);
+        Context { sp }
+    }
+}
+
+/// Points the parent link of `stack` at `parent` (the idle context of the worker the task now
+/// runs on; a scheduler calls this when a task migrates).
+///
+/// # Safety
+/// `stack` must carry a context made by [`init`] that is not running on another thread.
+pub unsafe fn set_parent<S: Stack + ?Sized>(stack: &S, parent: *const Context) {
+    let base = stack.base().as_ptr() as usize & !15;
+    // SAFETY: forwarded contract; the link lies in the reserved words below the base.
+    unsafe { set_parent_at(base, parent) }
+}
+
+/// The address of the parent link of the stack whose base is `base`.
+pub(crate) fn parent_link(base: usize) -> *mut *const Context {
+    ((base & !15) - BASE_RESERVED) as *mut *const Context
+}
+
+/// Writes the parent link of the stack whose base is `base`.
+///
+/// # Safety
+/// The two reserved words below `base` must be writable.
+unsafe fn set_parent_at(base: usize, parent: *const Context) {
+    let link = parent_link(base);
+    // SAFETY: per contract; the padding word above the link stays zero.
+    unsafe {
+        link.write(parent);
+        link.add(1).write(core::ptr::null());
+    }
+}

@@ -1,0 +1,158 @@
+//! Task stacks: the [`Stack`] contract and the default mmap-backed stack.
+
+use core::ops::Range;
+use core::ptr::NonNull;
+
+use crate::Error;
+use crate::sys::mem;
+
+/// Default usable size of a task stack: 256 KiB.
+pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
+
+/// Smallest usable stack size accepted: 16 KiB (a backtrace or a formatted panic message
+/// alone needs several KiB).
+pub const MIN_STACK_SIZE: usize = 16 * 1024;
+
+/// Memory a task runs on.
+///
+/// # Safety
+/// An implementation promises that, for as long as the value exists:
+/// * `[limit(), base())` is readable and writable, owned by this value alone, and `base()` is
+///   16-byte aligned and above `limit()` by at least [`MIN_STACK_SIZE`];
+/// * `guard()` is non-empty, ends exactly at `limit()`, and faults on any access (a
+///   `PROT_NONE` mapping), so that running off the end of the stack is caught rather than
+///   silently corrupting whatever lies below;
+/// * the three methods always return the same values.
+pub unsafe trait Stack {
+    /// The highest address of the stack (stacks grow down), exclusive.
+    fn base(&self) -> NonNull<u8>;
+    /// The lowest usable address.
+    fn limit(&self) -> NonNull<u8>;
+    /// The guard region just below [`limit`](Stack::limit).
+    fn guard(&self) -> Range<usize>;
+    /// Usable bytes: `base - limit`.
+    fn size(&self) -> usize {
+        self.base().as_ptr() as usize - self.limit().as_ptr() as usize
+    }
+}
+
+/// The default stack: one anonymous private mapping made with `MAP_NORESERVE`, whose lowest
+/// page is `PROT_NONE`. Pages are committed by the kernel on first touch, so a task that uses
+/// 8 KiB of a 256 KiB stack costs 8 KiB of memory. Unmapped on drop.
+///
+/// Each stack takes two kernel mappings (the guard and the usable part); the kernel's
+/// `vm.max_map_count` (65530 by default) therefore bounds the number of live stacks of a
+/// process to roughly 32 000 unless it is raised.
+#[derive(Debug)]
+pub struct DefaultStack {
+    /// Start of the mapping (the guard page).
+    map: NonNull<u8>,
+    /// Length of the whole mapping, guard included.
+    len: usize,
+}
+
+// SAFETY: the stack is plain memory exclusively owned by this value.
+unsafe impl Send for DefaultStack {}
+
+impl DefaultStack {
+    /// Maps a stack with `size` usable bytes (rounded up to whole pages) and a guard page.
+    ///
+    /// # Errors
+    /// [`Error::StackTooSmall`] below [`MIN_STACK_SIZE`]; [`Error::StackMap`] if the kernel
+    /// refuses the mapping.
+    pub fn new(size: usize) -> Result<Self, Error> {
+        if size < MIN_STACK_SIZE {
+            return Err(Error::StackTooSmall {
+                requested: size,
+                minimum: MIN_STACK_SIZE,
+            });
+        }
+        let page = mem::page_size();
+        let len = match size
+            .checked_next_multiple_of(page)
+            .and_then(|u| u.checked_add(page))
+        {
+            Some(len) => len,
+            None => {
+                return Err(Error::StackMap {
+                    size,
+                    errno: mem::ENOMEM,
+                });
+            }
+        };
+        match mem::map_guarded(len, page) {
+            Ok(map) => Ok(DefaultStack { map, len }),
+            Err(errno) => Err(Error::StackMap { size, errno }),
+        }
+    }
+
+    /// A stack of [`DEFAULT_STACK_SIZE`].
+    ///
+    /// # Errors
+    /// As [`DefaultStack::new`].
+    pub fn with_default_size() -> Result<Self, Error> {
+        Self::new(DEFAULT_STACK_SIZE)
+    }
+}
+
+// SAFETY: [map + page, map + len) is read-write and ours, [map, map + page) is PROT_NONE
+// (map_guarded), the base is page-aligned, and the usable part is at least MIN_STACK_SIZE.
+unsafe impl Stack for DefaultStack {
+    fn base(&self) -> NonNull<u8> {
+        // SAFETY: one past the end of our mapping, not null.
+        unsafe { self.map.add(self.len) }
+    }
+
+    fn limit(&self) -> NonNull<u8> {
+        // SAFETY: inside our mapping.
+        unsafe { self.map.add(mem::page_size()) }
+    }
+
+    fn guard(&self) -> Range<usize> {
+        let start = self.map.as_ptr() as usize;
+        start..start + mem::page_size()
+    }
+}
+
+impl Drop for DefaultStack {
+    fn drop(&mut self) {
+        // SAFETY: we own the mapping, and nothing runs on a stack once its owner drops it
+        // (Fiber leaks the stack of a task suspended mid-run instead of dropping it).
+        unsafe { mem::unmap(self.map, self.len) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn too_small_is_an_error_naming_the_minimum() {
+        let err = DefaultStack::new(4096).unwrap_err();
+        assert_eq!(
+            err,
+            Error::StackTooSmall {
+                requested: 4096,
+                minimum: MIN_STACK_SIZE
+            }
+        );
+        let msg = alloc::format!("{err}");
+        assert!(msg.contains("16 KiB"), "{msg}");
+    }
+
+    #[test]
+    fn layout_rounds_to_pages_and_guard_is_below_limit() {
+        let s = DefaultStack::new(MIN_STACK_SIZE + 1).unwrap();
+        let page = mem::page_size();
+        assert_eq!(s.size(), MIN_STACK_SIZE + page);
+        assert_eq!(s.guard().end, s.limit().as_ptr() as usize);
+        assert_eq!(s.guard().len(), page);
+        assert_eq!(s.base().as_ptr() as usize % 16, 0);
+        // The usable part is writable end to end.
+        // SAFETY: [limit, base) is ours and writable.
+        unsafe {
+            s.limit().as_ptr().write(1);
+            s.base().as_ptr().sub(1).write(2);
+        }
+    }
+}

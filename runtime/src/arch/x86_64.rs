@@ -1,0 +1,154 @@
+//! The x86_64 (System V) context switch.
+//!
+//! `switch` is an `asm!` block inlined at its call site. Following corosensei, it lets the
+//! compiler save the callee-saved registers r12–r15 (declared clobbered, together with every
+//! caller-saved register through `clobber_abi("sysv64")`), so only the registers live across
+//! the switch are saved, and only once per function even when it switches at several points.
+//! rbx and rbp are reserved by LLVM and cannot be declared clobbered, so the block pushes them
+//! itself, with the FP control state (MXCSR and the x87 control word, callee-saved in the ABI)
+//! and the address at which this context resumes.
+//!
+//! The switch is symmetric (any context to any other), so there is no `call` whose `ret`
+//! could land in the resumed context: it resumes the other context with `jmp` to its saved
+//! resume address. The jump is predicted by the branch target buffer; the switch neither
+//! pushes nor pops a return-stack-buffer entry, so calls and returns stay paired on both
+//! sides and the predictor stays in step. (An out-of-line `call switch` / `ret` would pair
+//! counts too, but its `ret` goes to the *other* context's call site, which mispredicts unless
+//! both sides switch from the same site: measured in `benches/switch.rs`.) The trampoline
+//! enters the entry function with a pushed return address and `jmp`, so it does not leave an
+//! unmatched `call` either.
+//!
+//! A suspended context, at its saved stack pointer (addresses grow upwards):
+//!
+//! ```text
+//!   sp + 32  +------------------------+  <- CFA: the stack pointer before the asm block
+//!   sp + 24  | rbp                    |
+//!   sp + 16  | rbx                    |
+//!   sp +  8  | MXCSR | x87 CW | (pad) |  4 + 2 + 2 bytes
+//!   sp +  0  | resume address         |  label `2:` inside the asm block
+//!            +------------------------+  <- Context::sp
+//! ```
+//!
+//! A fresh stack made by `init` (entered by the first switch, which pops the trampoline's
+//! address and jumps there):
+//!
+//! ```text
+//!   base      +------------------------+  (16-aligned top of the stack)
+//!   base - 8  | 0                      |  padding, keeps the link 16-aligned
+//!   base - 16 | parent link            |  *const Context of the worker's idle context
+//!   base - 24 | arg                    |
+//!   base - 32 | entry                  |
+//!   base - 40 | 0x1F80 | 0x037F        |  default MXCSR and x87 control word
+//!   base - 48 | lagom_fiber_trampoline |
+//!             +------------------------+  <- Context::sp
+//! ```
+//!
+//! The trampoline's CFI defines its caller frame as the idle context's suspended switch:
+//! `CFA = *(*(link)) + 32` (the link points at the idle `Context`, whose first word is its
+//! saved stack pointer), with the resume address at `CFA - 32` and rbx, rbp above it. The
+//! resume address lies inside the function that switched, whose own CFI describes the stack
+//! as it was before the asm block, which is exactly the CFA: the unwinder continues there.
+
+use core::arch::{asm, global_asm};
+
+use super::{Context, EntryFn};
+
+global_asm!(
+    ".text",
+    ".p2align 4",
+    ".globl lagom_fiber_trampoline",
+    ".type lagom_fiber_trampoline, @function",
+    "lagom_fiber_trampoline:",
+    ".cfi_startproc",
+    // CFA = *(*(rsp + k)) + 32, with k the distance from rsp to the parent link, which
+    // changes as the trampoline pops. Each escape is DW_CFA_def_cfa_expression, 6 bytes:
+    // DW_OP_breg7 (rsp) k; DW_OP_deref (the link); DW_OP_deref (the idle context's saved sp);
+    // DW_OP_plus_uconst 32 (its saved words).
+    ".cfi_escape 0x0f, 6, 0x77, 24, 0x06, 0x06, 0x23, 32", // link at rsp + 24
+    ".cfi_offset rip, -32",                                // the idle context's resume address
+    ".cfi_offset rbx, -16",                                // its rbx
+    ".cfi_offset rbp, -8",                                 // its rbp
+    "ldmxcsr [rsp]",   // the new context's MXCSR (the ABI default)
+    "fldcw [rsp + 4]", // and x87 control word
+    "add rsp, 8",      // drop the FP control word pair
+    ".cfi_escape 0x0f, 6, 0x77, 16, 0x06, 0x06, 0x23, 32", // link at rsp + 16
+    "pop rax",         // rax = entry
+    ".cfi_escape 0x0f, 6, 0x77, 8, 0x06, 0x06, 0x23, 32", // link at rsp + 8
+    "pop rdi",         // first argument = arg; rsp = the link, 16-aligned
+    ".cfi_escape 0x0f, 6, 0x77, 0, 0x06, 0x06, 0x23, 32", // link at rsp
+    "lea rcx, [rip + 3f]", // a return address inside this function...
+    // ...pushed as `call` would (rsp = 8 mod 16 at entry). No CFI update: as for a real
+    // call, the unwinder sees this frame with rsp = the callee's CFA, i.e. before the push.
+    "push rcx",
+    "jmp rax", // entry(arg): a call without a return-stack entry
+    "3:",      // entry never returns: this address only names the frame
+    "ud2",     // (unwinders look up return address - 1: the jmp above)
+    ".cfi_endproc",
+    ".size lagom_fiber_trampoline, . - lagom_fiber_trampoline",
+);
+
+unsafe extern "sysv64" {
+    /// Entered by the first switch into a fresh context. Not callable.
+    fn lagom_fiber_trampoline();
+}
+
+/// Default MXCSR (all exceptions masked, round to nearest) and x87 control word
+/// (extended precision, all exceptions masked), as the ABI specifies at process start.
+const DEFAULT_FP_CONTROL: u64 = 0x1F80 | (0x037F << 32);
+
+/// Saves the running context into `from` and resumes `to`.
+///
+/// # Safety
+/// See [`super::switch`].
+#[inline(always)]
+pub(super) unsafe fn switch(from: *mut Context, to: *const Context) {
+    // SAFETY: the block restores rsp, rbx and rbp before it ends in this context, declares
+    // every other register clobbered, and only touches the stack below rsp and the two
+    // contexts, which the caller vouches for.
+    unsafe {
+        asm!(
+            "push rbp",                 // LLVM-reserved: saved by hand
+            "push rbx",                 // likewise
+            "sub rsp, 8",               // slot for the FP control words
+            "stmxcsr [rsp]",            // MXCSR
+            "fnstcw [rsp + 4]",         // x87 control word
+            "lea rax, [rip + 2f]",      // where this context resumes...
+            "push rax",                 // ...on top of its saved words
+            "mov [rdi], rsp",           // from->sp = rsp: this context is now suspended
+            "mov rsp, [rsi]",           // rsp = to->sp: we run on the other stack
+            "pop rax",                  // its resume address (label 2 of its switch, or the
+            "jmp rax",                  // trampoline): go there
+            "2:",                       // resumed by another context's switch
+            "ldmxcsr [rsp]",            // our MXCSR
+            "fldcw [rsp + 4]",          // our x87 control word
+            "add rsp, 8",               // drop the slot
+            "pop rbx",                  // restore rbx
+            "pop rbp",                  // restore rbp; rsp is as before the block
+            in("rdi") from,
+            in("rsi") to,
+            out("r12") _,
+            out("r13") _,
+            out("r14") _,
+            out("r15") _,
+            clobber_abi("sysv64"),
+        )
+    }
+}
+
+/// Writes the initial frame below `top` (the 16-aligned address of the parent link) and
+/// returns the stack pointer to store in the new context.
+///
+/// # Safety
+/// The 32 bytes below `top` must be writable and unused.
+pub(super) unsafe fn initial_frame(top: usize, entry: EntryFn, arg: *mut u8) -> *mut u8 {
+    let frame: [u64; 4] = [
+        lagom_fiber_trampoline as *const () as usize as u64, // sp + 0: resume address
+        DEFAULT_FP_CONTROL,                                  // sp + 8: FP control
+        entry as usize as u64,                               // sp + 16: entry
+        arg as u64,                                          // sp + 24: arg
+    ];
+    let sp = (top - frame.len() * 8) as *mut u64;
+    // SAFETY: per contract the 32 bytes below top are ours; top is 16-aligned so sp is too.
+    unsafe { sp.copy_from_nonoverlapping(frame.as_ptr(), frame.len()) };
+    sp.cast()
+}
