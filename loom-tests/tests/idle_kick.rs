@@ -16,7 +16,7 @@
 use std::ptr::NonNull;
 
 use lagom::sync::kick::{Idle, Kick};
-use lagom::sync::llist::{LList, LListNode, Linked};
+use lagom::sync::llist::{LList, LListNode};
 use loom::sync::Arc;
 use loom::thread;
 use loom_tests::SendPtr;
@@ -25,19 +25,7 @@ struct Entry {
     link: LListNode,
 }
 
-// SAFETY: `link` is the only field of the `#[repr(C)]`-free struct; `from_node` subtracts its
-// offset.
-unsafe impl Linked for Entry {
-    fn node(this: NonNull<Self>) -> NonNull<LListNode> {
-        // SAFETY: `this` points to a live `Entry`, so the field pointer is in bounds.
-        unsafe { NonNull::new_unchecked(&raw mut (*this.as_ptr()).link) }
-    }
-    unsafe fn from_node(node: NonNull<LListNode>) -> NonNull<Self> {
-        let offset = std::mem::offset_of!(Entry, link);
-        // SAFETY: the node lies `offset` bytes into a live `Entry` (the caller's contract).
-        unsafe { NonNull::new_unchecked(node.as_ptr().byte_sub(offset).cast::<Entry>()) }
-    }
-}
+lagom::impl_linked!(Entry, link);
 
 struct Worker {
     wakelist: LList<Entry>,

@@ -17,7 +17,7 @@
 use std::ptr::NonNull;
 
 use lagom::sync::cell::UnsafeCell;
-use lagom::sync::llist::{LList, LListNode, Linked};
+use lagom::sync::llist::{LList, LListNode};
 use loom::sync::Arc;
 use loom::thread;
 use loom_tests::SendPtr;
@@ -27,18 +27,7 @@ struct Entry {
     value: UnsafeCell<u32>,
 }
 
-// SAFETY: `link` is a field of `Entry`; `from_node` subtracts its offset.
-unsafe impl Linked for Entry {
-    fn node(this: NonNull<Self>) -> NonNull<LListNode> {
-        // SAFETY: `this` points to a live `Entry`, so the field pointer is in bounds.
-        unsafe { NonNull::new_unchecked(&raw mut (*this.as_ptr()).link) }
-    }
-    unsafe fn from_node(node: NonNull<LListNode>) -> NonNull<Self> {
-        let offset = std::mem::offset_of!(Entry, link);
-        // SAFETY: the node lies `offset` bytes into a live `Entry` (the caller's contract).
-        unsafe { NonNull::new_unchecked(node.as_ptr().byte_sub(offset).cast::<Entry>()) }
-    }
-}
+lagom::impl_linked!(Entry, link);
 
 fn new_entry() -> SendPtr<Entry> {
     SendPtr(NonNull::from(Box::leak(Box::new(Entry {

@@ -85,6 +85,54 @@ pub unsafe trait Linked {
     unsafe fn from_node(node: NonNull<LListNode>) -> NonNull<Self>;
 }
 
+/// Implements [`Linked`] for a struct whose field `$field` is its [`LListNode`].
+///
+/// ```
+/// use lagom::sync::llist::{LList, LListNode};
+///
+/// struct Wakeup {
+///     link: LListNode,
+///     id: u32,
+/// }
+/// lagom::impl_linked!(Wakeup, link);
+///
+/// let list = LList::<Wakeup>::new();
+/// let entry = Box::leak(Box::new(Wakeup { link: LListNode::new(), id: 7 }));
+/// // SAFETY: the entry is live (leaked) and on no list.
+/// unsafe { list.push(entry.into()) };
+/// // SAFETY: the taken entry is still live (leaked).
+/// let taken: Vec<u32> = list.take_all().map(|e| unsafe { e.as_ref().id }).collect();
+/// assert_eq!(taken, [7]);
+/// ```
+#[macro_export]
+macro_rules! impl_linked {
+    ($ty:ty, $field:ident) => {
+        // SAFETY: `node` returns the address of the `$field` field, which lives as long as the
+        // entry; `from_node` subtracts that field's offset, so it is the exact inverse.
+        unsafe impl $crate::sync::llist::Linked for $ty {
+            fn node(
+                this: ::core::ptr::NonNull<Self>,
+            ) -> ::core::ptr::NonNull<$crate::sync::llist::LListNode> {
+                // SAFETY: `this` points to a live entry, so its field pointer is in bounds and
+                // not null.
+                unsafe { ::core::ptr::NonNull::new_unchecked(&raw mut (*this.as_ptr()).$field) }
+            }
+            unsafe fn from_node(
+                node: ::core::ptr::NonNull<$crate::sync::llist::LListNode>,
+            ) -> ::core::ptr::NonNull<Self> {
+                let offset = ::core::mem::offset_of!($ty, $field);
+                // SAFETY: the caller passes a node obtained from `node` of a live entry, which
+                // lies `offset` bytes into it.
+                unsafe {
+                    ::core::ptr::NonNull::new_unchecked(
+                        node.as_ptr().byte_sub(offset).cast::<$ty>(),
+                    )
+                }
+            }
+        }
+    };
+}
+
 /// An intrusive multi-producer, single-consumer list: push one, take all.
 pub struct LList<T: Linked> {
     head: AtomicPtr<LListNode>,
@@ -206,18 +254,7 @@ mod tests {
         value: u32,
     }
 
-    // SAFETY: `link` is a field of `Entry`; `from_node` subtracts its offset.
-    unsafe impl Linked for Entry {
-        fn node(this: NonNull<Self>) -> NonNull<LListNode> {
-            // SAFETY: `this` points to a live `Entry`, so the field pointer is in bounds.
-            unsafe { NonNull::new_unchecked(&raw mut (*this.as_ptr()).link) }
-        }
-        unsafe fn from_node(node: NonNull<LListNode>) -> NonNull<Self> {
-            let offset = core::mem::offset_of!(Entry, link);
-            // SAFETY: the node lies `offset` bytes into a live `Entry` (the caller's contract).
-            unsafe { NonNull::new_unchecked(node.as_ptr().byte_sub(offset).cast::<Entry>()) }
-        }
-    }
+    crate::impl_linked!(Entry, link);
 
     #[test]
     fn take_all_returns_push_order_and_empties() {
