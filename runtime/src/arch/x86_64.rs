@@ -25,18 +25,23 @@
 //! compares them with its own saved words and executes `ldmxcsr` / `fldcw` only when a
 //! control bit differs — on a path out of line, taken only by switches between contexts
 //! whose FP environments differ (a task that set its own rounding mode, FTZ or DAZ, say).
-//! Otherwise the registers already hold exactly the resumed context's control state. The
-//! loads are what is slow (on Intel `ldmxcsr` + `fldcw` cost ~90 ns per switch, on AMD a few
-//! ns); `stmxcsr` remains on every switch, since nothing else tells what the outgoing
-//! context's MXCSR is now (`benches/switch.rs` measures both against a switch without FP
-//! control). The six MXCSR status flags (bits 0–5) are caller-saved in the ABI, like the
-//! x87 status word: they are not compared and flow on with the registers when the control
-//! bits match.
+//! Otherwise the registers already hold exactly the resumed context's control state. The six
+//! MXCSR status flags (bits 0–5) are caller-saved in the ABI, like the x87 status word: they
+//! are not compared and flow on with the registers when the control bits match.
+//!
+//! Measured round trips (`benches/switch.rs`, and a C copy of its variants on an Intel Xeon):
+//! the loads are what is slow on Intel when the control state really changes (~190 ns per
+//! round trip instead of ~7 ns), so they must not run when nothing changed; reading (`stmxcsr`)
+//! is what is slow on AMD Zen (~7 ns of a ~10 ns round trip, the loads being nearly free
+//! there), and comparing costs ~2 ns more there than reloading blindly. Reading cannot be
+//! avoided without giving up exactness: a context may change MXCSR at any time, and nothing
+//! but `stmxcsr` tells the switch what it is now.
 //!
 //! Rust itself assumes the default FP environment wherever Rust code runs (`_mm_setcsr`
-//! documents changing it as undefined behaviour), so a context that is suspended inside
-//! Rust code has the default words and the reload never happens; it is for contexts that
-//! switch while foreign code has changed the environment.
+//! documents changing it as undefined behaviour), so in a program that keeps to that rule
+//! every context is suspended with the default words and the reload never runs; the
+//! preservation is for programs that change the environment anyway (foreign code, inline
+//! asm), which must get their own state back and must not leak it to other contexts.
 //!
 //! A suspended context, at its saved stack pointer (addresses grow upwards):
 //!
