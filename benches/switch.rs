@@ -1,16 +1,21 @@
 //! Context round trip (switch to another context and back), lagom beside its peers in one run:
 //!
-//! * `lagom/switch` — the main context switches into a fiber from one call site, the fiber
-//!   switches back from another (the shape of corosensei's resume/yield);
+//! * `lagom/switch` — lagom's switch as shipped: the main context switches into a fiber from
+//!   one call site, the fiber switches back from another (the shape of corosensei's
+//!   resume/yield); both have the default FP environment, so the FP control words are stored
+//!   and compared but not reloaded;
 //! * `lagom/switch_same_site` — both sides switch from the same call site, as every task of a
 //!   worker does from `schedule()`; every `ret` is then predicted;
-//! * `corosensei/resume_yield` — the bare-switch reference;
+//! * `lagom/switch_fp_differs` — as `lagom/switch`, but the fiber runs with its own MXCSR
+//!   (round toward zero), so every switch takes the reload path (the cost a task that changes
+//!   its FP environment pays);
+//! * `corosensei/resume_yield` — the bare-switch reference (it does not preserve FP control);
 //! * `may/yield_now` — a coroutine yielding to may's scheduler (one worker) and being resumed;
 //! * `variant/*` (x86_64) — alternatives to lagom's switch (an inline `asm!` block with
-//!   `clobber_abi`, resuming by `jmp`): `explicit_call_ret` (an out-of-line function that saves
-//!   all six callee-saved registers itself, entered by `call`, left by `ret`) and
-//!   `no_mxcsr` (lagom's switch without MXCSR, keeping the x87 control word) and
-//!   `no_fp_control` (without either).
+//!   `clobber_abi`, resuming by `jmp`): `reload_always` (lagom's switch before it compared:
+//!   `ldmxcsr` + `fldcw` on every switch), `no_fp_control` (no FP control handling at all: the
+//!   floor), and `explicit_call_ret` (an out-of-line function that saves all six callee-saved
+//!   registers itself, entered by `call`, left by `ret`, FP control as lagom's).
 #![allow(missing_docs)]
 
 use std::hint::black_box;
@@ -32,7 +37,18 @@ fn ping(from: *mut Context, to: *const Context, n: u64) {
     }
 }
 
-fn lagom_pair(same_site: bool) -> Fiber {
+/// How the fiber of a lagom pair switches back.
+#[derive(Clone, Copy, PartialEq)]
+enum Shape {
+    /// From its own call site, in the default FP environment.
+    OwnSite,
+    /// Through `ping`, the site the main side uses too.
+    SameSite,
+    /// From its own call site, with a non-default MXCSR (round toward zero).
+    FpDiffers,
+}
+
+fn lagom_pair(shape: Shape) -> Fiber {
     let mut fiber = Fiber::new(
         "bench",
         1,
@@ -40,13 +56,18 @@ fn lagom_pair(same_site: bool) -> Fiber {
         move || {
             // SAFETY: single-threaded bench; the statics are set before the first switch.
             let (me, main) = unsafe { (FIB, &raw mut MAIN) };
-            if same_site {
+            if shape == Shape::SameSite {
                 ping(me, main, u64::MAX);
-            } else {
-                loop {
-                    // SAFETY: as above.
-                    unsafe { switch(me, main) };
-                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            if shape == Shape::FpDiffers {
+                let mxcsr: u32 = 0x7F80; // all exceptions masked, round toward zero
+                // SAFETY: a valid MXCSR; this fiber does no floating-point arithmetic.
+                unsafe { core::arch::asm!("ldmxcsr [{}]", in(reg) &mxcsr) };
+            }
+            loop {
+                // SAFETY: as above.
+                unsafe { switch(me, main) };
             }
         },
     );
@@ -61,16 +82,22 @@ fn lagom_pair(same_site: bool) -> Fiber {
 fn bench_round_trip(c: &mut Criterion) {
     let mut g = c.benchmark_group("context_round_trip");
 
-    {
-        let fiber = lagom_pair(false);
-        g.bench_function("lagom/switch", |b| {
+    for (name, shape) in [
+        ("lagom/switch", Shape::OwnSite),
+        ("lagom/switch_fp_differs", Shape::FpDiffers),
+    ] {
+        if shape == Shape::FpDiffers && !cfg!(target_arch = "x86_64") {
+            continue; // sets MXCSR
+        }
+        let fiber = lagom_pair(shape);
+        g.bench_function(name, |b| {
             // SAFETY: MAIN is this thread's context, the fiber is suspended.
             b.iter(|| unsafe { switch(&raw mut MAIN, fiber.context()) })
         });
         std::mem::forget(fiber); // suspended forever: leak rather than unmap under it
     }
     {
-        let fiber = lagom_pair(true);
+        let fiber = lagom_pair(Shape::SameSite);
         g.bench_function("lagom/switch_same_site", |b| {
             b.iter_custom(|iters| {
                 let t = Instant::now();
@@ -124,7 +151,8 @@ mod variants {
 
     core::arch::global_asm!(
         // Explicit saves: an out-of-line function entered with `call`, saving all six
-        // callee-saved registers and the FP control words, leaving with `ret`.
+        // callee-saved registers and the FP control words, leaving with `ret`; the FP control
+        // words are reloaded only when they differ, as in lagom's switch.
         ".p2align 4",
         ".globl lagom_bench_switch_explicit",
         "lagom_bench_switch_explicit:",
@@ -134,21 +162,32 @@ mod variants {
         "push r13",
         "push r14",
         "push r15",
-        "sub rsp, 8",       // FP control slot
-        "stmxcsr [rsp]",    // MXCSR
-        "fnstcw [rsp + 4]", // x87 control word
-        "mov [rdi], rsp",   // save our sp
-        "mov rsp, [rsi]",   // load theirs
-        "ldmxcsr [rsp]",    // their MXCSR
-        "fldcw [rsp + 4]",  // their x87 control word
-        "add rsp, 8",       // drop the slot
-        "pop r15",          // their registers
+        "sub rsp, 8",               // FP control slot
+        "stmxcsr [rsp]",            // MXCSR
+        "fnstcw [rsp + 4]",         // x87 control word
+        "mov rdx, rsp",             // our words, to compare with theirs
+        "mov [rdi], rsp",           // save our sp
+        "mov rsp, [rsi]",           // load theirs
+        "mov eax, dword ptr [rsp]", // their MXCSR...
+        "xor eax, dword ptr [rdx]", // ...against ours
+        "test eax, -64",            // control bits differ?
+        "jnz 3f",
+        "movzx eax, word ptr [rsp + 4]", // their x87 control word...
+        "cmp ax, word ptr [rdx + 4]",    // ...against ours
+        "jne 3f",
+        "4:",
+        "add rsp, 8", // drop the slot
+        "pop r15",    // their registers
         "pop r14",
         "pop r13",
         "pop r12",
         "pop rbx",
         "pop rbp",
         "ret", // into their call site
+        "3:",
+        "ldmxcsr [rsp]",   // their MXCSR
+        "fldcw [rsp + 4]", // their x87 control word
+        "jmp 4b",
         ".p2align 4",
         ".globl lagom_bench_tramp_explicit",
         "lagom_bench_tramp_explicit:",
@@ -163,10 +202,11 @@ mod variants {
         "pop rdi",  // argument
         "push rax", // any return address: entry never returns
         "jmp rax",
-        // Trampoline for the x87-only variant: load the control word, then as above.
+        // Trampoline for the always-reload variant: load the FP control words, then as above.
         ".p2align 4",
-        ".globl lagom_bench_tramp_x87",
-        "lagom_bench_tramp_x87:",
+        ".globl lagom_bench_tramp_fp",
+        "lagom_bench_tramp_fp:",
+        "ldmxcsr [rsp]",   // the default MXCSR
         "fldcw [rsp + 4]", // the default x87 control word
         "add rsp, 8",      // drop the slot
         "pop rax",         // entry
@@ -179,18 +219,20 @@ mod variants {
         fn lagom_bench_switch_explicit(from: *mut Context, to: *const Context);
         fn lagom_bench_tramp_explicit();
         fn lagom_bench_tramp_nofp();
-        fn lagom_bench_tramp_x87();
+        fn lagom_bench_tramp_fp();
     }
 
-    /// lagom's switch without MXCSR (keeps the x87 control word).
+    /// lagom's switch before it compared: stores and loads MXCSR and the x87 control word on
+    /// every switch.
     #[inline(always)]
-    unsafe fn switch_no_mxcsr(from: *mut Context, to: *const Context) {
-        // SAFETY: as lagom's switch, minus MXCSR.
+    unsafe fn switch_reload_always(from: *mut Context, to: *const Context) {
+        // SAFETY: as lagom's switch.
         unsafe {
             core::arch::asm!(
                 "push rbp",
                 "push rbx",
                 "sub rsp, 8",
+                "stmxcsr [rsp]",
                 "fnstcw [rsp + 4]",
                 "lea rax, [rip + 2f]",
                 "push rax",
@@ -199,6 +241,7 @@ mod variants {
                 "pop rax",
                 "jmp rax",
                 "2:",
+                "ldmxcsr [rsp]",
                 "fldcw [rsp + 4]",
                 "add rsp, 8",
                 "pop rbx",
@@ -244,10 +287,10 @@ mod variants {
         }
     }
 
-    unsafe extern "C" fn no_mxcsr_side(_: *mut u8) -> ! {
+    unsafe extern "C" fn reload_always_side(_: *mut u8) -> ! {
         loop {
             // SAFETY: as above.
-            unsafe { switch_no_mxcsr(&raw mut OTHER, &raw const MAIN) };
+            unsafe { switch_reload_always(&raw mut OTHER, &raw const MAIN) };
         }
     }
 
@@ -268,24 +311,23 @@ mod variants {
         unsafe { std::mem::transmute::<*mut u64, Context>(sp) }
     }
 
+    /// The ABI's default MXCSR and x87 control word, as lagom's frames hold them.
+    const DEFAULT_FP: u64 = 0x1F80 | 0x037F << 32;
+
     pub fn bench(g: &mut BenchmarkGroup<'_, WallTime>) {
         let stack = DefaultStack::with_default_size().unwrap();
-        // FP control, r15, r14, r13 = arg, r12 = entry, rbx, rbp, return -> trampoline.
+        // resume -> trampoline, FP control, entry, arg.
         let words = [
-            0x1F80 | 0x037F << 32,
+            lagom_bench_tramp_fp as *const () as u64,
+            DEFAULT_FP,
+            reload_always_side as *const () as u64,
             0,
-            0,
-            0,
-            explicit_side as *const () as u64,
-            0,
-            0,
-            lagom_bench_tramp_explicit as *const () as u64,
         ];
         // SAFETY: single-threaded bench.
         unsafe { OTHER = frame(&stack, &words) };
-        g.bench_function("variant/explicit_call_ret", |b| {
+        g.bench_function("variant/reload_always", |b| {
             // SAFETY: MAIN is this thread, OTHER suspended.
-            b.iter(|| unsafe { lagom_bench_switch_explicit(&raw mut MAIN, &raw const OTHER) })
+            b.iter(|| unsafe { switch_reload_always(&raw mut MAIN, &raw const OTHER) })
         });
         std::mem::forget(stack);
 
@@ -306,18 +348,22 @@ mod variants {
         std::mem::forget(stack);
 
         let stack = DefaultStack::with_default_size().unwrap();
-        // resume -> lagom's trampoline shape is not needed: x87 CW slot, then as no_fp.
+        // FP control, r15, r14, r13 = arg, r12 = entry, rbx, rbp, return -> trampoline.
         let words = [
-            lagom_bench_tramp_x87 as *const () as u64,
-            0x037F << 32,
-            no_mxcsr_side as *const () as u64,
+            DEFAULT_FP,
             0,
+            0,
+            0,
+            explicit_side as *const () as u64,
+            0,
+            0,
+            lagom_bench_tramp_explicit as *const () as u64,
         ];
         // SAFETY: single-threaded bench.
         unsafe { OTHER = frame(&stack, &words) };
-        g.bench_function("variant/no_mxcsr", |b| {
+        g.bench_function("variant/explicit_call_ret", |b| {
             // SAFETY: as above.
-            b.iter(|| unsafe { switch_no_mxcsr(&raw mut MAIN, &raw const OTHER) })
+            b.iter(|| unsafe { lagom_bench_switch_explicit(&raw mut MAIN, &raw const OTHER) })
         });
         std::mem::forget(stack);
     }

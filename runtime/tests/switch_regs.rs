@@ -27,19 +27,21 @@ mod regs {
     /// rbx, rbp, r12, r13, r14, r15; then MXCSR | x87 control word << 32.
     pub const N: usize = 6;
 
-    /// Per-context MXCSR (rounding mode, FTZ) and x87 control word (precision), all exceptions
-    /// masked; different in each context so that a switch that forgot them shows. Even
-    /// rounds use the ABI defaults everywhere.
+    /// Per-context MXCSR (rounding mode, FTZ, DAZ) and x87 control word (precision,
+    /// rounding), all exceptions masked; see [`super::Mode`] for which one a round uses. In
+    /// the ring 0 → 1 → 2 → 0 the distinct states differ in the x87 word only (0 → 1), in
+    /// MXCSR only (1 → 2) and in both (2 → 0), so a switch that compares or reloads only one
+    /// of them fails.
     pub fn fp_control(who: usize, round: u64) -> u64 {
         const FP: [u64; 3] = [
-            0x3F80 | 0x037F << 32,
-            0x5F80 | 0x027F << 32,
-            0xFF80 | 0x007F << 32,
+            0x3F80 | 0x037F << 32, // round down; extended precision
+            0x3F80 | 0x027F << 32, // round down; double precision
+            0xFFC0 | 0x027F << 32, // toward zero, FTZ, DAZ; double precision
         ];
-        if round.is_multiple_of(2) {
-            DEFAULT_FP
-        } else {
-            FP[who]
+        match super::Mode::of(round) {
+            super::Mode::Default => DEFAULT_FP,
+            super::Mode::Distinct => FP[who],
+            super::Mode::Shared => 0x9FC0 | 0x0B7F << 32, // FTZ + DAZ; x87 round up
         }
     }
 
@@ -113,13 +115,14 @@ mod regs {
 
     pub const DEFAULT_FP: u64 = 0;
 
-    /// Per-context FPCR: rounding mode (bits 22-23) and flush-to-zero (bit 24).
+    /// Per-context FPCR: rounding mode (bits 22-23) and flush-to-zero (bit 24); see
+    /// [`super::Mode`] for which one a round uses.
     pub fn fp_control(who: usize, round: u64) -> u64 {
         const FP: [u64; 3] = [1 << 22, 2 << 22, 3 << 22 | 1 << 24];
-        if round.is_multiple_of(2) {
-            DEFAULT_FP
-        } else {
-            FP[who]
+        match super::Mode::of(round) {
+            super::Mode::Default => DEFAULT_FP,
+            super::Mode::Distinct => FP[who],
+            super::Mode::Shared => 1 << 24 | 1 << 22,
         }
     }
 
@@ -190,6 +193,32 @@ mod regs {
 }
 
 use regs::N;
+
+/// Which FP control state the contexts load in a round. A context resumed in round `r`
+/// compares its words of round `r - 1` with those the previous context loaded in round `r`;
+/// each mode lasts two rounds, so the ring runs through every path of the switch: equal
+/// default words (no reload), distinct words (reload), and equal non-default words (no
+/// reload, the non-default state must stay in the register), plus the transitions between
+/// them.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    /// The ABI default in every context.
+    Default,
+    /// A different non-default state in each context.
+    Distinct,
+    /// The same non-default state in every context.
+    Shared,
+}
+
+impl Mode {
+    fn of(round: u64) -> Mode {
+        match (round / 2) % 3 {
+            0 => Mode::Default,
+            1 => Mode::Distinct,
+            _ => Mode::Shared,
+        }
+    }
+}
 
 /// Round trips of the ring: each is three switches.
 const ROUNDS: u64 = 1_000_000;
@@ -269,6 +298,6 @@ fn callee_saved_registers_and_fp_control_survive_millions_of_switches() {
         0,
         "registers or FP control were not preserved"
     );
-    // The last round (odd) left this thread on context 0's FP control; restore the default.
+    // The last round may have left this thread on a non-default FP control; restore it.
     regs::reset_fp();
 }

@@ -15,6 +15,14 @@
 //! it pushes and pops no return-stack entry; on aarch64 it is a function entered with `bl` and
 //! left with `ret`. The x86_64 module doc says why, with the measured alternatives.
 //!
+//! The FP control state (MXCSR and the x87 control word on x86_64, FPCR on aarch64) is
+//! callee-saved in both ABIs and preserved per context the same way on both: every switch
+//! reads the outgoing context's state and stores it in its frame, and the resumed context
+//! compares it with its own saved state and writes the register only when they differ. Reading
+//! is unavoidable for exactness (user space has no way to learn that code changed the register
+//! but to read it); writing is the slow part on some CPUs and is skipped in the common case
+//! where all contexts run in the default environment.
+//!
 //! A new context is made by [`init`] on a fresh [`Stack`]: its first resume "returns" into a
 //! small trampoline that calls the entry function with its argument. The entry function
 //! never returns; it switches away for the last time.
