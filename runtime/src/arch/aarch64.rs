@@ -25,10 +25,10 @@
 //!
 //! A fresh stack holds, below its base, the padding word and the parent link (as on x86_64),
 //! then a frame of this shape with x19 = entry, x20 = arg, x29 = 0, x30 =
-//! `lagom_fiber_trampoline` and FPCR = 0 (the Linux default). The trampoline's CFI computes
+//! `lagom_fiber_trampoline` and the creator's FPCR. The trampoline's CFI computes
 //! `CFA = *(*(sp)) + 176` and restores the registers above from the idle context's frame.
 
-use core::arch::global_asm;
+use core::arch::{asm, global_asm};
 
 use super::{Context, EntryFn};
 
@@ -138,6 +138,16 @@ pub(super) unsafe fn switch(from: *mut Context, to: *const Context) {
     unsafe { lagom_switch(from, to) }
 }
 
+/// The calling thread's FP control register (FPCR). A new context starts with its creator's,
+/// as a new thread inherits its parent's; usually that is every context's value (0 in the
+/// default environment), so no switch has to reload it.
+fn creator_fpcr() -> u64 {
+    let fpcr: u64;
+    // SAFETY: reading FPCR has no side effects.
+    unsafe { asm!("mrs {0}, fpcr", out(reg) fpcr, options(nomem, nostack, preserves_flags)) };
+    fpcr
+}
+
 /// Writes the initial frame below `top` (the 16-aligned address of the parent link) and
 /// returns the stack pointer to store in the new context.
 ///
@@ -145,6 +155,7 @@ pub(super) unsafe fn switch(from: *mut Context, to: *const Context) {
 /// The 176 bytes below `top` must be writable and unused.
 pub(super) unsafe fn initial_frame(top: usize, entry: EntryFn, arg: *mut u8) -> *mut u8 {
     let mut frame = [0u64; 22];
+    frame[0] = creator_fpcr(); // sp + 0: FPCR, the creator's, as a new thread inherits it
     frame[10] = entry as usize as u64; // sp + 80: x19 = entry
     frame[11] = arg as u64; // sp + 88: x20 = arg
     frame[20] = 0; // sp + 160: x29 = 0 ends the frame chain

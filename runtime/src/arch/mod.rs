@@ -21,7 +21,8 @@
 //! compares it with its own saved state and writes the register only when they differ. Reading
 //! is unavoidable for exactness (user space has no way to learn that code changed the register
 //! but to read it); writing is the slow part on some CPUs and is skipped in the common case
-//! where all contexts run in the default environment.
+//! where all contexts run in the default environment. A new context starts with its creator's
+//! control state (status flags cleared), as a new thread inherits its parent's.
 //!
 //! A new context is made by [`init`] on a fresh [`Stack`]: its first resume "returns" into a
 //! small trampoline that calls the entry function with its argument. The entry function

@@ -63,7 +63,7 @@
 //!   base - 16 | parent link            |  *const Context of the worker's idle context
 //!   base - 24 | arg                    |
 //!   base - 32 | entry                  |
-//!   base - 40 | 0x1F80 | 0x037F        |  default MXCSR and x87 control word
+//!   base - 40 | MXCSR  | x87 CW        |  the creator's (status flags cleared)
 //!   base - 48 | lagom_fiber_trampoline |
 //!             +------------------------+  <- Context::sp
 //! ```
@@ -93,7 +93,7 @@ global_asm!(
     ".cfi_offset rip, -32",                                // the idle context's resume address
     ".cfi_offset rbx, -16",                                // its rbx
     ".cfi_offset rbp, -8",                                 // its rbp
-    // rsp points at the new context's FP control words (the ABI defaults), rdx at those of
+    // rsp points at the new context's FP control words (its creator's), rdx at those of
     // the context that switched here: load ours only if a control bit differs.
     "mov eax, dword ptr [rsp]",                            // our MXCSR
     "xor eax, dword ptr [rdx]",                            // against the one in the register now
@@ -128,9 +128,28 @@ unsafe extern "sysv64" {
     fn lagom_fiber_trampoline();
 }
 
-/// Default MXCSR (all exceptions masked, round to nearest) and x87 control word
-/// (extended precision, all exceptions masked), as the ABI specifies at process start.
-const DEFAULT_FP_CONTROL: u64 = 0x1F80 | (0x037F << 32);
+/// The calling thread's FP control state as the frame stores it: MXCSR in the low half with
+/// its six status flags cleared (they are caller-saved), the x87 control word above it.
+///
+/// A new context starts with its creator's control state, as a new thread inherits its
+/// parent's; in the usual case (Rust code runs in the default environment: MXCSR 0x1F80, x87
+/// control word 0x037F) it then equals every other context's and no switch has to reload it.
+fn creator_fp_control() -> u64 {
+    let mut mxcsr: u32 = 0;
+    let mut cw: u16 = 0;
+    // SAFETY: stmxcsr and fnstcw store the control registers to the two local variables,
+    // whose addresses are valid and writable; nothing else is touched.
+    unsafe {
+        asm!(
+            "stmxcsr [{mxcsr}]",
+            "fnstcw [{cw}]",
+            mxcsr = in(reg) &raw mut mxcsr,
+            cw = in(reg) &raw mut cw,
+            options(nostack, preserves_flags),
+        );
+    }
+    u64::from(mxcsr & !0x3F) | (u64::from(cw) << 32)
+}
 
 /// Saves the running context into `from` and resumes `to`.
 ///
@@ -192,7 +211,7 @@ pub(super) unsafe fn switch(from: *mut Context, to: *const Context) {
 pub(super) unsafe fn initial_frame(top: usize, entry: EntryFn, arg: *mut u8) -> *mut u8 {
     let frame: [u64; 4] = [
         lagom_fiber_trampoline as *const () as usize as u64, // sp + 0: resume address
-        DEFAULT_FP_CONTROL,                                  // sp + 8: FP control
+        creator_fp_control(),                                // sp + 8: FP control
         entry as usize as u64,                               // sp + 16: entry
         arg as u64,                                          // sp + 24: arg
     ];
