@@ -5,6 +5,15 @@ use std::time::{Duration, Instant};
 
 use lagom::topology::CpuSet;
 
+/// Makes a closed stdout end the program quietly (as `head` expects of `topo | head`) rather
+/// than panic in `println!`: restores the default action of SIGPIPE, which Rust's runtime
+/// sets to "ignore".
+pub fn default_sigpipe() {
+    // SAFETY: setting a signal's disposition to its default has no preconditions; it runs at
+    // the start of `main`, before any other thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
 /// Prints `message` and `usage` to stderr and exits with status 2 (a usage error).
 pub fn usage_error(message: impl std::fmt::Display, usage: &str) -> ! {
     eprintln!("error: {message}\n\n{usage}");

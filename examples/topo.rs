@@ -64,6 +64,7 @@ fn read(root: Option<&str>) -> Result<Topology, lagom::Error> {
 }
 
 fn main() {
+    lagom_examples::default_sigpipe();
     let args = parse_args().unwrap_or_else(|e| usage_error(e, USAGE));
     let root = args.root.as_deref();
     let (timings, result) = Timings::measure(args.time.unwrap_or(1), || read(root));
