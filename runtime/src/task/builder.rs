@@ -155,7 +155,7 @@ where
         let ns = u64::try_from(s.as_nanos()).unwrap_or(u64::MAX);
         se.set_custom_slice(Some(ns.clamp(MIN_CUSTOM_SLICE, MAX_CUSTOM_SLICE)));
     }
-    let task = Arc::new(Task::new(
+    let task: super::TaskRef = Arc::new(Task::new(
         fiber,
         se,
         id,
@@ -173,8 +173,8 @@ where
     });
     let target = crate::wake::select_cpu(shared, &task, prev, local_idx);
     task.cpu.store(target, Ordering::Relaxed);
-    crate::wake::enqueue_on(shared, local_idx, target, task, true);
-    Ok(JoinHandle { packet, id })
+    crate::wake::enqueue_on(shared, local_idx, target, Arc::clone(&task), true);
+    Ok(JoinHandle { packet, id, task })
 }
 
 /// What a task knows about itself.

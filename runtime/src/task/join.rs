@@ -83,6 +83,7 @@ impl<T: Send> Complete for Packet<T> {
 pub struct JoinHandle<T> {
     pub(crate) packet: Arc<Packet<T>>,
     pub(crate) id: u64,
+    pub(crate) task: super::TaskRef,
 }
 
 impl<T> core::fmt::Debug for JoinHandle<T> {
@@ -95,6 +96,11 @@ impl<T> JoinHandle<T> {
     /// The task's id.
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// The task's unparker: makes its current or next [`park`] return.
+    pub fn unparker(&self) -> Unparker {
+        Unparker::for_task(alloc::sync::Arc::clone(&self.task))
     }
 
     /// Whether the task has ended (its outcome is ready).

@@ -51,6 +51,12 @@ impl core::fmt::Debug for Unparker {
 }
 
 impl Unparker {
+    pub(crate) fn for_task(t: TaskRef) -> Unparker {
+        Unparker {
+            inner: Inner::Task(t),
+        }
+    }
+
     /// Makes the parker's next (or current) `park` return.
     pub fn unpark(&self) {
         match &self.inner {
