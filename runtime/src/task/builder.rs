@@ -161,7 +161,6 @@ where
         id,
         name,
         affinity,
-        0,
         packet.clone(),
         Arc::clone(shared),
     ));

@@ -30,7 +30,7 @@
 //!   task through a lock or a wakelist push, or by the balancer holding both runqueue locks.
 //!   Read by wakers after the Acquire of `on_rq`/`on_cpu`, and re-checked under the lock (O4).
 //!
-//! ## The scheduling part ([`Sched`])
+//! ## The scheduling part (`Sched`)
 //!
 //! The entity, the runqueue handle and the fiber live in a cell accessed only by the thread
 //! that owns the task's scheduling at that moment: the holder of the lock of the runqueue the
@@ -147,14 +147,14 @@ unsafe impl Linked for Task {
 }
 
 impl Task {
-    /// A new task around `fiber`, runnable (state `RUNNING`), on no queue, owned by `cpu`.
+    /// A new task around `fiber`, runnable (state `RUNNING`), on no queue (its `cpu` is set
+    /// by the spawner once chosen).
     pub(crate) fn new(
         fiber: Fiber<DefaultStack>,
         se: SchedEntity,
         id: u64,
         name: String,
         affinity: Option<Vec<u64>>,
-        cpu: usize,
         completion: Arc<dyn Complete>,
         shared: Arc<Shared>,
     ) -> Task {
@@ -164,7 +164,7 @@ impl Task {
             state: AtomicU32::new(RUNNING),
             on_rq: AtomicBool::new(false),
             on_cpu: AtomicBool::new(false),
-            cpu: AtomicUsize::new(cpu),
+            cpu: AtomicUsize::new(0),
             token: AtomicBool::new(false),
             sched: UnsafeCell::new(Sched {
                 se,

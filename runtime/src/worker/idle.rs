@@ -23,7 +23,7 @@
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
-use core::cell::{Cell, RefCell, UnsafeCell as StdCell};
+use core::cell::{Cell, RefCell};
 use core::ptr;
 
 use super::{LOCAL, Shared, WorkerThread, drain, finish_task_switch, pick, timer};
@@ -45,7 +45,7 @@ pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
     let wt = Box::new(WorkerThread {
         shared,
         index,
-        idle_ctx: StdCell::new(Context::new()),
+        idle_ctx: core::cell::UnsafeCell::new(Context::new()),
         curr: Cell::new(ptr::null()),
         prev: Cell::new(ptr::null()),
         pool: RefCell::new(pool),

@@ -48,7 +48,7 @@ pub use stats::{Stats, WorkerStats};
 use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::cell::{Cell, RefCell, UnsafeCell as StdCell};
+use core::cell::{Cell, RefCell};
 use core::ptr;
 
 use crate::arch::{Context, SignalStack, StackPool, switch};
@@ -121,7 +121,7 @@ pub(crate) struct WorkerThread {
     pub(crate) shared: Arc<Shared>,
     pub(crate) index: usize,
     /// The worker thread's own context: its idle task.
-    idle_ctx: StdCell<Context>,
+    idle_ctx: core::cell::UnsafeCell<Context>,
     /// The task running on this thread (null: the idle task). The registry keeps it alive.
     curr: Cell<*const Task>,
     /// The task being switched away from, for `finish_task_switch`.
