@@ -198,6 +198,19 @@ pub fn current() -> Option<CurrentTask> {
     })
 }
 
+/// The run time the scheduler has charged to the calling task so far (its entity's
+/// `sum_exec_runtime`, as in `/proc/<pid>/sched`); `None` outside tasks.
+pub fn runtime() -> Option<Duration> {
+    let wt = local()?;
+    let t = worker::current_task()?;
+    let w = wt.worker();
+    let mut rq = w.rq.lock();
+    rq.update_curr(crate::sys::time::monotonic_ns());
+    // SAFETY: the running task's scheduling part belongs to this worker (it runs here).
+    let h = unsafe { t.sched(|s| s.handle) }?;
+    Some(Duration::from_nanos(rq.entity(h).sum_exec_runtime))
+}
+
 /// Gives up the rest of the calling task's request and lets the worker pick again
 /// (`sched_yield`). Outside tasks it does nothing.
 pub fn yield_now() {

@@ -42,7 +42,7 @@ mod join;
 mod park;
 
 pub(crate) use builder::spawn_inner;
-pub use builder::{Builder, CurrentTask, cond_resched, current, sleep, spawn, yield_now};
+pub use builder::{Builder, CurrentTask, cond_resched, current, runtime, sleep, spawn, yield_now};
 pub(crate) use join::Complete;
 pub use join::JoinHandle;
 pub(crate) use park::unpark_task;
@@ -193,9 +193,10 @@ impl Task {
     /// The task announces a sleep (`set_current_state(TASK_INTERRUPTIBLE)`): stores `BLOCKED`
     /// then `fence(SeqCst)`, so that its re-check of the wait condition is ordered after the
     /// store, against the waker's condition store + fence + state load (the lost-wakeup
-    /// handshake, loom model 1).
+    /// handshake, loom model 1). The store is Release so that a waker whose claim (Acquire)
+    /// reads it also sees `on_rq = true` of the enqueue that preceded this run (O1).
     pub(crate) fn set_blocked(&self) {
-        self.state.store(BLOCKED, Ordering::Relaxed);
+        self.state.store(BLOCKED, Ordering::Release);
         #[cfg(not(lagom_mutant = "ttwu_no_sleeper_fence"))]
         crate::sync::atomic::fence(Ordering::SeqCst);
     }

@@ -78,11 +78,11 @@ fn idle_loop(wt: &WorkerThread) {
             // Back on the idle task: either a task scheduled to idle (curr is null, prev is
             // set) or a task's fiber ended and switched to its parent (curr is that task).
             let ended = wt.curr.replace(ptr::null());
+            finish_task_switch();
             if !ended.is_null() {
                 // SAFETY: the registry keeps it alive until exit_task removes it.
                 exit_task(wt, unsafe { &*ended });
             }
-            finish_task_switch();
             continue;
         }
         let empty = rq.nr_queued() == 0;
@@ -139,6 +139,10 @@ fn exit_task(wt: &WorkerThread, t: &Task) {
         }
         t.on_rq.store(false, Ordering::Release);
         w.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
+    }
+    if let Some(sig) = &wt.signals {
+        // SAFETY: null is always allowed; the task's info is about to be freed.
+        unsafe { sig.set_current(ptr::null()) };
     }
     t.on_cpu.store(false, Ordering::Release);
     // SAFETY: the task is off every queue and CPU; only this worker references its parts.
