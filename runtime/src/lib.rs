@@ -32,6 +32,9 @@ extern crate std;
 pub mod arch;
 mod error;
 mod join_error;
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod model;
 pub mod policy;
 mod runtime;
 pub mod sync;

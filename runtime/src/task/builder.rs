@@ -156,7 +156,7 @@ where
         se.set_custom_slice(Some(ns.clamp(MIN_CUSTOM_SLICE, MAX_CUSTOM_SLICE)));
     }
     let task: super::TaskRef = Arc::new(Task::new(
-        fiber,
+        Some(fiber),
         se,
         id,
         name,

@@ -45,7 +45,11 @@ pub(crate) use builder::spawn_inner;
 pub use builder::{Builder, CurrentTask, cond_resched, current, runtime, sleep, spawn, yield_now};
 pub(crate) use join::Complete;
 pub use join::JoinHandle;
+#[cfg(loom)]
+pub(crate) use join::Packet;
 pub(crate) use park::unpark_task;
+#[cfg(loom)]
+pub(crate) use park::{ParkStep, prepare_park};
 pub use park::{Unparker, current_unparker, park};
 
 use alloc::string::String;
@@ -147,10 +151,10 @@ unsafe impl Linked for Task {
 }
 
 impl Task {
-    /// A new task around `fiber`, runnable (state `RUNNING`), on no queue (its `cpu` is set
+    /// A new task around `fiber` (`None` only in loom models, which never switch), runnable (state `RUNNING`), on no queue (its `cpu` is set
     /// by the spawner once chosen).
     pub(crate) fn new(
-        fiber: Fiber<DefaultStack>,
+        fiber: Option<Fiber<DefaultStack>>,
         se: SchedEntity,
         id: u64,
         name: String,
@@ -158,7 +162,7 @@ impl Task {
         completion: Arc<dyn Complete>,
         shared: Arc<Shared>,
     ) -> Task {
-        let ctx = fiber.context();
+        let ctx = fiber.as_ref().map_or(core::ptr::null_mut(), Fiber::context);
         Task {
             link: LListNode::new(),
             state: AtomicU32::new(RUNNING),
@@ -169,7 +173,7 @@ impl Task {
             sched: UnsafeCell::new(Sched {
                 se,
                 handle: None,
-                fiber: Some(fiber),
+                fiber,
                 new: true,
                 parent_worker: usize::MAX,
                 completion: Some(completion),

@@ -83,16 +83,38 @@ pub fn park() {
     }
 }
 
+/// What the sleeper does next (`prepare_park`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub(crate) enum ParkStep {
+    /// An unpark was pending; it is consumed: return.
+    Return,
+    /// The token arrived after `BLOCKED` was announced and the sleep was cancelled: look
+    /// again (the token is consumed on the next round).
+    Retry,
+    /// Switch away (`schedule()`): a waker will make the task runnable.
+    Sleep,
+}
+
+/// The sleeper's side up to `schedule()` (module doc).
+pub(crate) fn prepare_park(task: &Task) -> ParkStep {
+    if task.token.swap(false, Ordering::Acquire) {
+        return ParkStep::Return;
+    }
+    task.set_blocked();
+    if task.token.load(Ordering::Relaxed) && task.cancel_block() {
+        return ParkStep::Retry;
+    }
+    ParkStep::Sleep
+}
+
 pub(crate) fn park_task(task: &Task) {
     loop {
-        if task.token.swap(false, Ordering::Acquire) {
-            return;
+        match prepare_park(task) {
+            ParkStep::Return => return,
+            ParkStep::Retry => {}
+            ParkStep::Sleep => worker::block_current(),
         }
-        task.set_blocked();
-        if task.token.load(Ordering::Relaxed) && task.cancel_block() {
-            continue;
-        }
-        worker::block_current();
     }
 }
 

@@ -256,7 +256,7 @@ fn finished_delayed(w: &Worker, se: crate::policy::SchedEntity, t: TaskRef) {
 }
 
 /// Picks the next task (`pick_next_task`), finishing delayed dequeues on the way.
-fn pick(w: &Worker, rq: &mut RunQueue<TaskRef>, now: u64) -> *const Task {
+pub(crate) fn pick(w: &Worker, rq: &mut RunQueue<TaskRef>, now: u64) -> *const Task {
     let next = loop {
         match rq.pick_next(now) {
             Pick::Run(h) => break Arc::as_ptr(rq.payload(h)),
@@ -280,19 +280,17 @@ pub(crate) enum Reason {
     Preempt,
 }
 
-/// Switches away from the running task (which must be a task, not the idle context).
-pub(crate) fn schedule(reason: Reason) {
-    let wt = local().expect("lagom: schedule outside a worker");
-    let prev = wt.curr.get();
-    assert!(!prev.is_null(), "lagom: schedule from the idle task");
-    // SAFETY: the registry keeps the running task alive.
-    let prev_t = unsafe { &*prev };
-    let now = crate::sys::time::monotonic_ns();
-    timer::fire(wt, now);
-    let w = wt.worker();
-    let mut rq = w.rq.lock();
-    drain(w, &mut rq, now);
-    rq.update_curr(now);
+/// Puts the previous (running) task back (`put_prev_task` and the sleep dequeue of
+/// `__schedule`): a task that is not `RUNNING` is dequeued (`Sleep`; delayed or removed, the
+/// latter publishing `on_rq = false` with Release, O2); a yielding task yields its request.
+/// The caller holds `w`'s runqueue lock and runs `prev_t` on this worker.
+pub(crate) fn put_prev(
+    w: &Worker,
+    rq: &mut RunQueue<TaskRef>,
+    prev_t: &Task,
+    reason: Reason,
+    now: u64,
+) {
     // SAFETY: the running task's scheduling part belongs to this worker (it runs here).
     let h = unsafe { prev_t.sched(|s| s.handle) }.expect("lagom: running task not queued");
     if prev_t.state.load(Ordering::Relaxed) != RUNNING {
@@ -308,11 +306,12 @@ pub(crate) fn schedule(reason: Reason) {
                     })
                 };
                 // O2: a waker that sees on_rq == false also sees the entity stored above,
-                // and then waits for on_cpu (still true until finish_task_switch).
-                #[cfg(not(lagom_mutant = "sleep_relaxed_on_rq"))]
+                // and then waits for on_cpu (still true until finish_task_switch). In lagom
+                // the on_cpu Release/Acquire pair alone would order the entity too (the waker
+                // claims before it looks, and always waits for on_cpu or hands the task to
+                // this very worker), so loom cannot break the model by weakening this store;
+                // it stays Release as the kernel's, for readers that skip the on_cpu wait.
                 prev_t.on_rq.store(false, Ordering::Release);
-                #[cfg(lagom_mutant = "sleep_relaxed_on_rq")]
-                prev_t.on_rq.store(false, Ordering::Relaxed);
                 drop(payload);
             }
         }
@@ -325,6 +324,22 @@ pub(crate) fn schedule(reason: Reason) {
             _ => w.stats.inc(&w.stats.switches_involuntary),
         }
     }
+}
+
+/// Switches away from the running task (which must be a task, not the idle context).
+pub(crate) fn schedule(reason: Reason) {
+    let wt = local().expect("lagom: schedule outside a worker");
+    let prev = wt.curr.get();
+    assert!(!prev.is_null(), "lagom: schedule from the idle task");
+    // SAFETY: the registry keeps the running task alive.
+    let prev_t = unsafe { &*prev };
+    let now = crate::sys::time::monotonic_ns();
+    timer::fire(wt, now);
+    let w = wt.worker();
+    let mut rq = w.rq.lock();
+    drain(w, &mut rq, now);
+    rq.update_curr(now);
+    put_prev(w, &mut rq, prev_t, reason, now);
     let next = pick(w, &mut rq, now);
     if next == prev {
         return;
@@ -361,11 +376,16 @@ pub(crate) fn finish_task_switch() {
     if !prev.is_null() {
         // SAFETY: the registry keeps the task alive until it is freed, which happens only on
         // the idle context after its on_cpu is clear.
-        #[cfg(not(lagom_mutant = "finish_relaxed_on_cpu"))]
-        unsafe { &*prev }.on_cpu.store(false, Ordering::Release);
-        #[cfg(lagom_mutant = "finish_relaxed_on_cpu")]
-        unsafe { &*prev }.on_cpu.store(false, Ordering::Relaxed);
+        clear_on_cpu(unsafe { &*prev });
     }
+}
+
+/// The switch away from `t` is complete: publish it (Release; O2/O3).
+pub(crate) fn clear_on_cpu(t: &Task) {
+    #[cfg(not(lagom_mutant = "finish_relaxed_on_cpu"))]
+    t.on_cpu.store(false, Ordering::Release);
+    #[cfg(lagom_mutant = "finish_relaxed_on_cpu")]
+    t.on_cpu.store(false, Ordering::Relaxed);
 }
 
 /// The running task blocks (its state is set): schedule away until woken.
