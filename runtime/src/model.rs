@@ -108,7 +108,7 @@ impl Model {
         let w = &self.shared.workers[cpu];
         {
             let mut rq = w.rq.lock();
-            worker::drain(w, &mut rq, 1);
+            worker::drain(&self.shared, cpu, &mut rq, 1);
             rq.update_curr(1);
             worker::put_prev(w, &mut rq, &t.0, Reason::Block, 1);
             let _next = worker::pick(w, &mut rq, 1);
@@ -136,9 +136,9 @@ impl Model {
 
     /// Every worker drains its wakelist (`sched_ttwu_pending`).
     pub fn drain_all(&self) {
-        for w in &self.shared.workers {
+        for (i, w) in self.shared.workers.iter().enumerate() {
             let mut rq = w.rq.lock();
-            worker::drain(w, &mut rq, 2);
+            worker::drain(&self.shared, i, &mut rq, 2);
         }
     }
 

@@ -29,8 +29,15 @@
 //!    (NO_TTWU_QUEUE). `activate` stores `RUNNING` and runs the wakeup-preemption check,
 //!    which may set the target's need-resched flag.
 //!
-//! TTWU_QUEUE_DELAYED and TTWU_DEQUEUE are not implemented yet: a delayed wakee is always
-//! requeued in place (step 3).
+//! Delayed wakees (spec §7.10): with TTWU_QUEUE_DELAYED a waker that sees `on_rq` and
+//! `sched_delayed` (Acquire; set with Release when the task was delayed) for a task on another
+//! worker does not take that worker's lock: it records its own CPU in `wake_cpu`, marks the
+//! entry `wake_delayed` and pushes the task on the owner's wakelist; the owner finishes the
+//! dequeue under its own lock (unless a pick already did), selects a CPU and activates the
+//! task there or forwards it (`worker::drain`). With TTWU_DEQUEUE, `ttwu_runnable` finishes
+//! the delayed dequeue and returns "not done", so the task takes the full path (CPU
+//! selection included). Newly idle balancing never moves a delayed task, so a queued delayed
+//! wakeup always finds the task on the worker it was queued to.
 
 use alloc::sync::Arc;
 use core::ptr::NonNull;
@@ -64,8 +71,28 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
     let local_idx = local()
         .filter(|wt| Arc::ptr_eq(&wt.shared, &shared))
         .map(|wt| wt.index);
-    if t.on_rq.load(Ordering::Acquire) && ttwu_runnable(&shared, t) {
-        return Woken::Runnable;
+    if t.on_rq.load(Ordering::Acquire) {
+        // TTWU_QUEUE_DELAYED (spec §7.10): a delayed task on another worker is handed to
+        // that worker's wakelist instead of taking its lock; `sched_delayed` (Acquire) proves
+        // the task passed its block decision there. The owner finishes the dequeue and
+        // selects a CPU (`worker::drain`).
+        if shared.features.is_enabled(Feature::TtwuQueueDelayed)
+            && t.sched_delayed.load(Ordering::Acquire)
+        {
+            let cpu = t.cpu.load(Ordering::Relaxed);
+            if Some(cpu) != local_idx {
+                t.wake_cpu
+                    .store(local_idx.unwrap_or(usize::MAX), Ordering::Relaxed);
+                t.wake_delayed.store(true, Ordering::Relaxed);
+                let w = &shared.workers[cpu];
+                w.stats.inc(&w.stats.runnable_queued);
+                queue_wakelist(&shared, cpu, Arc::clone(t));
+                return Woken::Runnable;
+            }
+        }
+        if ttwu_runnable(&shared, t) {
+            return Woken::Runnable;
+        }
     }
     // Off every runqueue; the sleeper's dequeue happened-before (O2).
     if t.on_cpu.load(Ordering::Acquire) && shared.features.is_enabled(Feature::TtwuQueueOnCpu) {
@@ -116,7 +143,16 @@ fn ttwu_runnable(shared: &Shared, t: &TaskRef) -> bool {
         // SAFETY: the task is queued on this runqueue, whose lock is held.
         let h = unsafe { t.sched(|s| s.handle) }.expect("queued task has a handle");
         let now = crate::sys::time::monotonic_ns();
+        if rq.entity(h).sched_delayed && shared.features.is_enabled(Feature::TtwuDequeue) {
+            // TTWU_DEQUEUE: finish the delayed dequeue and wake it like any sleeper, through
+            // CPU selection (the caller's full path).
+            let (se, p) = rq.finish_delayed(h, now);
+            crate::worker::finished_delayed(w, se, p);
+            w.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
+            return false;
+        }
         if rq.entity(h).sched_delayed {
+            t.sched_delayed.store(false, Ordering::Relaxed);
             rq.requeue_delayed(h, now);
             check_preempt(w, &mut rq, h, now);
             w.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
@@ -171,7 +207,7 @@ pub(crate) fn enqueue_on(
 }
 
 /// Pushes `t` on worker `cpu`'s wakelist and kicks it if it is idle.
-fn queue_wakelist(shared: &Shared, cpu: usize, t: TaskRef) {
+pub(crate) fn queue_wakelist(shared: &Shared, cpu: usize, t: TaskRef) {
     let w = &shared.workers[cpu];
     // SAFETY: Arc::into_raw never returns null.
     let p = unsafe { NonNull::new_unchecked(Arc::into_raw(t).cast_mut()) };

@@ -151,7 +151,7 @@ fn storm_three_seconds() {
 #[test]
 fn every_feature_combination() {
     for f in runtime_util::feature_combinations() {
-        ping_pong(&f, 20_000);
-        storm(&f, Duration::from_millis(300));
+        ping_pong(&f, 10_000);
+        storm(&f, Duration::from_millis(200));
     }
 }

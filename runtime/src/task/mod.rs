@@ -112,6 +112,15 @@ pub(crate) struct Task {
     pub(crate) cpu: AtomicUsize,
     /// The park token: `true` when an unpark is pending (see `park.rs`).
     pub(crate) token: AtomicBool,
+    /// The task sleeps queued as delayed (DELAY_DEQUEUE). Set with Release by the worker
+    /// that delayed it (under its lock), cleared under the lock when the delay ends; a
+    /// waker reads it with Acquire (TTWU_QUEUE_DELAYED, spec §7.10).
+    pub(crate) sched_delayed: AtomicBool,
+    /// The wakelist entry is a delayed wakeup (TTWU_QUEUE_DELAYED): the owner finishes the
+    /// dequeue and selects a CPU. Written by the claiming waker before the push.
+    pub(crate) wake_delayed: AtomicBool,
+    /// The waker's worker index for a delayed wakeup (`usize::MAX`: from outside).
+    pub(crate) wake_cpu: AtomicUsize,
     /// Scheduling state (module doc).
     pub(crate) sched: UnsafeCell<Sched>,
     /// The fiber's saved context; stable for the task's life.
@@ -170,6 +179,9 @@ impl Task {
             on_cpu: AtomicBool::new(false),
             cpu: AtomicUsize::new(0),
             token: AtomicBool::new(false),
+            sched_delayed: AtomicBool::new(false),
+            wake_delayed: AtomicBool::new(false),
+            wake_cpu: AtomicUsize::new(usize::MAX),
             sched: UnsafeCell::new(Sched {
                 se,
                 handle: None,

@@ -65,7 +65,7 @@ fn idle_loop(wt: &WorkerThread) {
         let now = crate::sys::time::monotonic_ns();
         timer::fire(wt, now);
         let mut rq = w.rq.lock();
-        drain(w, &mut rq, now);
+        drain(shared, wt.index, &mut rq, now);
         let next = pick(w, &mut rq, now);
         if !next.is_null() {
             // SAFETY: picked from the runqueue, which holds a reference.
@@ -137,6 +137,7 @@ fn exit_task(wt: &WorkerThread, t: &Task) {
             Dequeued::Delayed => drop(rq.finish_delayed(h, now)),
             Dequeued::Removed { .. } => {}
         }
+        t.sched_delayed.store(false, Ordering::Relaxed);
         t.on_rq.store(false, Ordering::Release);
         w.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
     }

@@ -190,11 +190,41 @@ impl WorkerThread {
     }
 }
 
-/// Takes every wakelist entry and activates it on `rq` (the kernel's `sched_ttwu_pending`).
-pub(crate) fn drain(w: &Worker, rq: &mut RunQueue<TaskRef>, now: u64) {
+/// Takes every wakelist entry of worker `me` and activates it on `rq` (the kernel's
+/// `sched_ttwu_pending`). The caller holds that runqueue's lock.
+///
+/// A delayed wakeup (TTWU_QUEUE_DELAYED, `ttwu_delayed` of spec §7.10) is still queued here
+/// unless a pick finished its dequeue meanwhile: its dequeue is finished now, a CPU is
+/// selected for it as for any wakeup (the waker's CPU recorded in `wake_cpu`), and it is
+/// activated here or forwarded to the chosen worker's wakelist (never under another lock:
+/// this one is held).
+pub(crate) fn drain(shared: &Shared, me: usize, rq: &mut RunQueue<TaskRef>, now: u64) {
+    let w = &shared.workers[me];
     for t in w.wakelist.take_all() {
         // SAFETY: pushed from `Arc::into_raw` by `queue_wakelist`; the list gives it back once.
         let t = unsafe { Arc::from_raw(t.as_ptr().cast_const()) };
+        if t.wake_delayed.swap(false, Ordering::Relaxed) {
+            if t.on_rq.load(Ordering::Relaxed) {
+                // SAFETY: the task is queued on this runqueue, whose lock is held.
+                let h = unsafe { t.sched(|s| s.handle) }.expect("queued task has a handle");
+                let (se, p) = rq.finish_delayed(h, now);
+                finished_delayed(w, se, p);
+                w.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
+            }
+            let waker = t.wake_cpu.load(Ordering::Relaxed);
+            let target = crate::wake::select_cpu(
+                shared,
+                &t,
+                me,
+                (waker < shared.workers.len()).then_some(waker),
+            );
+            if target != me {
+                t.cpu.store(target, Ordering::Relaxed);
+                w.stats.inc(&w.stats.runnable_migrated);
+                crate::wake::queue_wakelist(shared, target, t);
+                continue;
+            }
+        }
         activate(w, rq, t, now);
     }
 }
@@ -242,7 +272,7 @@ pub(crate) fn check_preempt(w: &Worker, rq: &mut RunQueue<TaskRef>, h: Handle, n
 }
 
 /// A delayed entity completed its dequeue: store its entity and publish `on_rq = false`.
-fn finished_delayed(w: &Worker, se: crate::policy::SchedEntity, t: TaskRef) {
+pub(crate) fn finished_delayed(w: &Worker, se: crate::policy::SchedEntity, t: TaskRef) {
     // SAFETY: the caller holds the lock of the runqueue `t` was queued on.
     unsafe {
         t.sched(|s| {
@@ -250,6 +280,7 @@ fn finished_delayed(w: &Worker, se: crate::policy::SchedEntity, t: TaskRef) {
             s.handle = None;
         })
     };
+    t.sched_delayed.store(false, Ordering::Relaxed);
     // O2: the entity store above happens-before a waker's Acquire of on_rq == false.
     t.on_rq.store(false, Ordering::Release);
     w.stats.inc(&w.stats.delayed_finished);
@@ -296,7 +327,12 @@ pub(crate) fn put_prev(
     if prev_t.state.load(Ordering::Relaxed) != RUNNING {
         w.stats.inc(&w.stats.switches_voluntary);
         match rq.dequeue(h, DequeueKind::Sleep, now) {
-            Dequeued::Delayed => w.stats.inc(&w.stats.delayed_dequeues),
+            Dequeued::Delayed => {
+                // Release: a waker that reads it (Acquire) knows the task passed its block
+                // decision (spec §7.10, step 1).
+                prev_t.sched_delayed.store(true, Ordering::Release);
+                w.stats.inc(&w.stats.delayed_dequeues);
+            }
             Dequeued::Removed { se, payload } => {
                 // SAFETY: as above.
                 unsafe {
@@ -337,7 +373,7 @@ pub(crate) fn schedule(reason: Reason) {
     timer::fire(wt, now);
     let w = wt.worker();
     let mut rq = w.rq.lock();
-    drain(w, &mut rq, now);
+    drain(&wt.shared, wt.index, &mut rq, now);
     rq.update_curr(now);
     put_prev(w, &mut rq, prev_t, reason, now);
     let next = pick(w, &mut rq, now);

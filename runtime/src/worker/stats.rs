@@ -53,6 +53,12 @@ counters! {
     wakeups_on_cpu,
     /// Runnable wakeups handled in place (the task was still queued here).
     runnable_in_place,
+    /// Runnable wakeups of delayed tasks handed to this worker's wakelist
+    /// (TTWU_QUEUE_DELAYED).
+    runnable_queued,
+    /// Delayed wakees that this worker dequeued and sent elsewhere after CPU selection
+    /// (TTWU_QUEUE_DELAYED; with TTWU_DEQUEUE they count as ordinary wakeups instead).
+    runnable_migrated,
     /// Tasks that blocked (announced a sleep and switched away) on this worker.
     blocks,
     /// Sleeps that left the task queued as delayed (DELAY_DEQUEUE).
@@ -90,6 +96,7 @@ impl WorkerStats {
             + self.wakeups_queued
             + self.wakeups_on_cpu
             + self.runnable_in_place
+            + self.runnable_queued
     }
 }
 
@@ -116,6 +123,8 @@ impl Stats {
                 wakeups_queued,
                 wakeups_on_cpu,
                 runnable_in_place,
+                runnable_queued,
+                runnable_migrated,
                 blocks,
                 delayed_dequeues,
                 delayed_finished,

@@ -50,7 +50,13 @@ impl Drop for Watchdog {
 
 /// Every combination of the wakeup features the runtime implements, as feature strings.
 pub fn feature_combinations() -> Vec<String> {
-    let names = ["DELAY_DEQUEUE", "TTWU_QUEUE", "TTWU_QUEUE_ON_CPU"];
+    let names = [
+        "DELAY_DEQUEUE",
+        "TTWU_QUEUE",
+        "TTWU_QUEUE_ON_CPU",
+        "TTWU_QUEUE_DELAYED",
+        "TTWU_DEQUEUE",
+    ];
     (0..1u32 << names.len())
         .map(|bits| {
             names
