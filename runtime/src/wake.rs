@@ -160,8 +160,10 @@ fn ttwu_runnable(shared: &Shared, t: &TaskRef) -> bool {
         t.state.store(crate::task::RUNNING, Ordering::Relaxed);
         w.stats.inc(&w.stats.runnable_in_place);
         drop(rq);
-        if w.need_resched.load(Ordering::Relaxed) {
-            w.kick.kick();
+        // An idle owner must run the requeued task (its need-resched is set too, but the
+        // kick is what wakes a sleeping worker; cheap when it is not idle).
+        if w.kick.kick() {
+            w.stats.inc(&w.stats.kicks);
         }
         return true;
     }

@@ -34,8 +34,12 @@
 //! the wakeup path needs anyway.
 //!
 //! A task that ends does not come back through `schedule()`: its fiber switches to its parent
-//! context, the worker's idle context, which frees it (`idle.rs`). Checked by loom models 1,
-//! 2 and 6 (issue #6) over `wake.rs` and this file.
+//! context, the worker's idle context, which frees it (`idle.rs`).
+//!
+//! Checked by the loom models `lost_wakeup` and `double_wake` (`loom-tests/tests/ttwu.rs`),
+//! which run `put_prev`, `pick`, `drain` and `clear_on_cpu` against the real wakeup path
+//! (mutant `finish_relaxed_on_cpu`). The on_cpu hand-off with a real switch (model 6) and the
+//! migration chase (model 7) are still to be written (issue #6).
 
 mod idle;
 mod stats;
