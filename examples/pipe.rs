@@ -20,6 +20,8 @@ Two tasks pass a turn back and forth N times (default 1000000) through park/unpa
   --cross         one task on each of two workers (default: both on one worker)
   --json          print {\"mode\", \"round_trips\", \"round_trip_ns\"} on one line
   --idle-spin S   idle spins before a worker sleeps on its futex
+  --gap-us G      the first task computes G µs before each hand-off, so the other
+                  worker goes idle (the idle-spin trade-off: wake latency vs idle CPU)
   -n N            round trips";
 
 struct Args {
@@ -27,6 +29,7 @@ struct Args {
     json: bool,
     n: u64,
     idle_spin: Option<u32>,
+    gap_us: u64,
 }
 
 fn parse_args() -> Result<Args, lexopt::Error> {
@@ -36,6 +39,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         json: false,
         n: 1_000_000,
         idle_spin: None,
+        gap_us: 0,
     };
     let mut parser = lexopt::Parser::from_env();
     while let Some(arg) = parser.next()? {
@@ -44,6 +48,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("json") => args.json = true,
             Short('n') => args.n = parser.value()?.parse()?,
             Long("idle-spin") => args.idle_spin = Some(parser.value()?.parse()?),
+            Long("gap-us") => args.gap_us = parser.value()?.parse()?,
             Short('h') | Long("help") => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -75,6 +80,7 @@ fn main() {
         (cpus[0], cpus[0])
     };
     let n = args.n;
+    let gap = std::time::Duration::from_micros(args.gap_us);
     let turn = Arc::new(AtomicU64::new(0));
     let peers: Arc<[OnceLock<Unparker>; 2]> = Arc::new(Default::default());
     let start: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
@@ -97,6 +103,12 @@ fn main() {
                 let mine = 2 * i + me;
                 while turn.load(Ordering::Acquire) != mine {
                     lagom::task::park();
+                }
+                if me == 0 && !gap.is_zero() {
+                    let t = Instant::now();
+                    while t.elapsed() < gap {
+                        std::hint::spin_loop();
+                    }
                 }
                 turn.store(mine + 1, Ordering::Release);
                 other.unpark();
@@ -128,6 +140,15 @@ fn main() {
         );
     } else {
         println!("{mode}: {n} round trips, {ns:.1} ns per round trip ({elapsed:?} total)");
+        if !gap.is_zero() {
+            let busy = gap.as_secs_f64() * n as f64;
+            println!(
+                "gap {gap:?}: wake overhead {:.1} ns per round trip, idle CPU {:.3} s \
+                 (CPU time beyond the gaps' busy work)",
+                ns - gap.as_nanos() as f64,
+                cpu.as_secs_f64() - busy
+            );
+        }
         // Every worker burns CPU while idle-spinning: CPU time over wall time, summed over
         // the runtime's workers (this process runs nothing else meanwhile).
         println!(
