@@ -247,7 +247,11 @@ impl Runtime {
         }
     }
 
-    /// Stops the workers, joins their threads and frees every task (module doc).
+    /// Stops the workers, joins their threads and frees every task (module doc); returns the
+    /// final counters.
+    ///
+    /// # Panics
+    /// If called (or the runtime dropped) from one of the runtime's own tasks.
     pub fn shutdown(mut self) -> Stats {
         self.stop();
         self.stats()
@@ -256,6 +260,10 @@ impl Runtime {
     fn stop(&mut self) {
         if self.threads.is_empty() {
             return;
+        }
+        if crate::worker::local().is_some_and(|wt| Arc::ptr_eq(&wt.shared, &self.shared)) {
+            // Joining the workers from one of them would wait for itself forever.
+            panic!("lagom: a runtime cannot be shut down or dropped from one of its own tasks");
         }
         self.shared.closing.store(true, Ordering::Release);
         for w in &self.shared.workers {
