@@ -16,6 +16,10 @@ MUTANTS=(
     "kick_no_recheck        idle_kick"
     "kick_no_fence          idle_kick"
     "lock_relaxed_unlock    rq_lock"
+    "park_no_waker_fence    ttwu"
+    "ttwu_no_sleeper_fence  ttwu"
+    "ttwu_no_claim          ttwu"
+    "finish_relaxed_on_cpu  ttwu"
 )
 
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}

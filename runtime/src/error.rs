@@ -74,6 +74,29 @@ pub enum Error {
         /// The `errno` of the failed call.
         errno: i32,
     },
+    /// A runtime was configured with no worker CPU.
+    NoCpus,
+    /// A worker CPU is not in the process's allowed set (or is listed twice).
+    CpuNotAllowed {
+        /// The CPU asked for.
+        cpu: usize,
+        /// The CPUs this process may run on.
+        allowed: alloc::vec::Vec<usize>,
+    },
+    /// A worker thread could not be started.
+    ThreadSpawn {
+        /// The error number `pthread_create` returned.
+        errno: i32,
+    },
+    /// A task's CPU affinity names a CPU that has no worker (or no CPU at all).
+    AffinityOutsideWorkers {
+        /// The CPU asked for (`usize::MAX`: the list was empty).
+        cpu: usize,
+        /// The CPUs of the runtime's workers.
+        workers: alloc::vec::Vec<usize>,
+    },
+    /// A call that only a task can make was made outside tasks.
+    NotInTask,
 }
 
 impl fmt::Display for Error {
@@ -134,8 +157,50 @@ impl fmt::Display for Error {
                  errno {errno} ({}); check the signal mask and memory limits of the thread",
                 crate::sys::mem::errno_name(*errno)
             ),
+            Error::NoCpus => f.write_str(
+                "the runtime has no worker CPU; list at least one CPU in `worker_cpus`, or leave \
+                 it unset to use every allowed CPU",
+            ),
+            Error::CpuNotAllowed { cpu, allowed } => {
+                write!(
+                    f,
+                    "CPU {cpu} is not allowed for this process (or is listed twice); the allowed \
+                     CPUs are "
+                )?;
+                write_list(f, allowed)
+            }
+            Error::ThreadSpawn { errno } => write!(
+                f,
+                "could not start a worker thread: errno {errno} ({}); lower the number of \
+                 workers or raise the thread limit",
+                crate::sys::mem::errno_name(*errno)
+            ),
+            Error::AffinityOutsideWorkers { cpu, workers } => {
+                if *cpu == usize::MAX {
+                    f.write_str("a task's CPU list is empty")?;
+                } else {
+                    write!(f, "CPU {cpu} in a task's CPU list has no worker")?;
+                }
+                f.write_str("; the runtime's workers run on CPUs ")?;
+                write_list(f, workers)
+            }
+            Error::NotInTask => f.write_str(
+                "this call must be made from inside a task; from other threads use the \
+                 `Runtime` methods (`spawn_with`, `block_on`)",
+            ),
         }
     }
+}
+
+/// Writes `list` as `0, 1, 2`.
+fn write_list(f: &mut fmt::Formatter<'_>, list: &[usize]) -> fmt::Result {
+    for (i, c) in list.iter().enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "{c}")?;
+    }
+    Ok(())
 }
 
 impl core::error::Error for Error {}

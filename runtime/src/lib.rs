@@ -15,6 +15,11 @@
 //!   `cfg(loom)`), the lock-free wakelist, the idle/kick protocol and the runqueue lock.
 //! * `sys` — the only caller of `libc`.
 //!
+//! The threaded driver sits on top: [`task`] (the task control block, spawning, join,
+//! park/unpark, sleep), `wake` (the wakeup protocol, `try_to_wake_up`), `worker` (the
+//! per-CPU runqueue, wakelist, `schedule()`, idle loop and balancing) and [`Runtime`]
+//! (builder, `block_on`, shutdown, statistics).
+//!
 //! The crate is `#![no_std]` + `alloc`; the `std` feature (on by default) adds conveniences
 //! only. All OS access goes through `libc` in `sys/`.
 #![no_std]
@@ -27,10 +32,19 @@ extern crate std;
 pub mod arch;
 mod error;
 mod join_error;
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod model;
 pub mod policy;
+mod runtime;
 pub mod sync;
 mod sys;
+pub mod task;
 pub mod topology;
+mod wake;
+mod worker;
 
 pub use error::Error;
 pub use join_error::JoinError;
+pub use runtime::{Builder, DEFAULT_IDLE_SPIN, Runtime};
+pub use worker::{Stats, WorkerStats};

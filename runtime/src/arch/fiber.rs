@@ -200,6 +200,22 @@ impl<S: Stack> Fiber<S> {
     }
 }
 
+impl<S: Stack> Fiber<S> {
+    /// Gives the stack back even if the fiber is suspended mid-run (a task cancelled at
+    /// shutdown): the values on it are never dropped (they leak, as with `mem::forget`).
+    ///
+    /// # Safety
+    /// The fiber must never be resumed, and nothing may still point into its stack (no wait
+    /// node or borrowed value living there is reachable by any thread).
+    pub unsafe fn into_stack_abandoned(self) -> S {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: inner came from Box::leak in new and is freed exactly once, here.
+        drop(unsafe { Box::from_raw(this.inner.as_ptr()) });
+        // SAFETY: the stack is taken exactly once; `this` is never dropped.
+        unsafe { ManuallyDrop::take(&mut this.stack) }
+    }
+}
+
 impl<S: Stack> Drop for Fiber<S> {
     fn drop(&mut self) {
         let reusable = self.state() != State::Running;

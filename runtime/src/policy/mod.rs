@@ -58,6 +58,7 @@ mod place;
 mod preempt;
 mod prefetch;
 mod runqueue;
+mod select;
 mod tree;
 pub mod vtime;
 mod weight;
@@ -70,6 +71,7 @@ pub use pick::Pick;
 pub use place::EnqueueKind;
 pub use preempt::{WakeFlags, Wakeup};
 pub use runqueue::{Handle, RunQueue};
+pub use select::{CpuView, select_task_rq};
 pub use weight::{
     MAX_NICE, MIN_NICE, NICE_0_LOAD, SCHED_FIXEDPOINT_SHIFT, SCHED_PRIO_TO_WEIGHT,
     SCHED_PRIO_TO_WMULT, calc_delta_fair, clamp_nice, inv_weight_of_nice, weight_of_nice,

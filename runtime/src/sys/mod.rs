@@ -8,3 +8,5 @@ pub(crate) mod fs;
 pub(crate) mod futex;
 pub(crate) mod mem;
 pub(crate) mod signal;
+pub(crate) mod thread;
+pub(crate) mod time;

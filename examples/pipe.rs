@@ -1,0 +1,173 @@
+//! `pipe`: two tasks ping-pong N times through park/unpark — lagom's counterpart of
+//! `perf bench sched pipe`. Prints nanoseconds per round trip.
+//!
+//! ```text
+//! cargo run --release -p lagom-examples --example pipe -- [--cross] [--json] [-n N]
+//! ```
+
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use lagom::Runtime;
+use lagom::task::{Builder, Unparker};
+use lagom_examples::usage_error;
+
+const USAGE: &str = "usage: pipe [--cross] [--json] [-n N] [--idle-spin S]
+
+Two tasks pass a turn back and forth N times (default 1000000) through park/unpark.
+  --cross         one task on each of two workers (default: both on one worker)
+  --json          print {\"mode\", \"round_trips\", \"round_trip_ns\"} on one line
+  --idle-spin S   idle spins before a worker sleeps on its futex
+  --gap-us G      the first task computes G µs before each hand-off, so the other
+                  worker goes idle (the idle-spin trade-off: wake latency vs idle CPU)
+  -n N            round trips";
+
+struct Args {
+    cross: bool,
+    json: bool,
+    n: u64,
+    idle_spin: Option<u32>,
+    gap_us: u64,
+}
+
+fn parse_args() -> Result<Args, lexopt::Error> {
+    use lexopt::prelude::*;
+    let mut args = Args {
+        cross: false,
+        json: false,
+        n: 1_000_000,
+        idle_spin: None,
+        gap_us: 0,
+    };
+    let mut parser = lexopt::Parser::from_env();
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("cross") => args.cross = true,
+            Long("json") => args.json = true,
+            Short('n') => args.n = parser.value()?.parse()?,
+            Long("idle-spin") => args.idle_spin = Some(parser.value()?.parse()?),
+            Long("gap-us") => args.gap_us = parser.value()?.parse()?,
+            Short('h') | Long("help") => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    Ok(args)
+}
+
+fn main() {
+    let args = parse_args().unwrap_or_else(|e| usage_error(e, USAGE));
+    let mut b = Runtime::builder();
+    if let Some(s) = args.idle_spin {
+        b = b.idle_spin(s);
+    }
+    let rt = b.build().unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        std::process::exit(1)
+    });
+    let cpus = rt.worker_cpus();
+    if args.cross && cpus.len() < 2 {
+        eprintln!("error: --cross needs two allowed CPUs");
+        std::process::exit(1);
+    }
+    let (cpu_a, cpu_b) = if args.cross {
+        (cpus[0], cpus[1])
+    } else {
+        (cpus[0], cpus[0])
+    };
+    let n = args.n;
+    let gap = std::time::Duration::from_micros(args.gap_us);
+    let turn = Arc::new(AtomicU64::new(0));
+    let peers: Arc<[OnceLock<Unparker>; 2]> = Arc::new(Default::default());
+    let start: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
+    let player = |me: u64| {
+        let (turn, peers, start) = (Arc::clone(&turn), Arc::clone(&peers), Arc::clone(&start));
+        move || {
+            peers[me as usize]
+                .set(lagom::task::current_unparker())
+                .expect("set once");
+            let other = loop {
+                if let Some(o) = peers[1 - me as usize].get() {
+                    break o.clone();
+                }
+                lagom::task::yield_now();
+            };
+            if me == 0 {
+                let _ = start.set(Instant::now());
+            }
+            for i in 0..n {
+                let mine = 2 * i + me;
+                while turn.load(Ordering::Acquire) != mine {
+                    lagom::task::park();
+                }
+                if me == 0 && !gap.is_zero() {
+                    let t = Instant::now();
+                    while t.elapsed() < gap {
+                        std::hint::spin_loop();
+                    }
+                }
+                turn.store(mine + 1, Ordering::Release);
+                other.unpark();
+            }
+        }
+    };
+    let cpu0 = process_cpu_time();
+    let a = rt
+        .spawn_with(Builder::new().name("ping").cpus([cpu_a]), player(0))
+        .expect("spawn");
+    let b = rt
+        .spawn_with(Builder::new().name("pong").cpus([cpu_b]), player(1))
+        .expect("spawn");
+    a.join().expect("ping");
+    b.join().expect("pong");
+    let elapsed = start.get().expect("started").elapsed();
+    let cpu = process_cpu_time() - cpu0;
+    let ns = elapsed.as_nanos() as f64 / n as f64;
+    let mode = if args.cross {
+        "cross-worker"
+    } else {
+        "same-worker"
+    };
+    let stats = rt.shutdown();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({"mode": mode, "round_trips": n, "round_trip_ns": ns})
+        );
+    } else {
+        println!("{mode}: {n} round trips, {ns:.1} ns per round trip ({elapsed:?} total)");
+        if !gap.is_zero() {
+            let busy = gap.as_secs_f64() * n as f64;
+            println!(
+                "gap {gap:?}: wake overhead {:.1} ns per round trip, idle CPU {:.3} s \
+                 (CPU time beyond the gaps' busy work)",
+                ns - gap.as_nanos() as f64,
+                cpu.as_secs_f64() - busy
+            );
+        }
+        // Every worker burns CPU while idle-spinning: CPU time over wall time, summed over
+        // the runtime's workers (this process runs nothing else meanwhile).
+        println!(
+            "process CPU time {cpu:?}: {:.2} CPUs busy on average",
+            cpu.as_secs_f64() / elapsed.as_secs_f64()
+        );
+        println!("{stats}");
+    }
+}
+
+/// User + system CPU time of the whole process so far.
+fn process_cpu_time() -> std::time::Duration {
+    // SAFETY: an all-zero rusage is a valid value for getrusage to overwrite.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is writable; RUSAGE_SELF is always valid.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| {
+        std::time::Duration::from_secs(t.tv_sec as u64)
+            + std::time::Duration::from_micros(t.tv_usec as u64)
+    };
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}

@@ -1,0 +1,307 @@
+//! The runtime: configuration (`Runtime::builder()`), start-up of one pinned worker per CPU,
+//! `block_on`, `spawn` from outside, statistics, and shutdown.
+//!
+//! ## Shutdown
+//!
+//! [`Runtime::shutdown`] (also run by `Drop`) sets `closing` and kicks every worker. Tasks are
+//! never preempted, so a task that is running or runnable keeps its worker busy: each worker
+//! stops once its runqueue and wakelist are empty. Then the OS threads are joined, and every
+//! task that has not ended — blocked tasks, and tasks woken onto a worker that had already
+//! stopped — is **cancelled**: it is never resumed, its stack is unmapped without running the
+//! destructors of the values on it (they leak, as a `mem::forget` would), its task control
+//! block is freed, and joining it panics. Afterwards the live-task and live-stack counters
+//! are zero.
+
+use alloc::collections::BTreeMap;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::time::Duration;
+
+use crate::Error;
+use crate::arch::DEFAULT_STACK_SIZE;
+use crate::arch::MIN_STACK_SIZE;
+use crate::policy::{Features, MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, RqConfig};
+use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::sync::lock::Lock;
+use crate::sys::thread::Thread;
+use crate::task::{Builder as TaskBuilder, JoinHandle};
+use crate::worker::{Shared, Stats, Worker, worker_main};
+
+/// The default number of idle spins before a worker sleeps in `futex_wait`.
+pub const DEFAULT_IDLE_SPIN: u32 = 2_000;
+
+/// Configures a [`Runtime`].
+#[derive(Debug, Clone, Default)]
+pub struct Builder {
+    cpus: Option<Vec<usize>>,
+    features: Option<String>,
+    slice: Option<Duration>,
+    stack_size: Option<usize>,
+    idle_spin: Option<u32>,
+}
+
+impl Builder {
+    /// The CPUs to run workers on, one pinned worker each (default: every allowed CPU).
+    pub fn worker_cpus(mut self, cpus: impl IntoIterator<Item = usize>) -> Builder {
+        self.cpus = Some(cpus.into_iter().collect());
+        self
+    }
+
+    /// Scheduler features, e.g. `"NO_DELAY_DEQUEUE,TTWU_QUEUE"`, applied on the defaults.
+    /// Without this call (and with `std`) the `LAGOM_FEATURES` environment variable is used.
+    pub fn features(mut self, spec: impl Into<String>) -> Builder {
+        self.features = Some(spec.into());
+        self
+    }
+
+    /// The base slice of tasks without a custom one (default: the kernel's, scaled with the
+    /// number of workers).
+    pub fn default_slice(mut self, slice: Duration) -> Builder {
+        self.slice = Some(slice);
+        self
+    }
+
+    /// The default task stack size in bytes (default 256 KiB; at least
+    /// [`MIN_STACK_SIZE`]).
+    pub fn stack_size(mut self, bytes: usize) -> Builder {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// How many times an idle worker polls its wakelist before sleeping on its futex.
+    pub fn idle_spin(mut self, spins: u32) -> Builder {
+        self.idle_spin = Some(spins);
+        self
+    }
+
+    /// Checks the configuration and starts the workers.
+    ///
+    /// # Errors
+    /// [`Error::NoCpus`], [`Error::CpuNotAllowed`], [`Error::UnknownFeature`],
+    /// [`Error::StackTooSmall`], [`Error::ThreadSpawn`].
+    pub fn build(self) -> Result<Runtime, Error> {
+        let allowed = allowed_cpus();
+        let cpus = self.cpus.unwrap_or_else(|| allowed.clone());
+        if cpus.is_empty() {
+            return Err(Error::NoCpus);
+        }
+        for (i, &cpu) in cpus.iter().enumerate() {
+            if !allowed.contains(&cpu) || cpus[..i].contains(&cpu) {
+                return Err(Error::CpuNotAllowed { cpu, allowed });
+            }
+        }
+        let spec = self.features.or_else(env_features).unwrap_or_default();
+        let features = Features::parse(&spec)?;
+        let stack_size = self.stack_size.unwrap_or(DEFAULT_STACK_SIZE);
+        if stack_size < MIN_STACK_SIZE {
+            return Err(Error::StackTooSmall {
+                requested: stack_size,
+                minimum: MIN_STACK_SIZE,
+            });
+        }
+        let mut cfg = RqConfig::for_cpus(cpus.len());
+        cfg.features = features;
+        if let Some(s) = self.slice {
+            let ns = u64::try_from(s.as_nanos()).unwrap_or(u64::MAX);
+            cfg.base_slice = ns.clamp(MIN_CUSTOM_SLICE, MAX_CUSTOM_SLICE);
+        }
+        let shared = Arc::new(Shared {
+            workers: cpus.iter().map(|&c| Worker::new(c, cfg)).collect(),
+            features,
+            closing: AtomicBool::new(false),
+            registry: Lock::new(BTreeMap::new()),
+            live_tasks: AtomicUsize::new(0),
+            live_stacks: AtomicUsize::new(0),
+            stack_size,
+            idle_spin: self.idle_spin.unwrap_or(DEFAULT_IDLE_SPIN),
+            next_outside: AtomicUsize::new(0),
+        });
+        let mut rt = Runtime {
+            shared,
+            threads: Vec::new(),
+        };
+        for i in 0..cpus.len() {
+            let s = Arc::clone(&rt.shared);
+            match crate::sys::thread::spawn(move || worker_main(s, i)) {
+                Ok(t) => rt.threads.push(t),
+                Err(errno) => return Err(Error::ThreadSpawn { errno }),
+            }
+        }
+        Ok(rt)
+    }
+}
+
+#[cfg(feature = "std")]
+fn env_features() -> Option<String> {
+    std::env::var("LAGOM_FEATURES").ok()
+}
+
+#[cfg(not(feature = "std"))]
+fn env_features() -> Option<String> {
+    None
+}
+
+/// The CPUs this process may run on (its affinity mask), ascending.
+fn allowed_cpus() -> Vec<usize> {
+    match crate::sys::affinity::process_affinity() {
+        Ok(words) => (0..words.len() * 64)
+            .filter(|&c| words[c / 64] & (1 << (c % 64)) != 0)
+            .collect(),
+        Err(_) => alloc::vec![0],
+    }
+}
+
+/// A running lagom runtime: one pinned worker thread per CPU.
+///
+/// ```
+/// let rt = lagom::Runtime::builder().build()?;
+/// let v = rt.block_on(|| {
+///     let h = lagom::task::spawn(|| 6 * 7);
+///     h.join().unwrap()
+/// });
+/// assert_eq!(v, 42);
+/// # Ok::<(), lagom::Error>(())
+/// ```
+pub struct Runtime {
+    shared: Arc<Shared>,
+    threads: Vec<Thread>,
+}
+
+impl core::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("workers", &self.shared.workers.len())
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// A builder with the defaults.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// The OS CPUs of the workers, in worker order.
+    pub fn worker_cpus(&self) -> Vec<usize> {
+        self.shared.workers.iter().map(|w| w.os_cpu).collect()
+    }
+
+    /// Runs `f` as a task and returns its value to the calling OS thread, which sleeps
+    /// meanwhile. A panic of `f` is resumed here (with `std`; without it, panics abort).
+    pub fn block_on<T, F>(&self, f: F) -> T
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        match self.spawn_with(TaskBuilder::new().name("block_on"), f) {
+            Ok(h) => match h.join() {
+                Ok(v) => v,
+                #[cfg(feature = "std")]
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
+                #[cfg(not(feature = "std"))]
+                Err(e) => panic!("{e}"),
+            },
+            Err(e) => panic!("lagom::Runtime::block_on: {e}"),
+        }
+    }
+
+    /// Spawns `f` from outside the runtime.
+    ///
+    /// # Panics
+    /// If no stack can be mapped.
+    pub fn spawn<T, F>(&self, f: F) -> JoinHandle<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        match self.spawn_with(TaskBuilder::new(), f) {
+            Ok(h) => h,
+            Err(e) => panic!("lagom::Runtime::spawn: {e}"),
+        }
+    }
+
+    /// Spawns `f` with options from outside the runtime.
+    ///
+    /// # Errors
+    /// As [`crate::task::Builder::spawn`].
+    pub fn spawn_with<T, F>(&self, b: TaskBuilder, f: F) -> Result<JoinHandle<T>, Error>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        crate::task::spawn_inner(&self.shared, None, b, f)
+    }
+
+    /// A snapshot of every worker's counters and the live task and stack counts.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            workers: self
+                .shared
+                .workers
+                .iter()
+                .map(|w| w.stats.snapshot(w.os_cpu))
+                .collect(),
+            live_tasks: self.shared.live_tasks.load(Ordering::Acquire),
+            live_stacks: self.shared.live_stacks.load(Ordering::Acquire),
+        }
+    }
+
+    /// Stops the workers, joins their threads and frees every task (module doc); returns the
+    /// final counters.
+    ///
+    /// # Panics
+    /// If called (or the runtime dropped) from one of the runtime's own tasks.
+    pub fn shutdown(mut self) -> Stats {
+        self.stop();
+        self.stats()
+    }
+
+    fn stop(&mut self) {
+        if self.threads.is_empty() {
+            return;
+        }
+        if crate::worker::local().is_some_and(|wt| Arc::ptr_eq(&wt.shared, &self.shared)) {
+            // Joining the workers from one of them would wait for itself forever.
+            panic!("lagom: a runtime cannot be shut down or dropped from one of its own tasks");
+        }
+        self.shared.closing.store(true, Ordering::Release);
+        for w in &self.shared.workers {
+            w.kick.kick();
+        }
+        for t in self.threads.drain(..) {
+            t.join();
+        }
+        for w in &self.shared.workers {
+            for t in w.wakelist.take_all() {
+                // SAFETY: wakelist entries come from Arc::into_raw (wake.rs).
+                drop(unsafe { Arc::from_raw(t.as_ptr().cast_const()) });
+            }
+            let cfg = *w.rq.lock().config();
+            let old = core::mem::replace(&mut *w.rq.lock(), crate::policy::RunQueue::new(cfg));
+            drop(old);
+        }
+        let tasks = core::mem::take(&mut *self.shared.registry.lock());
+        for (_, t) in tasks {
+            // SAFETY: every worker has stopped: nobody else touches the task's parts.
+            let (fiber, completion) = unsafe { t.sched(|s| (s.fiber.take(), s.completion.take())) };
+            if let Some(f) = fiber {
+                // SAFETY: the fiber is suspended and will never be resumed; nothing refers
+                // into its stack any more (every worker stopped, its wait nodes are
+                // unreachable).
+                drop(unsafe { f.into_stack_abandoned() });
+                self.shared.live_stacks.fetch_sub(1, Ordering::Relaxed);
+            }
+            if let Some(c) = completion {
+                c.cancel();
+            }
+            self.shared.live_tasks.fetch_sub(1, Ordering::Release);
+        }
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

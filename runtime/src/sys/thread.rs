@@ -1,0 +1,115 @@
+//! OS threads through `pthread` (so the no_std build can start workers), pinning
+//! (`sched_setaffinity`), and process-wide thread-local slots (`pthread_key_t`) through
+//! which a worker thread finds its own state without `std`.
+
+use alloc::boxed::Box;
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+/// A started OS thread; join it with [`Thread::join`].
+#[derive(Debug)]
+pub(crate) struct Thread(libc::pthread_t);
+
+/// The closure a new thread runs, boxed twice so that one thin pointer crosses the C ABI.
+type Entry = Box<dyn FnOnce() + Send + 'static>;
+
+extern "C" fn thread_main(arg: *mut c_void) -> *mut c_void {
+    // SAFETY: `arg` is the `Box<Entry>` leaked by `spawn`, handed over exactly once.
+    let entry: Box<Entry> = unsafe { Box::from_raw(arg.cast::<Entry>()) };
+    entry();
+    core::ptr::null_mut()
+}
+
+/// Starts an OS thread running `f`. Returns the `errno` of a failed `pthread_create`.
+pub(crate) fn spawn(f: impl FnOnce() + Send + 'static) -> Result<Thread, i32> {
+    let entry: Box<Entry> = Box::new(Box::new(f));
+    let arg = Box::into_raw(entry).cast::<c_void>();
+    let mut tid: libc::pthread_t = 0;
+    // SAFETY: `tid` is writable; `thread_main` takes ownership of `arg` if the call succeeds;
+    // default attributes (null).
+    let rc = unsafe { libc::pthread_create(&mut tid, core::ptr::null(), thread_main, arg) };
+    if rc != 0 {
+        // SAFETY: the thread was not created, so `arg` is still ours.
+        drop(unsafe { Box::from_raw(arg.cast::<Entry>()) });
+        return Err(rc);
+    }
+    Ok(Thread(tid))
+}
+
+impl Thread {
+    /// Waits for the thread to end.
+    pub(crate) fn join(self) {
+        // SAFETY: the thread was created joinable and is joined exactly once (self is consumed).
+        unsafe { libc::pthread_join(self.0, core::ptr::null_mut()) };
+    }
+}
+
+/// Pins the calling thread to `cpu`. Returns the `errno` on failure.
+pub(crate) fn pin_to(cpu: usize) -> Result<(), i32> {
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
+    if cpu >= 8 * core::mem::size_of::<libc::cpu_set_t>() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: `cpu` is below the set's capacity (checked above).
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 is the calling thread.
+    let rc = unsafe { libc::sched_setaffinity(0, core::mem::size_of_val(&set), &set) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(super::fs::OsError::last().0)
+    }
+}
+
+/// A process-wide thread-local slot (`pthread_key_t`), created on first use.
+pub(crate) struct Key {
+    /// 0 until created, key + 1 after.
+    key: AtomicUsize,
+    /// Called with a non-null value when a thread holding one exits.
+    dtor: Option<unsafe extern "C" fn(*mut c_void)>,
+}
+
+impl Key {
+    /// A slot whose values are handed to `dtor` when their thread exits.
+    pub(crate) const fn new(dtor: Option<unsafe extern "C" fn(*mut c_void)>) -> Key {
+        Key {
+            key: AtomicUsize::new(0),
+            dtor,
+        }
+    }
+
+    fn key(&self) -> libc::pthread_key_t {
+        let k = self.key.load(Ordering::Acquire);
+        if k != 0 {
+            return (k - 1) as libc::pthread_key_t;
+        }
+        let mut new: libc::pthread_key_t = 0;
+        // SAFETY: `new` is writable; the destructor (if any) is a valid extern "C" fn.
+        let rc = unsafe { libc::pthread_key_create(&mut new, self.dtor) };
+        assert_eq!(rc, 0, "lagom: pthread_key_create failed ({rc})");
+        match self
+            .key
+            .compare_exchange(0, new as usize + 1, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => new,
+            Err(other) => {
+                // SAFETY: `new` was created above and never used.
+                unsafe { libc::pthread_key_delete(new) };
+                (other - 1) as libc::pthread_key_t
+            }
+        }
+    }
+
+    /// Sets the calling thread's value.
+    pub(crate) fn set(&self, value: *const ()) {
+        // SAFETY: the key is valid (created by `key`); the value is an opaque pointer.
+        unsafe { libc::pthread_setspecific(self.key(), value.cast()) };
+    }
+
+    /// The calling thread's value (null if never set).
+    pub(crate) fn get(&self) -> *const () {
+        // SAFETY: the key is valid; getspecific only reads this thread's value.
+        unsafe { libc::pthread_getspecific(self.key()) as *const () }
+    }
+}

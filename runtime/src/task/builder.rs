@@ -1,0 +1,262 @@
+//! Spawning tasks (`task::Builder`, `spawn`) and the calls a task makes about itself:
+//! `current`, `yield_now`, `cond_resched`, `sleep`.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::time::Duration;
+
+use super::join::{JoinHandle, Packet};
+use super::{Task, next_id};
+use crate::Error;
+use crate::arch::{DefaultStack, Fiber, MIN_STACK_SIZE};
+use crate::policy::{MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, SchedEntity, clamp_nice};
+use crate::sync::atomic::Ordering;
+use crate::worker::{self, Reason, Shared, WorkerThread, local};
+
+/// Options for one task: name, nice level, custom slice, CPU affinity, stack size.
+///
+/// Spawn it from inside a task with [`Builder::spawn`], or from outside with
+/// [`crate::Runtime::spawn_with`].
+#[derive(Debug, Clone, Default)]
+pub struct Builder {
+    pub(crate) name: Option<String>,
+    pub(crate) nice: i32,
+    pub(crate) slice: Option<Duration>,
+    pub(crate) cpus: Option<Vec<usize>>,
+    pub(crate) stack_size: Option<usize>,
+}
+
+impl Builder {
+    /// Default options: nice 0, the runtime's slice, every worker, the runtime's stack size.
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// The task's name (default `task-<id>`).
+    pub fn name(mut self, name: impl Into<String>) -> Builder {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// The nice level, −20 (most CPU) to 19 (least); clamped to that range.
+    pub fn nice(mut self, nice: i32) -> Builder {
+        self.nice = clamp_nice(nice);
+        self
+    }
+
+    /// A custom slice (request length), clamped to 0.1 ms – 100 ms like the kernel's
+    /// `sched_attr.sched_runtime`. Shorter slices get earlier deadlines: lower latency.
+    pub fn slice(mut self, slice: Duration) -> Builder {
+        self.slice = Some(slice);
+        self
+    }
+
+    /// Restricts the task to these OS CPUs (each must be one of the runtime's workers).
+    pub fn cpus(mut self, cpus: impl IntoIterator<Item = usize>) -> Builder {
+        self.cpus = Some(cpus.into_iter().collect());
+        self
+    }
+
+    /// The task's stack size in bytes (at least [`MIN_STACK_SIZE`]).
+    pub fn stack_size(mut self, bytes: usize) -> Builder {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Spawns `f` as a task of the runtime the calling task runs on.
+    ///
+    /// # Errors
+    /// [`Error::NotInTask`] outside tasks; [`Error::StackTooSmall`], [`Error::StackMap`],
+    /// [`Error::AffinityOutsideWorkers`] for bad options or no memory.
+    pub fn spawn<T, F>(self, f: F) -> Result<JoinHandle<T>, Error>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        let wt = local().ok_or(Error::NotInTask)?;
+        let shared = Arc::clone(&wt.shared);
+        spawn_inner(&shared, Some(wt), self, f)
+    }
+}
+
+/// Spawns `f` on the runtime the calling task runs on.
+///
+/// # Panics
+/// Outside tasks (use [`crate::Runtime::spawn`] there), or if no stack can be mapped.
+pub fn spawn<T, F>(f: F) -> JoinHandle<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    match Builder::new().spawn(f) {
+        Ok(h) => h,
+        Err(e) => panic!("lagom::task::spawn: {e}"),
+    }
+}
+
+/// Creates the task and makes it runnable (CPU selection as for a wakeup, from `local`).
+pub(crate) fn spawn_inner<T, F>(
+    shared: &Arc<Shared>,
+    local: Option<&WorkerThread>,
+    b: Builder,
+    f: F,
+) -> Result<JoinHandle<T>, Error>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    let affinity = match &b.cpus {
+        None => None,
+        Some(cpus) => {
+            let mut bits = alloc::vec![0u64; shared.workers.len().div_ceil(64)];
+            for &cpu in cpus {
+                let Some(i) = shared.workers.iter().position(|w| w.os_cpu == cpu) else {
+                    return Err(Error::AffinityOutsideWorkers {
+                        cpu,
+                        workers: shared.workers.iter().map(|w| w.os_cpu).collect(),
+                    });
+                };
+                bits[i / 64] |= 1 << (i % 64);
+            }
+            if cpus.is_empty() {
+                return Err(Error::AffinityOutsideWorkers {
+                    cpu: usize::MAX,
+                    workers: shared.workers.iter().map(|w| w.os_cpu).collect(),
+                });
+            }
+            Some(bits)
+        }
+    };
+    let stack = match (b.stack_size, local) {
+        (Some(size), _) if size < MIN_STACK_SIZE => {
+            return Err(Error::StackTooSmall {
+                requested: size,
+                minimum: MIN_STACK_SIZE,
+            });
+        }
+        (Some(size), _) => DefaultStack::new(size)?,
+        (None, Some(wt)) => wt.pool.borrow_mut().get()?,
+        (None, None) => DefaultStack::new(shared.stack_size)?,
+    };
+    shared.live_stacks.fetch_add(1, Ordering::Relaxed);
+    let id = next_id();
+    let name = b.name.unwrap_or_else(|| format!("task-{id}"));
+    let packet = Packet::<T>::new();
+    let slot = Arc::clone(&packet);
+    let fiber = Fiber::new(name.clone(), id, stack, move || {
+        // First run: complete the switch that brought us here.
+        worker::finish_task_switch();
+        slot.set_value(f());
+    });
+    let mut se = SchedEntity::new(b.nice);
+    if let Some(s) = b.slice {
+        let ns = u64::try_from(s.as_nanos()).unwrap_or(u64::MAX);
+        se.set_custom_slice(Some(ns.clamp(MIN_CUSTOM_SLICE, MAX_CUSTOM_SLICE)));
+    }
+    let task: super::TaskRef = Arc::new(Task::new(
+        Some(fiber),
+        se,
+        id,
+        name,
+        affinity,
+        packet.clone(),
+        Arc::clone(shared),
+    ));
+    shared.live_tasks.fetch_add(1, Ordering::Relaxed);
+    shared.registry.lock().insert(id, Arc::clone(&task));
+    let local_idx = local.map(|wt| wt.index);
+    let prev = local_idx.unwrap_or_else(|| {
+        shared.next_outside.fetch_add(1, Ordering::Relaxed) % shared.workers.len()
+    });
+    let target = crate::wake::select_cpu(shared, &task, prev, local_idx);
+    task.cpu.store(target, Ordering::Relaxed);
+    crate::wake::enqueue_on(shared, local_idx, target, Arc::clone(&task), true);
+    Ok(JoinHandle { packet, id, task })
+}
+
+/// What a task knows about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CurrentTask {
+    /// Its id (unique in the process).
+    pub id: u64,
+    /// Its name.
+    pub name: String,
+    /// The OS CPU of the worker running it now.
+    pub cpu: usize,
+}
+
+/// The calling task (`None` outside tasks).
+pub fn current() -> Option<CurrentTask> {
+    let t = worker::current_task()?;
+    let wt = local()?;
+    Some(CurrentTask {
+        id: t.id,
+        name: t.name.clone(),
+        cpu: wt.worker().os_cpu,
+    })
+}
+
+/// The run time the scheduler has charged to the calling task so far (its entity's
+/// `sum_exec_runtime`, as in `/proc/<pid>/sched`); `None` outside tasks.
+pub fn runtime() -> Option<Duration> {
+    let wt = local()?;
+    let t = worker::current_task()?;
+    let w = wt.worker();
+    let mut rq = w.rq.lock();
+    rq.update_curr(crate::sys::time::monotonic_ns());
+    // SAFETY: the running task's scheduling part belongs to this worker (it runs here).
+    let h = unsafe { t.sched(|s| s.handle) }?;
+    Some(Duration::from_nanos(rq.entity(h).sum_exec_runtime))
+}
+
+/// Gives up the rest of the calling task's request and lets the worker pick again
+/// (`sched_yield`). Outside tasks it does nothing.
+pub fn yield_now() {
+    if worker::current_task().is_some() {
+        worker::schedule(Reason::Yield);
+    }
+}
+
+/// The cheap tick: charges the running task and switches away if it used up its request,
+/// a wakeup asked for preemption, or wakeups wait on this worker's wakelist. Long compute loops
+/// call it. Outside tasks it does nothing.
+pub fn cond_resched() {
+    let Some(wt) = local() else { return };
+    if worker::current_task().is_none() {
+        return;
+    }
+    let w = wt.worker();
+    let now = crate::sys::time::monotonic_ns();
+    let resched = w.need_resched.load(Ordering::Relaxed)
+        || !w.wakelist.is_empty()
+        || wt.timers.borrow().next_deadline().is_some_and(|d| d <= now)
+        || w.rq.lock().task_tick(now);
+    if resched {
+        worker::schedule(Reason::Preempt);
+    }
+}
+
+/// Sleeps for at least `d`: the task blocks and its worker's timer wakes it. Outside tasks the
+/// calling OS thread sleeps.
+pub fn sleep(d: Duration) {
+    let start = crate::sys::time::monotonic_ns();
+    let deadline = start.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    loop {
+        let now = crate::sys::time::monotonic_ns();
+        if now >= deadline {
+            return;
+        }
+        match (local(), worker::current_task()) {
+            (Some(wt), Some(t)) => {
+                wt.timers.borrow_mut().add(deadline, t);
+                super::park();
+            }
+            _ => {
+                let f = crate::sync::futex::Futex::new(0);
+                f.wait(0, Some(deadline - now));
+            }
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! `JoinHandle`: the result slot of a task and the one waiter that joins it.
+//!
+//! Invariant: *the value arrives once, and a joiner that found the slot empty is woken after
+//! it is filled.* The slot and the waiter sit under one [`Lock`]; the finishing side fills the
+//! slot and takes the waiter under the lock, then unparks it outside; the joiner checks the
+//! slot and registers itself under the lock, then parks, re-checking after every return
+//! (park may return spuriously).
+
+use alloc::sync::Arc;
+
+use super::park::{Unparker, current_unparker, park};
+use crate::JoinError;
+use crate::sync::lock::Lock;
+
+/// The type-erased side a worker calls when the task ends.
+pub(crate) trait Complete: Send + Sync {
+    /// The task ended: `Some` if it panicked, `None` if its closure returned (the value is
+    /// already in the slot). Wakes the joiner.
+    fn complete(&self, panic: Option<JoinError>);
+    /// The runtime shut down before the task ended.
+    fn cancel(&self);
+}
+
+/// What the slot holds.
+enum Slot<T> {
+    /// Not finished.
+    Pending,
+    /// The closure returned this value; the worker has not yet seen the task end.
+    Value(T),
+    /// Finished; the outcome waits for `join`.
+    Done(Result<T, JoinError>),
+    /// Taken by `join`.
+    Taken,
+    /// The runtime shut down first.
+    Cancelled,
+}
+
+pub(crate) struct Packet<T> {
+    inner: Lock<(Slot<T>, Option<Unparker>)>,
+}
+
+impl<T> Packet<T> {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Packet {
+            inner: Lock::new((Slot::Pending, None)),
+        })
+    }
+
+    /// The closure's value, stored by the task itself just before it ends.
+    pub(crate) fn set_value(&self, v: T) {
+        self.inner.lock().0 = Slot::Value(v);
+    }
+
+    fn finish(&self, slot: impl FnOnce(Slot<T>) -> Slot<T>) {
+        let waiter = {
+            let mut g = self.inner.lock();
+            let old = core::mem::replace(&mut g.0, Slot::Taken);
+            g.0 = slot(old);
+            g.1.take()
+        };
+        if let Some(w) = waiter {
+            w.unpark();
+        }
+    }
+}
+
+impl<T: Send> Complete for Packet<T> {
+    fn complete(&self, panic: Option<JoinError>) {
+        self.finish(|old| match (panic, old) {
+            (Some(e), _) => Slot::Done(Err(e)),
+            (None, Slot::Value(v)) => Slot::Done(Ok(v)),
+            (None, other) => other,
+        });
+    }
+
+    fn cancel(&self) {
+        self.finish(|_| Slot::Cancelled);
+    }
+}
+
+/// The handle of a spawned task: [`join`](Self::join) waits for its end and returns its value,
+/// or the panic that ended it as a [`JoinError`].
+pub struct JoinHandle<T> {
+    pub(crate) packet: Arc<Packet<T>>,
+    pub(crate) id: u64,
+    pub(crate) task: super::TaskRef,
+}
+
+impl<T> core::fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("JoinHandle").field("id", &self.id).finish()
+    }
+}
+
+impl<T> JoinHandle<T> {
+    /// The task's id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The task's unparker: makes its current or next [`park`] return.
+    pub fn unparker(&self) -> Unparker {
+        Unparker::for_task(alloc::sync::Arc::clone(&self.task))
+    }
+
+    /// Whether the task has ended (its outcome is ready).
+    pub fn is_finished(&self) -> bool {
+        matches!(self.packet.inner.lock().0, Slot::Done(_) | Slot::Cancelled)
+    }
+
+    /// Waits for the task to end; from a task (it blocks, the worker runs others) or from a
+    /// plain OS thread (it sleeps on a futex).
+    ///
+    /// # Errors
+    /// The task's panic, as [`JoinError`].
+    ///
+    /// # Panics
+    /// If the runtime was shut down before the task ended (it was cancelled, see
+    /// [`crate::Runtime::shutdown`]).
+    pub fn join(self) -> Result<T, JoinError> {
+        loop {
+            {
+                let mut g = self.packet.inner.lock();
+                match core::mem::replace(&mut g.0, Slot::Taken) {
+                    Slot::Done(r) => return r,
+                    Slot::Cancelled => panic!("lagom: joined task was cancelled by shutdown"),
+                    Slot::Taken => unreachable!("JoinHandle::join consumes the handle"),
+                    other => g.0 = other,
+                }
+                if g.1.is_none() {
+                    g.1 = Some(current_unparker());
+                }
+            }
+            park();
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! `park` / `Unparker::unpark`: the primitive every blocking operation is built on.
+//!
+//! Invariant: *an `unpark` that happens before or during a `park` makes that `park` return (at
+//! once or after a wakeup); `park` may also return spuriously, so callers re-check.*
+//!
+//! Each parker has a token (`true`: an unpark is pending). Inside a task:
+//!
+//! * **park**: consume the token (`swap(false, Acquire)`) and return if it was set; else
+//!   announce the sleep ([`Task::set_blocked`]: store `BLOCKED`, `fence(SeqCst)`), re-check the
+//!   token, and if it is set cancel the sleep (`BLOCKED → RUNNING`, unless a waker claimed the
+//!   task first); otherwise `schedule()` switches away. Loop.
+//! * **unpark**: set the token (`swap(true, Release)`; if it was already set, the earlier
+//!   unparker does the wakeup), `fence(SeqCst)`, then `try_to_wake_up`, which claims the task
+//!   only if it is `BLOCKED`.
+//!
+//! The two SeqCst fences make the store-buffering pair safe: either the sleeper's re-check
+//! sees the token, or the waker's state load sees `BLOCKED` and wakes it (loom model 1,
+//! `ttwu_lost_wakeup`; mutants `ttwu_no_sleeper_fence`, `park_no_waker_fence`).
+//!
+//! Outside tasks (plain OS threads, `block_on`'s caller) a futex parker does the same with a
+//! three-state word, as `std` does: `EMPTY`, `PARKED`, `NOTIFIED`.
+
+use alloc::sync::Arc;
+use core::ffi::c_void;
+
+use super::{Task, TaskRef};
+use crate::sync::atomic::{Ordering, fence};
+use crate::sync::futex::Futex;
+use crate::sys::thread::Key;
+use crate::worker;
+
+/// Wakes one parked task or thread. Cloning it is cheap; any thread may call `unpark`.
+#[derive(Clone)]
+pub struct Unparker {
+    inner: Inner,
+}
+
+#[derive(Clone)]
+enum Inner {
+    Task(TaskRef),
+    Thread(Arc<ThreadParker>),
+}
+
+impl core::fmt::Debug for Unparker {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match &self.inner {
+            Inner::Task(t) => f.debug_tuple("Unparker::Task").field(&t.id).finish(),
+            Inner::Thread(_) => f.write_str("Unparker::Thread"),
+        }
+    }
+}
+
+impl Unparker {
+    pub(crate) fn for_task(t: TaskRef) -> Unparker {
+        Unparker {
+            inner: Inner::Task(t),
+        }
+    }
+
+    /// Makes the parker's next (or current) `park` return.
+    pub fn unpark(&self) {
+        match &self.inner {
+            Inner::Task(t) => unpark_task(t),
+            Inner::Thread(p) => p.unpark(),
+        }
+    }
+}
+
+/// The unparker of the calling task, or of the calling OS thread outside tasks.
+pub fn current_unparker() -> Unparker {
+    let inner = match worker::current_task() {
+        Some(t) => Inner::Task(t),
+        None => Inner::Thread(thread_parker()),
+    };
+    Unparker { inner }
+}
+
+/// Blocks the calling task (or OS thread) until its unparker is called; may return spuriously.
+pub fn park() {
+    match worker::current_task() {
+        Some(t) => park_task(&t),
+        None => thread_parker().park(),
+    }
+}
+
+/// What the sleeper does next (`prepare_park`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub(crate) enum ParkStep {
+    /// An unpark was pending; it is consumed: return.
+    Return,
+    /// The token arrived after `BLOCKED` was announced and the sleep was cancelled: look
+    /// again (the token is consumed on the next round).
+    Retry,
+    /// Switch away (`schedule()`): a waker will make the task runnable.
+    Sleep,
+}
+
+/// The sleeper's side up to `schedule()` (module doc).
+pub(crate) fn prepare_park(task: &Task) -> ParkStep {
+    if task.token.swap(false, Ordering::Acquire) {
+        return ParkStep::Return;
+    }
+    task.set_blocked();
+    if task.token.load(Ordering::Relaxed) && task.cancel_block() {
+        return ParkStep::Retry;
+    }
+    ParkStep::Sleep
+}
+
+pub(crate) fn park_task(task: &Task) {
+    loop {
+        match prepare_park(task) {
+            ParkStep::Return => return,
+            ParkStep::Retry => {}
+            ParkStep::Sleep => worker::block_current(),
+        }
+    }
+}
+
+pub(crate) fn unpark_task(task: &TaskRef) {
+    if task.token.swap(true, Ordering::Release) {
+        return;
+    }
+    // Orders the token store before the state load in try_to_wake_up (module doc).
+    #[cfg(not(lagom_mutant = "park_no_waker_fence"))]
+    fence(Ordering::SeqCst);
+    let _ = crate::wake::try_to_wake_up(task);
+}
+
+const EMPTY: u32 = 0;
+const NOTIFIED: u32 = 1;
+const PARKED: u32 = u32::MAX;
+
+/// The futex parker of a plain OS thread.
+pub(crate) struct ThreadParker {
+    futex: Futex,
+}
+
+impl ThreadParker {
+    fn park(&self) {
+        let w = self.futex.word();
+        // EMPTY → PARKED, or NOTIFIED → EMPTY (consumed, return).
+        if w.fetch_sub(1, Ordering::Acquire) == NOTIFIED {
+            return;
+        }
+        loop {
+            self.futex.wait(PARKED, None);
+            if w.compare_exchange(NOTIFIED, EMPTY, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return;
+            }
+        }
+    }
+
+    fn unpark(&self) {
+        if self.futex.word().swap(NOTIFIED, Ordering::Release) == PARKED {
+            self.futex.wake_all();
+        }
+    }
+}
+
+/// Drops the thread's parker reference when the thread exits.
+unsafe extern "C" fn drop_parker(p: *mut c_void) {
+    // SAFETY: the value was set from `Arc::into_raw` by `thread_parker`, once per thread.
+    drop(unsafe { Arc::from_raw(p.cast_const().cast::<ThreadParker>()) });
+}
+
+static PARKER: Key = Key::new(Some(drop_parker));
+
+fn thread_parker() -> Arc<ThreadParker> {
+    let p = PARKER.get().cast::<ThreadParker>();
+    if !p.is_null() {
+        // SAFETY: set below from Arc::into_raw; the slot keeps its reference until exit.
+        unsafe { Arc::increment_strong_count(p) };
+        // SAFETY: the count was just incremented for this new Arc.
+        return unsafe { Arc::from_raw(p) };
+    }
+    let new = Arc::new(ThreadParker {
+        futex: Futex::new(EMPTY),
+    });
+    PARKER.set(Arc::into_raw(Arc::clone(&new)).cast());
+    new
+}

@@ -1,0 +1,222 @@
+//! The wakeup path: `try_to_wake_up` (spec §7.2, DESIGN.md "The wakeup protocol").
+//!
+//! Invariant: *a blocked task that is woken becomes runnable exactly once, on exactly one
+//! runqueue, and never before the worker it blocked on has finished switching away from it.*
+//!
+//! Steps, with the ordering each relies on (spec §7.5):
+//!
+//! 1. The caller has published its wakeup condition and issued `fence(SeqCst)` (for park:
+//!    the token swap, then the fence in `unpark_task`); the state load that follows pairs
+//!    with the sleeper's `set_blocked` fence (lost-wakeup handshake, loom model 1).
+//! 2. **Claim** `BLOCKED → WAKING` (compare-exchange, Acquire). Losing means the task is
+//!    running, already being woken, or dead: return. Only one waker wins (loom model 2,
+//!    mutant `ttwu_no_claim`). This replaces the kernel's `pi_lock`.
+//! 3. **Runnable wakeup** (`ttwu_runnable`, §7.3): if `on_rq` (Acquire, O1) the task has not
+//!    been dequeued (it is still running towards `schedule()`, or delayed). Lock the runqueue
+//!    of `cpu`, re-check that `cpu` did not change (a balancer may have moved it: retry, O4)
+//!    and that `on_rq` still holds; requeue a delayed entity in place (`requeue_delayed`, then
+//!    the preemption check), and store `RUNNING`. If `on_rq` turned false under the lock, the
+//!    sleeper dequeued it meanwhile: continue with the full wakeup.
+//! 4. **on_cpu**: the task is off every runqueue (its `on_rq = false` Release was observed,
+//!    O2). If its worker is still switching away from it (`on_cpu`, Acquire): with
+//!    TTWU_QUEUE_ON_CPU hand the wakeup to that worker's wakelist (`cpu` is that worker,
+//!    O3) — it activates the task after the switch completed, by program order; otherwise
+//!    spin until `on_cpu` clears (Acquire: the saved context is visible).
+//! 5. **select_task_rq** (policy/select.rs) over the workers' published load; store the
+//!    chosen `cpu` (this waker owns the task exclusively now).
+//! 6. **Enqueue**: on the waker's own worker directly under its lock; on another worker
+//!    through its wakelist and a kick (TTWU_QUEUE), or under its lock followed by a kick
+//!    (NO_TTWU_QUEUE). `activate` stores `RUNNING` and runs the wakeup-preemption check,
+//!    which may set the target's need-resched flag.
+//!
+//! Delayed wakees (spec §7.10): with TTWU_QUEUE_DELAYED a waker that sees `on_rq` and
+//! `sched_delayed` (Acquire; set with Release when the task was delayed) for a task on another
+//! worker does not take that worker's lock: it records its own CPU in `wake_cpu`, marks the
+//! entry `wake_delayed` and pushes the task on the owner's wakelist; the owner finishes the
+//! dequeue under its own lock (unless a pick already did), selects a CPU and activates the
+//! task there or forwards it (`worker::drain`). With TTWU_DEQUEUE, `ttwu_runnable` finishes
+//! the delayed dequeue and returns "not done", so the task takes the full path (CPU
+//! selection included). Newly idle balancing never moves a delayed task, so a queued delayed
+//! wakeup always finds the task on the worker it was queued to.
+
+use alloc::sync::Arc;
+use core::ptr::NonNull;
+
+use crate::policy::{CpuView, Feature, select_task_rq};
+use crate::sync::atomic::Ordering;
+use crate::task::{BLOCKED, Claim, TaskRef};
+use crate::worker::{Shared, activate, check_preempt, local};
+
+/// Which path a wakeup took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub(crate) enum Woken {
+    /// The task was not blocked (or another waker owns the wakeup).
+    NotBlocked,
+    /// Runnable wakeup: it was still queued.
+    Runnable,
+    /// Enqueued (directly, under a lock, or through a wakelist).
+    Enqueued,
+}
+
+/// Wakes `t` if it is blocked (module doc).
+pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
+    if t.state.load(Ordering::Relaxed) != BLOCKED {
+        return Woken::NotBlocked;
+    }
+    if t.claim() == Claim::NotBlocked {
+        return Woken::NotBlocked;
+    }
+    let shared = Arc::clone(&t.shared);
+    let local_idx = local()
+        .filter(|wt| Arc::ptr_eq(&wt.shared, &shared))
+        .map(|wt| wt.index);
+    if t.on_rq.load(Ordering::Acquire) {
+        // TTWU_QUEUE_DELAYED (spec §7.10): a delayed task on another worker is handed to
+        // that worker's wakelist instead of taking its lock; `sched_delayed` (Acquire) proves
+        // the task passed its block decision there. The owner finishes the dequeue and
+        // selects a CPU (`worker::drain`).
+        if shared.features.is_enabled(Feature::TtwuQueueDelayed)
+            && t.sched_delayed.load(Ordering::Acquire)
+        {
+            let cpu = t.cpu.load(Ordering::Relaxed);
+            if Some(cpu) != local_idx {
+                t.wake_cpu
+                    .store(local_idx.unwrap_or(usize::MAX), Ordering::Relaxed);
+                t.wake_delayed.store(true, Ordering::Relaxed);
+                let w = &shared.workers[cpu];
+                w.stats.inc(&w.stats.runnable_queued);
+                queue_wakelist(&shared, cpu, Arc::clone(t));
+                return Woken::Runnable;
+            }
+        }
+        if ttwu_runnable(&shared, t) {
+            return Woken::Runnable;
+        }
+    }
+    // Off every runqueue; the sleeper's dequeue happened-before (O2).
+    if t.on_cpu.load(Ordering::Acquire) && shared.features.is_enabled(Feature::TtwuQueueOnCpu) {
+        let cpu = t.cpu.load(Ordering::Relaxed);
+        if Some(cpu) != local_idx {
+            let w = &shared.workers[cpu];
+            w.stats.inc(&w.stats.wakeups_on_cpu);
+            queue_wakelist(&shared, cpu, Arc::clone(t));
+            return Woken::Enqueued;
+        }
+    }
+    while t.on_cpu.load(Ordering::Acquire) {
+        crate::sync::spin_loop();
+    }
+    let prev = t.cpu.load(Ordering::Relaxed);
+    let target = select_cpu(&shared, t, prev, local_idx);
+    t.cpu.store(target, Ordering::Relaxed);
+    enqueue_on(&shared, local_idx, target, Arc::clone(t), false);
+    Woken::Enqueued
+}
+
+/// `select_task_rq` over the workers' published state.
+pub(crate) fn select_cpu(shared: &Shared, t: &TaskRef, prev: usize, waker: Option<usize>) -> usize {
+    let n = shared.workers.len();
+    let view = |i: usize| {
+        let nr = shared.workers[i].nr_running.load(Ordering::Relaxed);
+        CpuView {
+            idle: nr == 0,
+            nr_running: nr,
+        }
+    };
+    select_task_rq(n, view, prev, waker, |i| t.allowed(i))
+}
+
+/// The runnable wakeup (module doc, step 3). Returns `false` if the task left its runqueue
+/// before the lock was taken.
+fn ttwu_runnable(shared: &Shared, t: &TaskRef) -> bool {
+    loop {
+        let cpu = t.cpu.load(Ordering::Acquire);
+        let w = &shared.workers[cpu];
+        let mut rq = w.rq.lock();
+        if t.cpu.load(Ordering::Relaxed) != cpu {
+            continue;
+        }
+        if !t.on_rq.load(Ordering::Relaxed) {
+            return false;
+        }
+        // SAFETY: the task is queued on this runqueue, whose lock is held.
+        let h = unsafe { t.sched(|s| s.handle) }.expect("queued task has a handle");
+        let now = crate::sys::time::monotonic_ns();
+        if rq.entity(h).sched_delayed && shared.features.is_enabled(Feature::TtwuDequeue) {
+            // TTWU_DEQUEUE: finish the delayed dequeue and wake it like any sleeper, through
+            // CPU selection (the caller's full path).
+            let (se, p) = rq.finish_delayed(h, now);
+            crate::worker::finished_delayed(w, se, p);
+            w.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
+            return false;
+        }
+        if rq.entity(h).sched_delayed {
+            t.sched_delayed.store(false, Ordering::Relaxed);
+            rq.requeue_delayed(h, now);
+            check_preempt(w, &mut rq, h, now);
+            w.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
+        }
+        t.state.store(crate::task::RUNNING, Ordering::Relaxed);
+        w.stats.inc(&w.stats.runnable_in_place);
+        drop(rq);
+        // An idle owner must run the requeued task (its need-resched is set too, but the
+        // kick is what wakes a sleeping worker; cheap when it is not idle).
+        if w.kick.kick() {
+            w.stats.inc(&w.stats.kicks);
+        }
+        return true;
+    }
+}
+
+/// Makes a claimed or new task runnable on worker `target` (module doc, step 6).
+pub(crate) fn enqueue_on(
+    shared: &Shared,
+    local_idx: Option<usize>,
+    target: usize,
+    t: TaskRef,
+    spawn: bool,
+) {
+    let w = &shared.workers[target];
+    if spawn {
+        w.stats.inc(&w.stats.spawns);
+    }
+    if Some(target) == local_idx {
+        let now = crate::sys::time::monotonic_ns();
+        let mut rq = w.rq.lock();
+        activate(w, &mut rq, t, now);
+        if !spawn {
+            w.stats.inc(&w.stats.wakeups_local);
+        }
+    } else if shared.features.is_enabled(Feature::TtwuQueue) {
+        if !spawn {
+            w.stats.inc(&w.stats.wakeups_queued);
+        }
+        queue_wakelist(shared, target, t);
+    } else {
+        let now = crate::sys::time::monotonic_ns();
+        {
+            let mut rq = w.rq.lock();
+            activate(w, &mut rq, t, now);
+        }
+        if !spawn {
+            w.stats.inc(&w.stats.wakeups_remote);
+        }
+        if w.kick.kick() {
+            w.stats.inc(&w.stats.kicks);
+        }
+    }
+}
+
+/// Pushes `t` on worker `cpu`'s wakelist and kicks it if it is idle.
+pub(crate) fn queue_wakelist(shared: &Shared, cpu: usize, t: TaskRef) {
+    let w = &shared.workers[cpu];
+    // SAFETY: Arc::into_raw never returns null.
+    let p = unsafe { NonNull::new_unchecked(Arc::into_raw(t).cast_mut()) };
+    // SAFETY: the task is claimed (or new) and on no list: this waker owns it until the
+    // owner's take_all; the reference forgotten above travels with the entry.
+    unsafe { w.wakelist.push(p) };
+    if w.kick.kick() {
+        w.stats.inc(&w.stats.kicks);
+    }
+}

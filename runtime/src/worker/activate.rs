@@ -1,0 +1,106 @@
+//! Activating woken tasks on this worker: the wakelist drain (`sched_ttwu_pending`) and the
+//! enqueue of a claimed task with its wakeup-preemption check (`ttwu_do_activate`). Both run
+//! under the worker's runqueue lock.
+
+use alloc::sync::Arc;
+
+use super::{Shared, Worker};
+use crate::policy::{EnqueueKind, Handle, RunQueue, WakeFlags, Wakeup};
+use crate::sync::atomic::Ordering;
+use crate::task::{RUNNING, TaskRef};
+
+/// Takes every wakelist entry of worker `me` and activates it on `rq` (the kernel's
+/// `sched_ttwu_pending`). The caller holds that runqueue's lock.
+///
+/// A delayed wakeup (TTWU_QUEUE_DELAYED, `ttwu_delayed` of spec §7.10) is still queued here
+/// unless a pick finished its dequeue meanwhile: its dequeue is finished now, a CPU is
+/// selected for it as for any wakeup (the waker's CPU recorded in `wake_cpu`), and it is
+/// activated here or forwarded to the chosen worker's wakelist (never under another lock:
+/// this one is held).
+pub(crate) fn drain(shared: &Shared, me: usize, rq: &mut RunQueue<TaskRef>, now: u64) {
+    let w = &shared.workers[me];
+    for t in w.wakelist.take_all() {
+        // SAFETY: pushed from `Arc::into_raw` by `queue_wakelist`; the list gives it back once.
+        let t = unsafe { Arc::from_raw(t.as_ptr().cast_const()) };
+        if t.wake_delayed.swap(false, Ordering::Relaxed) {
+            if t.on_rq.load(Ordering::Relaxed) {
+                // SAFETY: the task is queued on this runqueue, whose lock is held.
+                let h = unsafe { t.sched(|s| s.handle) }.expect("queued task has a handle");
+                let (se, p) = rq.finish_delayed(h, now);
+                finished_delayed(w, se, p);
+                w.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
+            }
+            let waker = t.wake_cpu.load(Ordering::Relaxed);
+            let target = crate::wake::select_cpu(
+                shared,
+                &t,
+                me,
+                (waker < shared.workers.len()).then_some(waker),
+            );
+            if target != me {
+                t.cpu.store(target, Ordering::Relaxed);
+                w.stats.inc(&w.stats.runnable_migrated);
+                crate::wake::queue_wakelist(shared, target, t);
+                continue;
+            }
+        }
+        activate(w, rq, t, now);
+    }
+}
+
+/// Enqueues a claimed (or new) task here and runs the wakeup-preemption check
+/// (`ttwu_do_activate`). The caller holds `w`'s runqueue lock and owns `t`.
+pub(crate) fn activate(w: &Worker, rq: &mut RunQueue<TaskRef>, t: TaskRef, now: u64) {
+    // SAFETY: the caller holds the lock of the runqueue `t` joins and owns `t` (claimed or new,
+    // on no queue, off every CPU).
+    let (se, kind) = unsafe {
+        t.sched(|s| {
+            let kind = if s.new {
+                EnqueueKind::Initial
+            } else {
+                EnqueueKind::Wakeup
+            };
+            s.new = false;
+            (s.se, kind)
+        })
+    };
+    let task = Arc::clone(&t);
+    let h = rq.enqueue(se, t, kind, now);
+    // SAFETY: as above.
+    unsafe { task.sched(|s| s.handle = Some(h)) };
+    task.on_rq.store(true, Ordering::Relaxed);
+    // WAKING → RUNNING (new tasks already are): Release, so a later claim's Acquire sees
+    // the enqueue.
+    task.state.store(RUNNING, Ordering::Release);
+    check_preempt(w, rq, h, now);
+    w.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
+}
+
+/// Runs the policy's wakeup-preemption check for `h` and sets need-resched if it says so.
+pub(crate) fn check_preempt(w: &Worker, rq: &mut RunQueue<TaskRef>, h: Handle, now: u64) {
+    loop {
+        match rq.wakeup_preempt(h, WakeFlags::TTWU, now) {
+            Wakeup::NoPreempt => return,
+            Wakeup::Preempt => {
+                w.need_resched.store(true, Ordering::Relaxed);
+                return;
+            }
+            Wakeup::FinishedDelayed { se, payload } => finished_delayed(w, se, payload),
+        }
+    }
+}
+
+/// A delayed entity completed its dequeue: store its entity and publish `on_rq = false`.
+pub(crate) fn finished_delayed(w: &Worker, se: crate::policy::SchedEntity, t: TaskRef) {
+    // SAFETY: the caller holds the lock of the runqueue `t` was queued on.
+    unsafe {
+        t.sched(|s| {
+            s.se = se;
+            s.handle = None;
+        })
+    };
+    t.sched_delayed.store(false, Ordering::Relaxed);
+    // O2: the entity store above happens-before a waker's Acquire of on_rq == false.
+    t.on_rq.store(false, Ordering::Release);
+    w.stats.inc(&w.stats.delayed_finished);
+}

@@ -1,0 +1,169 @@
+//! The per-CPU worker: its runqueue, wakelist, kick word and counters (shared with wakers), and
+//! the thread-local part that only its OS thread touches (idle context, running task, stack
+//! pool, timers).
+//!
+//! * `activate.rs` — the wakelist drain and enqueueing a woken task (`sched_ttwu_pending`,
+//!   `ttwu_do_activate`);
+//! * `schedule.rs` — `schedule()`, `finish_task_switch()` and the lock-before-switch argument;
+//! * `idle.rs` — the worker thread's loop (its idle task), freeing ended tasks, newly idle
+//!   balance, the idle/kick sleep;
+//! * `timer.rs` — the timer heap of `sleep`; `stats.rs` — the counters.
+//!
+//! Invariant: *a task's registers are saved before any other worker can observe its `on_cpu`
+//! cleared, and a worker only switches to a task it picked under its own runqueue lock.*
+
+mod activate;
+mod idle;
+mod schedule;
+mod stats;
+mod timer;
+
+pub(crate) use activate::{activate, check_preempt, drain, finished_delayed};
+pub(crate) use idle::worker_main;
+pub(crate) use schedule::{Reason, block_current, finish_task_switch, pick, schedule};
+#[cfg(loom)]
+pub(crate) use schedule::{clear_on_cpu, put_prev};
+pub(crate) use stats::Counters;
+pub use stats::{Stats, WorkerStats};
+
+use alloc::collections::BTreeMap;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::cell::{Cell, RefCell};
+use core::ptr;
+
+use crate::arch::{Context, SignalStack, StackPool};
+use crate::policy::{Features, RqConfig, RunQueue};
+use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::sync::kick::Kick;
+use crate::sync::llist::LList;
+use crate::sync::lock::Lock;
+use crate::sys::thread::Key;
+use crate::task::{Task, TaskRef};
+
+/// The part of a worker that other threads reach: runqueue, wakelist, kick word, counters.
+pub(crate) struct Worker {
+    /// The OS CPU it is pinned to.
+    pub(crate) os_cpu: usize,
+    /// The runqueue (the cfs_rq), behind the runqueue lock.
+    pub(crate) rq: Lock<RunQueue<TaskRef>>,
+    /// Remote wakeups waiting to be activated here (TTWU_QUEUE).
+    pub(crate) wakelist: LList<Task>,
+    /// The idle/kick word.
+    pub(crate) kick: Kick,
+    /// A wakeup asked the running task to yield (acted on at its next runtime call).
+    pub(crate) need_resched: AtomicBool,
+    /// `nr_runnable` of the runqueue, published after every change under the lock (a hint
+    /// for CPU selection and balancing, and the idle re-check).
+    pub(crate) nr_running: AtomicUsize,
+    /// Counters.
+    pub(crate) stats: Counters,
+}
+
+impl Worker {
+    pub(crate) fn new(os_cpu: usize, cfg: RqConfig) -> Worker {
+        Worker {
+            os_cpu,
+            rq: Lock::new(RunQueue::new(cfg)),
+            wakelist: LList::new(),
+            kick: Kick::new(),
+            need_resched: AtomicBool::new(false),
+            nr_running: AtomicUsize::new(0),
+            stats: Counters::default(),
+        }
+    }
+}
+
+/// Everything the workers share: the runtime's state.
+pub(crate) struct Shared {
+    pub(crate) workers: Vec<Worker>,
+    pub(crate) features: Features,
+    /// Shutdown was requested.
+    pub(crate) closing: AtomicBool,
+    /// Every live task (the owning reference, dropped when it is freed).
+    pub(crate) registry: Lock<BTreeMap<u64, TaskRef>>,
+    /// Tasks not yet freed.
+    pub(crate) live_tasks: AtomicUsize,
+    /// Task stacks mapped and not yet given back (to a pool or unmapped).
+    pub(crate) live_stacks: AtomicUsize,
+    /// Stack size of tasks without their own.
+    pub(crate) stack_size: usize,
+    /// Spin iterations before an idle worker sleeps.
+    pub(crate) idle_spin: u32,
+    /// Round-robin hint for spawns from outside.
+    pub(crate) next_outside: AtomicUsize,
+}
+
+/// The thread-local part of a worker, reachable from its OS thread only (through `LOCAL`).
+pub(crate) struct WorkerThread {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) index: usize,
+    /// The worker thread's own context: its idle task.
+    idle_ctx: core::cell::UnsafeCell<Context>,
+    /// The task running on this thread (null: the idle task). The registry keeps it alive.
+    curr: Cell<*const Task>,
+    /// The task being switched away from, for `finish_task_switch`.
+    prev: Cell<*const Task>,
+    pub(crate) pool: RefCell<StackPool>,
+    pub(crate) timers: RefCell<timer::Timers>,
+    signals: Option<SignalStack>,
+}
+
+static LOCAL: Key = Key::new(None);
+
+/// The calling worker thread's state, `None` on other threads.
+///
+/// The reference must not be kept across a switch: the calling task may resume on another
+/// worker. Every function re-fetches it after `schedule()`.
+pub(crate) fn local() -> Option<&'static WorkerThread> {
+    let p = LOCAL.get().cast::<WorkerThread>();
+    // SAFETY: set by worker_main to its boxed WorkerThread, which outlives every task run on
+    // the thread, and cleared before it is dropped.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+/// The running task, as a new reference (`None` outside tasks).
+pub(crate) fn current_task() -> Option<TaskRef> {
+    let wt = local()?;
+    let t = wt.curr.get();
+    if t.is_null() {
+        return None;
+    }
+    // SAFETY: `t` came from a live TaskRef (the registry holds one while it runs).
+    unsafe {
+        Arc::increment_strong_count(t);
+        Some(Arc::from_raw(t))
+    }
+}
+
+impl WorkerThread {
+    pub(crate) fn worker(&self) -> &Worker {
+        &self.shared.workers[self.index]
+    }
+
+    fn idle_ctx(&self) -> *mut Context {
+        self.idle_ctx.get()
+    }
+
+    /// Marks `next` running here and points its fiber's parent at this worker (under the
+    /// runqueue lock, which owns `next`'s scheduling part).
+    fn prepare_switch(&self, next: &Task) {
+        next.on_cpu.store(true, Ordering::Relaxed);
+        // SAFETY: `next` was picked under this worker's lock (held by the caller) and is not
+        // running anywhere: its previous switch-out completed (on_cpu was observed clear by
+        // whoever queued it here, or it was switched out by this very thread).
+        unsafe {
+            next.sched(|s| {
+                if s.parent_worker != self.index {
+                    s.parent_worker = self.index;
+                    if let Some(f) = s.fiber.as_mut() {
+                        f.set_parent(self.idle_ctx());
+                    }
+                }
+                if let Some(sig) = &self.signals {
+                    sig.set_current(s.fiber.as_ref().map_or(ptr::null(), |f| f.info()));
+                }
+            })
+        };
+    }
+}

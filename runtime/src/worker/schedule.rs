@@ -1,0 +1,192 @@
+//! `schedule()` (the kernel's `__schedule`) and `finish_task_switch()`.
+//!
+//! ## Steps
+//!
+//! 1. fire expired timers (wakeups, outside the lock);
+//! 2. take the runqueue lock; drain the wakelist (`sched_ttwu_pending`: each entry is
+//!    activated here, with its owner already set to this worker by its waker);
+//! 3. `update_curr`; if the previous task is not `RUNNING` (it blocks) dequeue it with
+//!    `DequeueKind::Sleep`: `Delayed` keeps it queued (DELAY_DEQUEUE); `Removed` stores its
+//!    entity back into the task and publishes `on_rq = false` with Release (O2);
+//! 4. pick with `pick_next`; a `FinishedDelayed` publishes that task's `on_rq = false` and picks
+//!    again; nothing runnable means the idle context;
+//! 5. mark the next task `on_cpu` (under the lock), release the lock, **then** switch;
+//! 6. on the next context's stack, `finish_task_switch` clears the previous task's `on_cpu`
+//!    with Release.
+//!
+//! ## Why the lock is released before the switch
+//!
+//! The kernel holds the runqueue lock across `context_switch` and releases it in
+//! `finish_task_switch` on the next task's stack. lagom releases it just before `switch`
+//! instead: the guard then lives and dies in one frame, and nothing that a waker or the
+//! balancer can do in the window needs the lock to exclude it, because `on_cpu` carries the
+//! weight. In the window the previous task is still `on_cpu`: a waker that finds it dequeued
+//! waits for `on_cpu` to clear (or, with TTWU_QUEUE_ON_CPU, queues it on this worker's
+//! wakelist, drained only after the switch has completed, by program order); the balancer
+//! skips tasks that are `on_cpu`; and a task still queued (preempted) can only be picked again
+//! by this worker, after the switch. The cost is the Acquire/Release pair on `on_cpu`, which
+//! the wakeup path needs anyway.
+//!
+//! A task that ends does not come back through `schedule()`: its fiber switches to its parent
+//! context, the worker's idle context, which frees it (`idle.rs`).
+//!
+//! Checked by the loom models `lost_wakeup` and `double_wake` (`loom-tests/tests/ttwu.rs`),
+//! which run `put_prev`, `pick`, `drain` and `clear_on_cpu` against the real wakeup path
+//! (mutant `finish_relaxed_on_cpu`). The on_cpu hand-off with a real switch (model 6) and the
+//! migration chase (model 7) are still to be written (issue #6).
+
+use alloc::sync::Arc;
+use core::ptr;
+
+use super::{Worker, drain, finished_delayed, local, timer};
+use crate::arch::switch;
+use crate::policy::{DequeueKind, Dequeued, Pick, RunQueue};
+use crate::sync::atomic::Ordering;
+use crate::task::{RUNNING, Task, TaskRef};
+
+/// Picks the next task (`pick_next_task`), finishing delayed dequeues on the way.
+pub(crate) fn pick(w: &Worker, rq: &mut RunQueue<TaskRef>, now: u64) -> *const Task {
+    let next = loop {
+        match rq.pick_next(now) {
+            Pick::Run(h) => break Arc::as_ptr(rq.payload(h)),
+            Pick::FinishedDelayed { se, payload } => finished_delayed(w, se, payload),
+            Pick::Idle => break ptr::null(),
+        }
+    };
+    w.need_resched.store(false, Ordering::Relaxed);
+    w.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
+    next
+}
+
+/// Why the running task calls `schedule`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reason {
+    /// It announced a sleep (its state is not RUNNING, unless a waker already requeued it).
+    Block,
+    /// `yield_now`.
+    Yield,
+    /// need-resched or the tick: preempted.
+    Preempt,
+}
+
+/// Puts the previous (running) task back (`put_prev_task` and the sleep dequeue of
+/// `__schedule`): a task that is not `RUNNING` is dequeued (`Sleep`; delayed or removed, the
+/// latter publishing `on_rq = false` with Release, O2); a yielding task yields its request.
+/// The caller holds `w`'s runqueue lock and runs `prev_t` on this worker.
+pub(crate) fn put_prev(
+    w: &Worker,
+    rq: &mut RunQueue<TaskRef>,
+    prev_t: &Task,
+    reason: Reason,
+    now: u64,
+) {
+    // SAFETY: the running task's scheduling part belongs to this worker (it runs here).
+    let h = unsafe { prev_t.sched(|s| s.handle) }.expect("lagom: running task not queued");
+    if prev_t.state.load(Ordering::Relaxed) != RUNNING {
+        w.stats.inc(&w.stats.switches_voluntary);
+        match rq.dequeue(h, DequeueKind::Sleep, now) {
+            Dequeued::Delayed => {
+                // Release: a waker that reads it (Acquire) knows the task passed its block
+                // decision (spec §7.10, step 1).
+                prev_t.sched_delayed.store(true, Ordering::Release);
+                w.stats.inc(&w.stats.delayed_dequeues);
+            }
+            Dequeued::Removed { se, payload } => {
+                // SAFETY: as above.
+                unsafe {
+                    prev_t.sched(|s| {
+                        s.se = se;
+                        s.handle = None;
+                    })
+                };
+                // O2: a waker that sees on_rq == false also sees the entity stored above,
+                // and then waits for on_cpu (still true until finish_task_switch). In lagom
+                // the on_cpu Release/Acquire pair alone would order the entity too (the waker
+                // claims before it looks, and always waits for on_cpu or hands the task to
+                // this very worker), so loom cannot break the model by weakening this store;
+                // it stays Release as the kernel's, for readers that skip the on_cpu wait.
+                prev_t.on_rq.store(false, Ordering::Release);
+                drop(payload);
+            }
+        }
+    } else {
+        match reason {
+            Reason::Yield => {
+                rq.yield_curr(now);
+                w.stats.inc(&w.stats.switches_voluntary);
+            }
+            _ => w.stats.inc(&w.stats.switches_involuntary),
+        }
+    }
+}
+
+/// Switches away from the running task (which must be a task, not the idle context).
+pub(crate) fn schedule(reason: Reason) {
+    let wt = local().expect("lagom: schedule outside a worker");
+    let prev = wt.curr.get();
+    assert!(!prev.is_null(), "lagom: schedule from the idle task");
+    // SAFETY: the registry keeps the running task alive.
+    let prev_t = unsafe { &*prev };
+    let now = crate::sys::time::monotonic_ns();
+    timer::fire(wt, now);
+    let w = wt.worker();
+    let mut rq = w.rq.lock();
+    drain(&wt.shared, wt.index, &mut rq, now);
+    rq.update_curr(now);
+    put_prev(w, &mut rq, prev_t, reason, now);
+    let next = pick(w, &mut rq, now);
+    if next == prev {
+        return;
+    }
+    if let Some(n) = (!next.is_null()).then(|| {
+        // SAFETY: picked from the runqueue, which holds a reference.
+        unsafe { &*next }
+    }) {
+        wt.prepare_switch(n);
+    } else if let Some(sig) = &wt.signals {
+        // SAFETY: null is always allowed.
+        unsafe { sig.set_current(ptr::null()) };
+    }
+    wt.prev.set(prev);
+    wt.curr.set(next);
+    drop(rq);
+    let to = if next.is_null() {
+        wt.idle_ctx()
+    } else {
+        // SAFETY: as above.
+        unsafe { (*next).ctx }
+    };
+    // SAFETY: `prev_t.ctx` is the running task's own context; `to` is a suspended context
+    // (a picked task whose previous switch-out completed, or this thread's idle context).
+    unsafe { switch(prev_t.ctx, to) };
+    finish_task_switch();
+}
+
+/// Completes a switch on the new context's stack: clears the previous task's `on_cpu` with
+/// Release, so that whoever observes it clear (Acquire) sees its saved registers and stack.
+pub(crate) fn finish_task_switch() {
+    let Some(wt) = local() else { return };
+    let prev = wt.prev.replace(ptr::null());
+    if !prev.is_null() {
+        // SAFETY: the registry keeps the task alive until it is freed, which happens only on
+        // the idle context after its on_cpu is clear.
+        clear_on_cpu(unsafe { &*prev });
+    }
+}
+
+/// The switch away from `t` is complete: publish it (Release; O2/O3).
+pub(crate) fn clear_on_cpu(t: &Task) {
+    #[cfg(not(lagom_mutant = "finish_relaxed_on_cpu"))]
+    t.on_cpu.store(false, Ordering::Release);
+    #[cfg(lagom_mutant = "finish_relaxed_on_cpu")]
+    t.on_cpu.store(false, Ordering::Relaxed);
+}
+
+/// The running task blocks (its state is set): schedule away until woken.
+pub(crate) fn block_current() {
+    if let Some(wt) = local() {
+        let w = wt.worker();
+        w.stats.inc(&w.stats.blocks);
+    }
+    schedule(Reason::Block);
+}

@@ -1,0 +1,168 @@
+//! Per-worker counters in the spirit of `/proc/schedstat` (DESIGN.md "Observability"), and the
+//! snapshot [`Stats`] that `Runtime::stats()` returns, printable as a table.
+//!
+//! Each counter is written by one or a few threads with Relaxed increments and read at any time;
+//! a snapshot taken while the runtime runs is not atomic across counters.
+
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::sync::atomic::{AtomicU64, Ordering};
+
+macro_rules! counters {
+    ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
+        /// The live counters of one worker.
+        #[derive(Debug, Default)]
+        pub(crate) struct Counters {
+            $( $(#[$doc])* pub(crate) $name: AtomicU64, )*
+        }
+
+        /// One worker's counters at the time of the snapshot.
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+        pub struct WorkerStats {
+            /// The OS CPU the worker is pinned to.
+            pub cpu: usize,
+            $( $(#[$doc])* pub $name: u64, )*
+        }
+
+        impl Counters {
+            pub(crate) fn snapshot(&self, cpu: usize) -> WorkerStats {
+                WorkerStats { cpu, $( $name: self.$name.load(Ordering::Relaxed), )* }
+            }
+        }
+
+        /// Column names, in order.
+        const COLUMNS: &[&str] = &[$( stringify!($name) ),*];
+
+        impl WorkerStats {
+            fn values(&self) -> Vec<u64> {
+                alloc::vec![$( self.$name ),*]
+            }
+        }
+    };
+}
+
+counters! {
+    /// Wakeups enqueued on this worker by a waker running on it.
+    wakeups_local,
+    /// Wakeups enqueued on this worker by another thread, under its runqueue lock.
+    wakeups_remote,
+    /// Wakeups (and spawns) queued on this worker's wakelist (TTWU_QUEUE).
+    wakeups_queued,
+    /// Wakeups queued here because the task was still switching away (TTWU_QUEUE_ON_CPU).
+    wakeups_on_cpu,
+    /// Runnable wakeups handled in place (the task was still queued here).
+    runnable_in_place,
+    /// Runnable wakeups of delayed tasks handed to this worker's wakelist
+    /// (TTWU_QUEUE_DELAYED).
+    runnable_queued,
+    /// Delayed wakees that this worker dequeued and sent elsewhere after CPU selection
+    /// (TTWU_QUEUE_DELAYED; with TTWU_DEQUEUE they count as ordinary wakeups instead).
+    runnable_migrated,
+    /// Tasks that blocked (announced a sleep and switched away) on this worker.
+    blocks,
+    /// Sleeps that left the task queued as delayed (DELAY_DEQUEUE).
+    delayed_dequeues,
+    /// Delayed entities whose dequeue completed (picked or finished on wakeup check).
+    delayed_finished,
+    /// Switches away from a task that blocked or yielded.
+    switches_voluntary,
+    /// Switches away from a task that was preempted (need-resched or tick).
+    switches_involuntary,
+    /// Futex sleeps of the idle worker.
+    idle_sleeps,
+    /// Futex wakes sent to this worker.
+    kicks,
+    /// Tasks pulled here by newly-idle balancing.
+    balance_pulls,
+    /// Tasks spawned onto this worker.
+    spawns,
+    /// Tasks that ended on this worker.
+    exits,
+}
+
+impl Counters {
+    /// Adds one to `c` (a field of `self`).
+    pub(crate) fn inc(&self, c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl WorkerStats {
+    /// Every wakeup that made a blocked task runnable here.
+    pub fn wakeups(&self) -> u64 {
+        self.wakeups_local
+            + self.wakeups_remote
+            + self.wakeups_queued
+            + self.wakeups_on_cpu
+            + self.runnable_in_place
+            + self.runnable_queued
+    }
+}
+
+/// A snapshot of every worker's counters and the runtime's live objects.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// One entry per worker, in worker order.
+    pub workers: Vec<WorkerStats>,
+    /// Tasks spawned and not yet freed.
+    pub live_tasks: usize,
+    /// Task stacks in use by tasks.
+    pub live_stacks: usize,
+}
+
+impl Stats {
+    /// The sum over workers.
+    pub fn total(&self) -> WorkerStats {
+        let mut t = WorkerStats::default();
+        for w in &self.workers {
+            macro_rules! add { ($($f:ident),*) => { $( t.$f += w.$f; )* } }
+            add!(
+                wakeups_local,
+                wakeups_remote,
+                wakeups_queued,
+                wakeups_on_cpu,
+                runnable_in_place,
+                runnable_queued,
+                runnable_migrated,
+                blocks,
+                delayed_dequeues,
+                delayed_finished,
+                switches_voluntary,
+                switches_involuntary,
+                idle_sleeps,
+                kicks,
+                balance_pulls,
+                spawns,
+                exits
+            );
+        }
+        t
+    }
+}
+
+impl fmt::Display for Stats {
+    /// One row per counter, one column per worker (headed by its CPU), and a total.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:<22}", "counter")?;
+        for w in &self.workers {
+            write!(f, " {:>10}", alloc::format!("cpu{}", w.cpu))?;
+        }
+        writeln!(f, " {:>10}", "total")?;
+        let cols: Vec<Vec<u64>> = self.workers.iter().map(WorkerStats::values).collect();
+        for (i, name) in COLUMNS.iter().enumerate() {
+            write!(f, "{name:<22}")?;
+            let mut sum = 0;
+            for c in &cols {
+                write!(f, " {:>10}", c[i])?;
+                sum += c[i];
+            }
+            writeln!(f, " {sum:>10}")?;
+        }
+        writeln!(
+            f,
+            "live tasks {}, live stacks {}",
+            self.live_tasks, self.live_stacks
+        )
+    }
+}

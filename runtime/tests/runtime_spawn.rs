@@ -1,0 +1,105 @@
+//! 100 000 tasks spawned and joined with correct results; shutdown with blocked tasks.
+mod runtime_util;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use lagom::Runtime;
+
+#[test]
+fn hundred_thousand_tasks() {
+    const CHUNKS: u64 = 100;
+    const PER_CHUNK: u64 = 1_000;
+    let rt = Runtime::builder()
+        .worker_cpus(runtime_util::two_cpus())
+        .stack_size(64 * 1024)
+        .build()
+        .unwrap();
+    let progress = Arc::new(AtomicU64::new(0));
+    let _dog = runtime_util::Watchdog::new("spawn", Arc::clone(&progress), Duration::from_secs(5));
+    let p = Arc::clone(&progress);
+    let sum = rt.block_on(move || {
+        let mut sum = 0u64;
+        for c in 0..CHUNKS {
+            let hs: Vec<_> = (0..PER_CHUNK)
+                .map(|i| {
+                    let n = c * PER_CHUNK + i;
+                    lagom::task::spawn(move || n * n % 1_000_003)
+                })
+                .collect();
+            for (i, h) in hs.into_iter().enumerate() {
+                let n = c * PER_CHUNK + i as u64;
+                let v = h.join().unwrap();
+                assert_eq!(v, n * n % 1_000_003, "task {n} returned a wrong value");
+                sum += v;
+            }
+            p.fetch_add(1, Ordering::Relaxed);
+        }
+        sum
+    });
+    let expect: u64 = (0..CHUNKS * PER_CHUNK).map(|n| n * n % 1_000_003).sum();
+    assert_eq!(sum, expect);
+    let st = rt.shutdown();
+    let t = st.total();
+    assert_eq!(t.spawns, CHUNKS * PER_CHUNK + 1);
+    assert_eq!(t.exits, CHUNKS * PER_CHUNK + 1);
+    assert_eq!((st.live_tasks, st.live_stacks), (0, 0), "{st}");
+}
+
+/// Shutdown with tasks blocked in park, sleeping, and joining each other: it returns, joining
+/// a cancelled task panics, and every task and stack is freed.
+#[test]
+fn shutdown_with_blocked_tasks_neither_hangs_nor_leaks() {
+    let progress = Arc::new(AtomicU64::new(0));
+    let _dog =
+        runtime_util::Watchdog::new("shutdown", Arc::clone(&progress), Duration::from_secs(5));
+    let rt = Runtime::builder()
+        .worker_cpus(runtime_util::two_cpus())
+        .build()
+        .unwrap();
+    let started = Arc::new(AtomicU64::new(0));
+    let mut handles = Vec::new();
+    for i in 0..20 {
+        let s = Arc::clone(&started);
+        handles.push(rt.spawn(move || {
+            s.fetch_add(1, Ordering::Relaxed);
+            match i % 3 {
+                0 => loop {
+                    lagom::task::park();
+                },
+                1 => lagom::task::sleep(Duration::from_secs(3600)),
+                _ => {
+                    let inner = lagom::task::spawn(|| {
+                        loop {
+                            lagom::task::park();
+                        }
+                    });
+                    let _ = inner.join();
+                }
+            }
+        }));
+    }
+    // Finished tasks are freed at once; they must not disturb the count.
+    let done: Vec<_> = (0..10u32).map(|i| rt.spawn(move || i)).collect();
+    for (i, h) in done.into_iter().enumerate() {
+        assert_eq!(h.join().unwrap(), i as u32);
+    }
+    while started.load(Ordering::Relaxed) < 20 {
+        std::thread::yield_now();
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    let live = rt.stats().live_tasks;
+    assert!(
+        live >= 20,
+        "blocked tasks are live before shutdown ({live})"
+    );
+    let st = rt.shutdown();
+    progress.fetch_add(1, Ordering::Relaxed);
+    assert_eq!((st.live_tasks, st.live_stacks), (0, 0), "{st}");
+    for h in handles {
+        assert!(h.is_finished());
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h.join()));
+        assert!(r.is_err(), "joining a cancelled task panics");
+    }
+}
