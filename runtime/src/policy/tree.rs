@@ -63,6 +63,13 @@ const EMPTY: Link = Link {
     max_slice: 0,
 };
 
+/// [`Tree::update`] result bit: the height changed.
+const HEIGHT: u8 = 1;
+/// Result bit: the subtree's minimum vruntime changed.
+const MIN_V: u8 = 2;
+/// Result bit: the subtree's minimum or maximum slice changed.
+const SLICES: u8 = 4;
+
 /// The augmented tree over node indices.
 #[derive(Debug, Default)]
 pub(crate) struct Tree {
@@ -106,6 +113,17 @@ impl Tree {
         self.leftmost
     }
 
+    /// The in-order successor of the leftmost node, or [`NIL`]. The leftmost node has no left
+    /// child, so by AVL balance its right subtree is at most one leaf: the successor is that
+    /// leaf or else the parent, found without reading any other node.
+    pub(crate) fn leftmost_successor(&self) -> u32 {
+        if self.leftmost == NIL {
+            return NIL;
+        }
+        let n = &self.links[self.leftmost as usize];
+        if n.right != NIL { n.right } else { n.parent }
+    }
+
     pub(crate) fn link(&self, i: u32) -> &Link {
         &self.links[i as usize]
     }
@@ -119,27 +137,80 @@ impl Tree {
         }
     }
 
-    /// Recomputes height and augmentation of `i` from its children.
-    #[inline]
-    fn update(&mut self, i: u32) {
-        let n = self.links[i as usize];
+    /// Recomputes height, balance and augmentation of `i` from its children; returns which of
+    /// the values that `i`'s parent depends on changed ([`HEIGHT`], [`MIN_V`], [`SLICES`]).
+    #[inline(always)]
+    fn update(&mut self, i: u32) -> u8 {
+        let links = &mut self.links[..];
+        let n = &links[i as usize];
+        let (l, r) = (n.left, n.right);
         let (mut minv, mut mins, mut maxs) = (n.vruntime, n.slice, n.slice);
-        let mut heights = [0u8; 2];
-        for (k, c) in [n.left, n.right].into_iter().enumerate() {
-            if c != NIL {
-                let c = &self.links[c as usize];
-                minv = vmin(minv, c.min_vruntime);
-                mins = mins.min(c.min_slice);
-                maxs = maxs.max(c.max_slice);
-                heights[k] = c.height;
-            }
+        let (mut hl, mut hr) = (0u8, 0u8);
+        if l != NIL {
+            let c = &links[l as usize];
+            minv = vmin(minv, c.min_vruntime);
+            mins = mins.min(c.min_slice);
+            maxs = maxs.max(c.max_slice);
+            hl = c.height;
         }
-        let n = &mut self.links[i as usize];
+        if r != NIL {
+            let c = &links[r as usize];
+            minv = vmin(minv, c.min_vruntime);
+            mins = mins.min(c.min_slice);
+            maxs = maxs.max(c.max_slice);
+            hr = c.height;
+        }
+        let height = hl.max(hr) + 1;
+        let n = &mut links[i as usize];
+        let changed = (HEIGHT * (n.height != height) as u8)
+            | (MIN_V * (n.min_vruntime != minv) as u8)
+            | (SLICES * ((n.min_slice != mins) | (n.max_slice != maxs)) as u8);
         n.min_vruntime = minv;
         n.min_slice = mins;
         n.max_slice = maxs;
-        n.height = heights[0].max(heights[1]) + 1;
-        n.bal = heights[0] as i8 - heights[1] as i8;
+        n.height = height;
+        n.bal = hl as i8 - hr as i8;
+        changed
+    }
+
+    /// Recomputes only the augmentation values named in `what` ([`MIN_V`], [`SLICES`]) of `i`,
+    /// for a node whose children kept their heights; returns which of them changed.
+    #[inline(always)]
+    fn update_aug(&mut self, i: u32, what: u8) -> u8 {
+        let links = &mut self.links[..];
+        let n = &links[i as usize];
+        let (l, r) = (n.left, n.right);
+        let mut changed = 0;
+        if what & MIN_V != 0 {
+            let mut minv = n.vruntime;
+            for c in [l, r] {
+                if c != NIL {
+                    minv = vmin(minv, links[c as usize].min_vruntime);
+                }
+            }
+            let n = &mut links[i as usize];
+            if n.min_vruntime != minv {
+                n.min_vruntime = minv;
+                changed |= MIN_V;
+            }
+        }
+        if what & SLICES != 0 {
+            let n = &links[i as usize];
+            let (mut mins, mut maxs) = (n.slice, n.slice);
+            for c in [l, r] {
+                if c != NIL {
+                    mins = mins.min(links[c as usize].min_slice);
+                    maxs = maxs.max(links[c as usize].max_slice);
+                }
+            }
+            let n = &mut links[i as usize];
+            if (n.min_slice, n.max_slice) != (mins, maxs) {
+                n.min_slice = mins;
+                n.max_slice = maxs;
+                changed |= SLICES;
+            }
+        }
+        changed
     }
 
     /// Points `parent`'s child link (or the root) that held `old` at `new`.
@@ -192,41 +263,51 @@ impl Tree {
     /// Walks from `i` towards the root, restoring AVL balance and the augmentation. A node's
     /// height and augmentation depend only on its children, so the walk stops at the first
     /// node whose values did not change (and that was not rotated), once it has passed
-    /// `force` (a node whose stored values are known to be stale, or [`NIL`]).
+    /// `force` (a node whose stored values are known to be stale, or [`NIL`]). Above the last
+    /// height change no node can need a rotation, and only the augmentation values that
+    /// changed below are recomputed: after removing the leftmost entity that is usually the
+    /// minimum vruntime alone, all the way to the root.
     fn fix_up(&mut self, mut i: u32, mut force: u32) {
+        // What changed in the child the walk comes from (at the start: assume everything).
+        let mut dirty = HEIGHT | MIN_V | SLICES;
         while i != NIL {
-            let before = {
-                let n = &self.links[i as usize];
-                (n.height, n.min_vruntime, n.min_slice, n.max_slice)
-            };
-            self.update(i);
-            let (l, r, bf) = {
-                let n = &self.links[i as usize];
-                (n.left, n.right, n.bal)
-            };
-            let mut rotated = true;
-            if bf > 1 {
+            if dirty & HEIGHT == 0 && force == NIL {
+                dirty = self.update_aug(i, dirty);
+                if dirty == 0 {
+                    return;
+                }
+                i = self.links[i as usize].parent;
+                continue;
+            }
+            let changed = self.update(i);
+            let n = &self.links[i as usize];
+            let (l, r, bf) = (n.left, n.right, n.bal);
+            let rotated = if bf > 1 {
                 if self.links[l as usize].bal < 0 {
                     self.rotate_left(l);
                 }
                 i = self.rotate_right(i);
+                true
             } else if bf < -1 {
                 if self.links[r as usize].bal > 0 {
                     self.rotate_right(r);
                 }
                 i = self.rotate_left(i);
+                true
             } else {
-                rotated = false;
-            }
+                false
+            };
             if i == force {
                 force = NIL;
             }
-            if !rotated && force == NIL {
-                let n = &self.links[i as usize];
-                if before == (n.height, n.min_vruntime, n.min_slice, n.max_slice) {
-                    return;
-                }
+            if !rotated && changed == 0 && force == NIL {
+                return;
             }
+            dirty = if rotated {
+                HEIGHT | MIN_V | SLICES
+            } else {
+                changed
+            };
             i = self.links[i as usize].parent;
         }
     }
@@ -435,6 +516,12 @@ impl Tree {
             return Err(format!(
                 "rightmost cache {} is not the last node",
                 self.rightmost
+            ));
+        }
+        if self.leftmost_successor() != order.get(1).copied().unwrap_or(NIL) {
+            return Err(format!(
+                "leftmost successor {} is not the second node",
+                self.leftmost_successor()
             ));
         }
         for w in order.windows(2) {
