@@ -116,20 +116,19 @@ impl<T> RunQueue<T> {
     }
 
     /// Hints the CPU to fetch what the next two picks most likely need: the entity of the new
-    /// leftmost node (the next pick), and the node and entity of its in-order successor (the
-    /// pick after). On a large runqueue these are cold; fetching them one and two picks early
-    /// overlaps the misses with the work in between instead of stalling on them. The successor
-    /// is found from the leftmost node alone (its right child or its parent), so finding it
-    /// costs no miss of its own.
+    /// leftmost node (the next pick), the nodes its removal from the tree will read, and the
+    /// entity of its in-order successor (the pick after). On a large runqueue these are cold;
+    /// fetching them one and two picks early overlaps the misses with the work in between
+    /// instead of stalling on them. Everything is found from nodes the last removal just
+    /// touched, so the hints cost no miss of their own.
     #[inline]
     fn prefetch_next_picks(&self) {
         let l = self.tree.leftmost();
         if let Some(slot) = self.slots.get(l as usize) {
             super::prefetch::prefetch(slot);
-            let s = self.tree.leftmost_successor();
+            let s = self.tree.prefetch_leftmost_removal();
             if let Some(slot) = self.slots.get(s as usize) {
                 super::prefetch::prefetch(slot);
-                super::prefetch::prefetch(self.tree.link(s));
             }
         }
     }

@@ -17,6 +17,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
+use super::prefetch::prefetch;
 use super::vtime::{vbefore, vmin};
 
 /// "No node".
@@ -122,6 +123,23 @@ impl Tree {
         }
         let n = &self.links[self.leftmost as usize];
         if n.right != NIL { n.right } else { n.parent }
+    }
+
+    /// Hints the CPU to fetch the nodes that removing the leftmost node will read besides
+    /// itself and its parent (both warm from the last removal): its successor (which becomes
+    /// the leftmost) and its sibling (which the parent's fix-up and a rotation there read).
+    /// Returns the successor.
+    #[inline]
+    pub(crate) fn prefetch_leftmost_removal(&self) -> u32 {
+        let s = self.leftmost_successor();
+        if s != NIL {
+            prefetch(&self.links[s as usize]);
+            let p = self.links[self.leftmost as usize].parent;
+            if p != NIL && self.links[p as usize].right != NIL {
+                prefetch(&self.links[self.links[p as usize].right as usize]);
+            }
+        }
+        s
     }
 
     pub(crate) fn link(&self, i: u32) -> &Link {
