@@ -64,13 +64,6 @@ const EMPTY: Link = Link {
     max_slice: 0,
 };
 
-/// [`Tree::update`] result bit: the height changed.
-const HEIGHT: u8 = 1;
-/// Result bit: the subtree's minimum vruntime changed.
-const MIN_V: u8 = 2;
-/// Result bit: the subtree's minimum or maximum slice changed.
-const SLICES: u8 = 4;
-
 /// The augmented tree over node indices.
 #[derive(Debug, Default)]
 pub(crate) struct Tree {
@@ -155,10 +148,10 @@ impl Tree {
         }
     }
 
-    /// Recomputes height, balance and augmentation of `i` from its children; returns which of
-    /// the values that `i`'s parent depends on changed ([`HEIGHT`], [`MIN_V`], [`SLICES`]).
+    /// Recomputes height, balance and augmentation of `i` from its children; returns whether
+    /// the height changed and whether the augmentation changed (what `i`'s parent reads).
     #[inline(always)]
-    fn update(&mut self, i: u32) -> u8 {
+    fn update(&mut self, i: u32) -> (bool, bool) {
         let links = &mut self.links[..];
         let n = &links[i as usize];
         let (l, r) = (n.left, n.right);
@@ -180,55 +173,40 @@ impl Tree {
         }
         let height = hl.max(hr) + 1;
         let n = &mut links[i as usize];
-        let changed = (HEIGHT * (n.height != height) as u8)
-            | (MIN_V * (n.min_vruntime != minv) as u8)
-            | (SLICES * ((n.min_slice != mins) | (n.max_slice != maxs)) as u8);
+        let height_changed = n.height != height;
+        let aug_changed = (n.min_vruntime != minv) | (n.min_slice != mins) | (n.max_slice != maxs);
         n.min_vruntime = minv;
         n.min_slice = mins;
         n.max_slice = maxs;
         n.height = height;
         n.bal = hl as i8 - hr as i8;
-        changed
+        (height_changed, aug_changed)
     }
 
-    /// Recomputes only the augmentation values named in `what` ([`MIN_V`], [`SLICES`]) of `i`,
-    /// for a node whose children kept their heights; returns which of them changed.
+    /// Recomputes only the augmentation of `i` (its children kept their heights); returns
+    /// whether it changed.
     #[inline(always)]
-    fn update_aug(&mut self, i: u32, what: u8) -> u8 {
+    fn update_aug(&mut self, i: u32) -> bool {
         let links = &mut self.links[..];
         let n = &links[i as usize];
         let (l, r) = (n.left, n.right);
-        let mut changed = 0;
-        if what & MIN_V != 0 {
-            let mut minv = n.vruntime;
-            for c in [l, r] {
-                if c != NIL {
-                    minv = vmin(minv, links[c as usize].min_vruntime);
-                }
-            }
-            let n = &mut links[i as usize];
-            if n.min_vruntime != minv {
-                n.min_vruntime = minv;
-                changed |= MIN_V;
+        let (mut minv, mut mins, mut maxs) = (n.vruntime, n.slice, n.slice);
+        for c in [l, r] {
+            if c != NIL {
+                let c = &links[c as usize];
+                minv = vmin(minv, c.min_vruntime);
+                mins = mins.min(c.min_slice);
+                maxs = maxs.max(c.max_slice);
             }
         }
-        if what & SLICES != 0 {
-            let n = &links[i as usize];
-            let (mut mins, mut maxs) = (n.slice, n.slice);
-            for c in [l, r] {
-                if c != NIL {
-                    mins = mins.min(links[c as usize].min_slice);
-                    maxs = maxs.max(links[c as usize].max_slice);
-                }
-            }
-            let n = &mut links[i as usize];
-            if (n.min_slice, n.max_slice) != (mins, maxs) {
-                n.min_slice = mins;
-                n.max_slice = maxs;
-                changed |= SLICES;
-            }
+        let n = &mut links[i as usize];
+        if (n.min_vruntime, n.min_slice, n.max_slice) == (minv, mins, maxs) {
+            return false;
         }
-        changed
+        n.min_vruntime = minv;
+        n.min_slice = mins;
+        n.max_slice = maxs;
+        true
     }
 
     /// Points `parent`'s child link (or the root) that held `old` at `new`.
@@ -281,23 +259,13 @@ impl Tree {
     /// Walks from `i` towards the root, restoring AVL balance and the augmentation. A node's
     /// height and augmentation depend only on its children, so the walk stops at the first
     /// node whose values did not change (and that was not rotated), once it has passed
-    /// `force` (a node whose stored values are known to be stale, or [`NIL`]). Above the last
-    /// height change no node can need a rotation, and only the augmentation values that
-    /// changed below are recomputed: after removing the leftmost entity that is usually the
-    /// minimum vruntime alone, all the way to the root.
+    /// `force` (a node whose stored values are known to be stale, or [`NIL`]). Above the first
+    /// node (past `force`) that was not rotated and kept its height, no node can need a
+    /// rotation or a new height, so the rest of the walk recomputes the augmentation alone:
+    /// after removing the leftmost entity that is usually the minimum vruntime, up to the root.
     fn fix_up(&mut self, mut i: u32, mut force: u32) {
-        // What changed in the child the walk comes from (at the start: assume everything).
-        let mut dirty = HEIGHT | MIN_V | SLICES;
         while i != NIL {
-            if dirty & HEIGHT == 0 && force == NIL {
-                dirty = self.update_aug(i, dirty);
-                if dirty == 0 {
-                    return;
-                }
-                i = self.links[i as usize].parent;
-                continue;
-            }
-            let changed = self.update(i);
+            let (height_changed, aug_changed) = self.update(i);
             let n = &self.links[i as usize];
             let (l, r, bf) = (n.left, n.right, n.bal);
             let rotated = if bf > 1 {
@@ -318,14 +286,16 @@ impl Tree {
             if i == force {
                 force = NIL;
             }
-            if !rotated && changed == 0 && force == NIL {
-                return;
+            if !rotated && !height_changed && force == NIL {
+                if !aug_changed {
+                    return;
+                }
+                i = self.links[i as usize].parent;
+                break;
             }
-            dirty = if rotated {
-                HEIGHT | MIN_V | SLICES
-            } else {
-                changed
-            };
+            i = self.links[i as usize].parent;
+        }
+        while i != NIL && self.update_aug(i) {
             i = self.links[i as usize].parent;
         }
     }
