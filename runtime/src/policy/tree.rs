@@ -17,6 +17,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
+use super::prefetch::prefetch;
 use super::vtime::{vbefore, vmin};
 
 /// "No node".
@@ -106,6 +107,34 @@ impl Tree {
         self.leftmost
     }
 
+    /// The in-order successor of the leftmost node, or [`NIL`]. The leftmost node has no left
+    /// child, so by AVL balance its right subtree is at most one leaf: the successor is that
+    /// leaf or else the parent, found without reading any other node.
+    pub(crate) fn leftmost_successor(&self) -> u32 {
+        if self.leftmost == NIL {
+            return NIL;
+        }
+        let n = &self.links[self.leftmost as usize];
+        if n.right != NIL { n.right } else { n.parent }
+    }
+
+    /// Hints the CPU to fetch the nodes that removing the leftmost node will read besides
+    /// itself and its parent (both warm from the last removal): its successor (which becomes
+    /// the leftmost) and its sibling (which the parent's fix-up and a rotation there read).
+    /// Returns the successor.
+    #[inline]
+    pub(crate) fn prefetch_leftmost_removal(&self) -> u32 {
+        let s = self.leftmost_successor();
+        if s != NIL {
+            prefetch(&self.links[s as usize]);
+            let p = self.links[self.leftmost as usize].parent;
+            if p != NIL && self.links[p as usize].right != NIL {
+                prefetch(&self.links[self.links[p as usize].right as usize]);
+            }
+        }
+        s
+    }
+
     pub(crate) fn link(&self, i: u32) -> &Link {
         &self.links[i as usize]
     }
@@ -119,27 +148,65 @@ impl Tree {
         }
     }
 
-    /// Recomputes height and augmentation of `i` from its children.
-    #[inline]
-    fn update(&mut self, i: u32) {
-        let n = self.links[i as usize];
+    /// Recomputes height, balance and augmentation of `i` from its children; returns whether
+    /// the height changed and whether the augmentation changed (what `i`'s parent reads).
+    #[inline(always)]
+    fn update(&mut self, i: u32) -> (bool, bool) {
+        let links = &mut self.links[..];
+        let n = &links[i as usize];
+        let (l, r) = (n.left, n.right);
         let (mut minv, mut mins, mut maxs) = (n.vruntime, n.slice, n.slice);
-        let mut heights = [0u8; 2];
-        for (k, c) in [n.left, n.right].into_iter().enumerate() {
-            if c != NIL {
-                let c = &self.links[c as usize];
-                minv = vmin(minv, c.min_vruntime);
-                mins = mins.min(c.min_slice);
-                maxs = maxs.max(c.max_slice);
-                heights[k] = c.height;
-            }
+        let (mut hl, mut hr) = (0u8, 0u8);
+        if l != NIL {
+            let c = &links[l as usize];
+            minv = vmin(minv, c.min_vruntime);
+            mins = mins.min(c.min_slice);
+            maxs = maxs.max(c.max_slice);
+            hl = c.height;
         }
-        let n = &mut self.links[i as usize];
+        if r != NIL {
+            let c = &links[r as usize];
+            minv = vmin(minv, c.min_vruntime);
+            mins = mins.min(c.min_slice);
+            maxs = maxs.max(c.max_slice);
+            hr = c.height;
+        }
+        let height = hl.max(hr) + 1;
+        let n = &mut links[i as usize];
+        let height_changed = n.height != height;
+        let aug_changed = (n.min_vruntime != minv) | (n.min_slice != mins) | (n.max_slice != maxs);
         n.min_vruntime = minv;
         n.min_slice = mins;
         n.max_slice = maxs;
-        n.height = heights[0].max(heights[1]) + 1;
-        n.bal = heights[0] as i8 - heights[1] as i8;
+        n.height = height;
+        n.bal = hl as i8 - hr as i8;
+        (height_changed, aug_changed)
+    }
+
+    /// Recomputes only the augmentation of `i` (its children kept their heights); returns
+    /// whether it changed.
+    #[inline(always)]
+    fn update_aug(&mut self, i: u32) -> bool {
+        let links = &mut self.links[..];
+        let n = &links[i as usize];
+        let (l, r) = (n.left, n.right);
+        let (mut minv, mut mins, mut maxs) = (n.vruntime, n.slice, n.slice);
+        for c in [l, r] {
+            if c != NIL {
+                let c = &links[c as usize];
+                minv = vmin(minv, c.min_vruntime);
+                mins = mins.min(c.min_slice);
+                maxs = maxs.max(c.max_slice);
+            }
+        }
+        let n = &mut links[i as usize];
+        if (n.min_vruntime, n.min_slice, n.max_slice) == (minv, mins, maxs) {
+            return false;
+        }
+        n.min_vruntime = minv;
+        n.min_slice = mins;
+        n.max_slice = maxs;
+        true
     }
 
     /// Points `parent`'s child link (or the root) that held `old` at `new`.
@@ -192,41 +259,43 @@ impl Tree {
     /// Walks from `i` towards the root, restoring AVL balance and the augmentation. A node's
     /// height and augmentation depend only on its children, so the walk stops at the first
     /// node whose values did not change (and that was not rotated), once it has passed
-    /// `force` (a node whose stored values are known to be stale, or [`NIL`]).
+    /// `force` (a node whose stored values are known to be stale, or [`NIL`]). Above the first
+    /// node (past `force`) that was not rotated and kept its height, no node can need a
+    /// rotation or a new height, so the rest of the walk recomputes the augmentation alone:
+    /// after removing the leftmost entity that is usually the minimum vruntime, up to the root.
     fn fix_up(&mut self, mut i: u32, mut force: u32) {
         while i != NIL {
-            let before = {
-                let n = &self.links[i as usize];
-                (n.height, n.min_vruntime, n.min_slice, n.max_slice)
-            };
-            self.update(i);
-            let (l, r, bf) = {
-                let n = &self.links[i as usize];
-                (n.left, n.right, n.bal)
-            };
-            let mut rotated = true;
-            if bf > 1 {
+            let (height_changed, aug_changed) = self.update(i);
+            let n = &self.links[i as usize];
+            let (l, r, bf) = (n.left, n.right, n.bal);
+            let rotated = if bf > 1 {
                 if self.links[l as usize].bal < 0 {
                     self.rotate_left(l);
                 }
                 i = self.rotate_right(i);
+                true
             } else if bf < -1 {
                 if self.links[r as usize].bal > 0 {
                     self.rotate_right(r);
                 }
                 i = self.rotate_left(i);
+                true
             } else {
-                rotated = false;
-            }
+                false
+            };
             if i == force {
                 force = NIL;
             }
-            if !rotated && force == NIL {
-                let n = &self.links[i as usize];
-                if before == (n.height, n.min_vruntime, n.min_slice, n.max_slice) {
+            if !rotated && !height_changed && force == NIL {
+                if !aug_changed {
                     return;
                 }
+                i = self.links[i as usize].parent;
+                break;
             }
+            i = self.links[i as usize].parent;
+        }
+        while i != NIL && self.update_aug(i) {
             i = self.links[i as usize].parent;
         }
     }
@@ -435,6 +504,12 @@ impl Tree {
             return Err(format!(
                 "rightmost cache {} is not the last node",
                 self.rightmost
+            ));
+        }
+        if self.leftmost_successor() != order.get(1).copied().unwrap_or(NIL) {
+            return Err(format!(
+                "leftmost successor {} is not the second node",
+                self.leftmost_successor()
             ));
         }
         for w in order.windows(2) {
