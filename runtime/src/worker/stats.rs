@@ -38,6 +38,11 @@ macro_rules! counters {
             fn values(&self) -> Vec<u64> {
                 alloc::vec![$( self.$name ),*]
             }
+
+            /// Adds every counter of `other` to this one's.
+            fn accumulate(&mut self, other: &WorkerStats) {
+                $( self.$name += other.$name; )*
+            }
         }
     };
 }
@@ -116,26 +121,7 @@ impl Stats {
     pub fn total(&self) -> WorkerStats {
         let mut t = WorkerStats::default();
         for w in &self.workers {
-            macro_rules! add { ($($f:ident),*) => { $( t.$f += w.$f; )* } }
-            add!(
-                wakeups_local,
-                wakeups_remote,
-                wakeups_queued,
-                wakeups_on_cpu,
-                runnable_in_place,
-                runnable_queued,
-                runnable_migrated,
-                blocks,
-                delayed_dequeues,
-                delayed_finished,
-                switches_voluntary,
-                switches_involuntary,
-                idle_sleeps,
-                kicks,
-                balance_pulls,
-                spawns,
-                exits
-            );
+            t.accumulate(w);
         }
         t
     }
