@@ -1,0 +1,204 @@
+//! Wakeups, lagom beside tokio's `Notify` in one run. Every case is a ping-pong between two
+//! tasks A and B that pass a turn back and forth; **one iteration is one round trip: two
+//! wakeups** (A wakes B, B wakes A), each followed by the wakee running and seeing the turn.
+//! Halve a figure for one wake. Timed inside task A (`iter_custom`): spawning the tasks and
+//! the `block_on` around each sample are not counted.
+//!
+//! lagom (park / `Unparker::unpark`, every task pinned with `task::Builder::cpus`):
+//!
+//! * `lagom/local` — A and B on the same worker: each unpark queues the partner on the
+//!   waker's own runqueue, the waker parks and the worker switches to the partner.
+//! * `lagom/remote_busy` — A on worker 0, B on worker 1, and on each worker a CPU-bound task
+//!   that loops on `cond_resched()`: every wake crosses workers (wakelist or remote lock, no
+//!   futex since the target is running) and the wakee runs only once the busy task reaches
+//!   `cond_resched()` with its need-resched flag set by wakeup preemption, or its slice ends.
+//! * `lagom/remote_idle` — A on worker 0, B on worker 1, nothing else: each worker goes idle
+//!   when its task parks; the wake finds it in its idle spin (default `idle_spin`) or, if the
+//!   spin ran out, asleep on its futex.
+//! * `lagom/remote_idle_futex` — as `remote_idle` with `idle_spin(0)`: every wake is a
+//!   `futex_wake` of a sleeping worker (the cross-vCPU cost).
+//!
+//! tokio (2-worker multi-thread runtime; A and B each wait on their own `Notify` with
+//! `notified().await` and wake the partner with `notify_one`): tokio has no pinning and puts a
+//! task woken from a worker into that worker's LIFO slot, so its wakes are local whatever
+//! the load; these are the same round trips under the same load, not the same placement:
+//!
+//! * `tokio/pingpong` — nothing else runs: the counterpart of `lagom/local` and
+//!   `lagom/remote_idle`.
+//! * `tokio/pingpong_busy` — two more tasks loop on `tokio::task::yield_now().await`
+//!   (CPU-bound, cooperative): the counterpart of `lagom/remote_busy`.
+//!
+//! Run with `cargo bench --bench wake -- --warm-up-time 1 --measurement-time 2`.
+#![allow(missing_docs)]
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use lagom::Runtime;
+use lagom::task::{Builder, Unparker};
+
+/// One player of a lagom ping-pong: waits for its turns (`2i + me`) by parking, passes the
+/// turn and unparks the partner; player 0 returns the time of the `iters` round trips.
+fn player(
+    me: u64,
+    iters: u64,
+    turn: Arc<AtomicU64>,
+    peers: Arc<[OnceLock<Unparker>; 2]>,
+) -> impl FnOnce() -> Duration + Send + 'static {
+    move || {
+        peers[me as usize]
+            .set(lagom::task::current_unparker())
+            .expect("set once");
+        let other = loop {
+            if let Some(o) = peers[1 - me as usize].get() {
+                break o.clone();
+            }
+            lagom::task::yield_now();
+        };
+        let t = Instant::now();
+        for i in 0..iters {
+            let mine = 2 * i + me;
+            while turn.load(Ordering::Acquire) != mine {
+                lagom::task::park();
+            }
+            turn.store(mine + 1, Ordering::Release);
+            other.unpark();
+        }
+        t.elapsed()
+    }
+}
+
+/// `iters` round trips between a task on `cpus[a]` and one on `cpus[b]`; with `busy`, a
+/// CPU-bound task calling `cond_resched()` runs on each of the two workers meanwhile.
+fn lagom_pingpong(rt: &Runtime, a: usize, b: usize, busy: bool, iters: u64) -> Duration {
+    let cpus = rt.worker_cpus();
+    let (cpu_a, cpu_b) = (cpus[a], cpus[b]);
+    rt.block_on(move || {
+        let stop = Arc::new(AtomicBool::new(false));
+        let spinners: Vec<_> = if busy {
+            [cpu_a, cpu_b]
+                .into_iter()
+                .map(|cpu| {
+                    let stop = Arc::clone(&stop);
+                    Builder::new()
+                        .name("busy")
+                        .cpus([cpu])
+                        .spawn(move || {
+                            while !stop.load(Ordering::Relaxed) {
+                                lagom::task::cond_resched();
+                            }
+                        })
+                        .expect("spawn busy")
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let turn = Arc::new(AtomicU64::new(0));
+        let peers: Arc<[OnceLock<Unparker>; 2]> = Arc::new(Default::default());
+        let pa = Builder::new().name("A").cpus([cpu_a]);
+        let pb = Builder::new().name("B").cpus([cpu_b]);
+        let ha = pa
+            .spawn(player(0, iters, Arc::clone(&turn), Arc::clone(&peers)))
+            .expect("spawn A");
+        let hb = pb.spawn(player(1, iters, turn, peers)).expect("spawn B");
+        let elapsed = ha.join().expect("A");
+        hb.join().expect("B");
+        stop.store(true, Ordering::Relaxed);
+        for s in spinners {
+            s.join().expect("busy");
+        }
+        elapsed
+    })
+}
+
+/// `iters` Notify round trips on `rt`; with `busy`, two tasks loop on `yield_now` meanwhile.
+fn tokio_pingpong(rt: &tokio::runtime::Runtime, busy: bool, iters: u64) -> Duration {
+    use tokio::sync::Notify;
+    rt.block_on(async move {
+        let stop = Arc::new(AtomicBool::new(false));
+        let spinners: Vec<_> = (0..if busy { 2 } else { 0 })
+            .map(|_| {
+                let stop = Arc::clone(&stop);
+                tokio::spawn(async move {
+                    while !stop.load(Ordering::Relaxed) {
+                        tokio::task::yield_now().await;
+                    }
+                })
+            })
+            .collect();
+        let to_b = Arc::new(Notify::new());
+        let to_a = Arc::new(Notify::new());
+        let (b_in, b_out) = (Arc::clone(&to_b), Arc::clone(&to_a));
+        let hb = tokio::spawn(async move {
+            for _ in 0..iters {
+                b_in.notified().await;
+                b_out.notify_one();
+            }
+        });
+        let ha = tokio::spawn(async move {
+            let t = Instant::now();
+            for _ in 0..iters {
+                to_b.notify_one();
+                to_a.notified().await;
+            }
+            t.elapsed()
+        });
+        let elapsed = ha.await.expect("A");
+        hb.await.expect("B");
+        stop.store(true, Ordering::Relaxed);
+        for s in spinners {
+            s.await.expect("busy");
+        }
+        elapsed
+    })
+}
+
+fn bench_wake(c: &mut Criterion) {
+    let mut g = c.benchmark_group("wake_round_trip");
+    let rt = Runtime::builder().build().expect("lagom runtime");
+    let remote = rt.worker_cpus().len() >= 2;
+    g.bench_function("lagom/local", |b| {
+        b.iter_custom(|n| lagom_pingpong(&rt, 0, 0, false, n))
+    });
+    if remote {
+        g.bench_function("lagom/remote_busy", |b| {
+            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, true, n))
+        });
+        g.bench_function("lagom/remote_idle", |b| {
+            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, false, n))
+        });
+        drop(rt);
+        let rt = Runtime::builder()
+            .idle_spin(0)
+            .build()
+            .expect("lagom runtime");
+        g.bench_function("lagom/remote_idle_futex", |b| {
+            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, false, n))
+        });
+    }
+
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .expect("tokio runtime");
+    g.bench_function("tokio/pingpong", |b| {
+        b.iter_custom(|n| tokio_pingpong(&tokio, false, n))
+    });
+    g.bench_function("tokio/pingpong_busy", |b| {
+        b.iter_custom(|n| tokio_pingpong(&tokio, true, n))
+    });
+    g.finish();
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(20)
+}
+
+criterion_group! { name = benches; config = config(); targets = bench_wake }
+criterion_main!(benches);
