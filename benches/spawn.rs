@@ -58,7 +58,7 @@ fn bench_spawn_join(c: &mut Criterion) {
     g.bench_function("tokio/in_task", |b| {
         b.iter_custom(|iters| {
             tokio
-                .block_on(tokio::spawn(async move {
+                .block_on(tokio.spawn(async move {
                     let t = Instant::now();
                     for i in 0..iters {
                         let h = tokio::spawn(async move { black_box(i) });
