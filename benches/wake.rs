@@ -12,6 +12,9 @@
 //!   that loops on `cond_resched()`: every wake crosses workers (wakelist or remote lock, no
 //!   futex since the target is running) and the wakee runs only once the busy task reaches
 //!   `cond_resched()` with its need-resched flag set by wakeup preemption, or its slice ends.
+//!   The figure is a mean, and rare stalls dominate it: in a 20 000 round-trip run about
+//!   0.2 % of round trips took 0.1–24 ms (the wakee waited out the busy task's slice) while
+//!   the median was about 0.9 µs.
 //! * `lagom/remote_idle` — A on worker 0, B on worker 1, nothing else: each worker goes idle
 //!   when its task parks; the wake finds it in its idle spin (default `idle_spin`) or, if the
 //!   spin ran out, asleep on its futex.
