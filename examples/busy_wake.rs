@@ -40,7 +40,9 @@ while a hog loops on cond_resched() on each worker; features come from LAGOM_FEA
   --slice-us S   custom slice for A and B (default: the runtime's base slice)
   --stall-us T   a wake slower than T µs is a stall and gets explained (default 50)
   --gap-us G     record hog loop holes longer than G µs (default 3)
-  --list K       print the first K stalls one per line (default 20)";
+  --list K       print the first K stalls one per line (default 20)
+  --raw          print every stall with its absolute CLOCK_MONOTONIC stamps (ns), to
+                 line it up with other traces: raw <turn> <worker> <sent> <pushed> <seen> <cause>";
 
 struct Args {
     n: usize,
@@ -48,6 +50,7 @@ struct Args {
     stall_ns: u64,
     gap_ns: u64,
     list: usize,
+    raw: bool,
 }
 
 fn parse_args() -> Result<Args, lexopt::Error> {
@@ -58,6 +61,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         stall_ns: 50_000,
         gap_ns: 3_000,
         list: 20,
+        raw: false,
     };
     let mut p = lexopt::Parser::from_env();
     while let Some(arg) = p.next()? {
@@ -67,6 +71,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("stall-us") => a.stall_ns = p.value()?.parse::<u64>()? * 1000,
             Long("gap-us") => a.gap_ns = p.value()?.parse::<u64>()? * 1000,
             Long("list") => a.list = p.value()?.parse()?,
+            Long("raw") => a.raw = true,
             Short('h') | Long("help") => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -206,6 +211,8 @@ struct Stall {
     latency: u64,
     /// Time the waker spent in `unpark` (its thread may lose the CPU before the push).
     waker_ns: u64,
+    /// The stamps (ns): before the waker's unpark, after it, when the wakee ran.
+    stamps: [u64; 3],
     /// Time of the window in which the wakee worker's hog was not executing its loop.
     holes_ns: u64,
     /// CPU time the hog's loop got since it was last switched in, up to the wakee's run.
@@ -249,6 +256,7 @@ fn explain(k: usize, sent: u64, pushed: u64, seen: u64, log: &HogLog, worker: us
         worker,
         latency: seen - sent,
         waker_ns: pushed.min(seen).saturating_sub(sent),
+        stamps: [sent, pushed, seen],
         holes_ns: covered(&log.gaps, sent, seen),
         stint: last_in.map(|t| (seen - t) - covered(&log.gaps, t, seen)),
     }
@@ -404,6 +412,12 @@ fn main() {
             s.stint
                 .map_or("?".to_string(), |v| format!("{} µs", v / 1000))
         );
+    }
+    if args.raw {
+        for s in &stalls {
+            let [a, b, c] = s.stamps;
+            println!("raw {} {} {a} {b} {c} {}", s.turn, s.worker, s.cause());
+        }
     }
     let t = stats.total();
     println!(
