@@ -69,21 +69,32 @@ pub(crate) enum Reason {
     Preempt,
 }
 
+/// Which switch counter a switch away from the previous task belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SwitchKind {
+    /// It blocked or yielded.
+    Voluntary,
+    /// It was preempted (need-resched or the tick).
+    Involuntary,
+}
+
 /// Puts the previous (running) task back (`put_prev_task` and the sleep dequeue of
 /// `__schedule`): a task that is not `RUNNING` is dequeued (`Sleep`; delayed or removed, the
 /// latter publishing `on_rq = false` with Release, O2); a yielding task yields its request.
-/// The caller holds `w`'s runqueue lock and runs `prev_t` on this worker.
+/// The caller holds `w`'s runqueue lock and runs `prev_t` on this worker. Returns the counter
+/// that a switch away from it belongs to; the caller counts it only if the pick does switch
+/// (as `__schedule` counts `nvcsw`/`nivcsw` only when `prev != next`): a reschedule that picks
+/// the running task again switches nothing.
 pub(crate) fn put_prev(
     w: &Worker,
     rq: &mut RunQueue<TaskRef>,
     prev_t: &Task,
     reason: Reason,
     now: u64,
-) {
+) -> SwitchKind {
     // SAFETY: the running task's scheduling part belongs to this worker (it runs here).
     let h = unsafe { prev_t.sched(|s| s.handle) }.expect("lagom: running task not queued");
     if prev_t.state.load(Ordering::Relaxed) != RUNNING {
-        w.stats.inc(&w.stats.switches_voluntary);
         match rq.dequeue(h, DequeueKind::Sleep, now) {
             Dequeued::Delayed => {
                 // Release: a waker that reads it (Acquire) knows the task passed its block
@@ -109,14 +120,12 @@ pub(crate) fn put_prev(
                 drop(payload);
             }
         }
+        SwitchKind::Voluntary
+    } else if reason == Reason::Yield {
+        rq.yield_curr(now);
+        SwitchKind::Voluntary
     } else {
-        match reason {
-            Reason::Yield => {
-                rq.yield_curr(now);
-                w.stats.inc(&w.stats.switches_voluntary);
-            }
-            _ => w.stats.inc(&w.stats.switches_involuntary),
-        }
+        SwitchKind::Involuntary
     }
 }
 
@@ -133,11 +142,15 @@ pub(crate) fn schedule(reason: Reason) {
     let mut rq = w.rq.lock();
     drain(&wt.shared, wt.index, &mut rq, now);
     rq.update_curr(now);
-    put_prev(w, &mut rq, prev_t, reason, now);
+    let kind = put_prev(w, &mut rq, prev_t, reason, now);
     let next = pick(w, &mut rq, now);
     if next == prev {
         return;
     }
+    w.stats.inc(match kind {
+        SwitchKind::Voluntary => &w.stats.switches_voluntary,
+        SwitchKind::Involuntary => &w.stats.switches_involuntary,
+    });
     if let Some(n) = (!next.is_null()).then(|| {
         // SAFETY: picked from the runqueue, which holds a reference.
         unsafe { &*next }

@@ -70,9 +70,11 @@ counters! {
     delayed_dequeues,
     /// Delayed entities whose dequeue completed (picked or finished on wakeup check).
     delayed_finished,
-    /// Switches away from a task that blocked or yielded.
+    /// Switches away from a task that blocked or yielded (to another task or the idle
+    /// context; a reschedule that picks the same task again is no switch).
     switches_voluntary,
-    /// Switches away from a task that was preempted (need-resched or tick).
+    /// Switches away from a task that was preempted (need-resched or tick; a reschedule that
+    /// picks the same task again is no switch).
     switches_involuntary,
     /// Futex sleeps of the idle worker.
     idle_sleeps,
