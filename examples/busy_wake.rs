@@ -20,6 +20,18 @@
 //! (its *stint*): EEVDF with RUN_TO_PARITY protects the running request up to its deadline,
 //! at most one slice (1.4 ms for two CPUs) after the pick.
 //!
+//! What it showed (issue #5, 2-vCPU VM shared with other builds): stalls are 0.1–0.5 % of
+//! wakes and most of the wake time. Those up to the slice are EEVDF as designed: the
+//! wakee's wakeup-preemption check runs at the hog's next `cond_resched` (the wakelist is
+//! drained there) and says no because the hog is eligible and inside its protected request
+//! (RUN_TO_PARITY: up to its deadline, ≤ 1.4 ms), or the wakee is not yet eligible; the
+//! kernel decides the same. A 100 µs custom slice for A and B caps those waits at about
+//! 100 µs (RUN_TO_PARITY then protects the hog for one minimum slice only) but does not
+//! remove them. Everything longer — the 4, 8, 12 ms stalls — is Linux taking a worker
+//! thread's CPU (the VM's 4 ms tick quanta), directly or through the debt it leaves: the
+//! task that was current meanwhile is charged the lost wall time and waits at its next
+//! wakeups until the hog has run that debt off.
+//!
 //! ```text
 //! cargo run --release -p lagom-examples --example busy_wake -- [-n N] [--slice-us S]
 //! LAGOM_FEATURES=NO_RUN_TO_PARITY cargo run --release -p lagom-examples --example busy_wake
