@@ -13,8 +13,11 @@
 //!   futex since the target is running) and the wakee runs only once the busy task reaches
 //!   `cond_resched()` with its need-resched flag set by wakeup preemption, or its slice ends.
 //!   The figure is a mean, and rare stalls dominate it: in a 20 000 round-trip run about
-//!   0.2 % of round trips took 0.1–24 ms (the wakee waited out the busy task's slice) while
-//!   the median was about 0.9 µs.
+//!   0.2 % of round trips took 0.1–24 ms while the median was about 0.9 µs. Up to one slice
+//!   (1.4 ms with two workers) that is EEVDF as designed: RUN_TO_PARITY protects the busy
+//!   task's request, or the wakee is not yet eligible. Longer stalls are the host taking a
+//!   worker thread's CPU away (in 4 ms steps here), which wall-clock charging also turns into
+//!   scheduling debt; `examples/busy_wake.rs` labels each stall.
 //! * `lagom/remote_idle` — A on worker 0, B on worker 1, nothing else: each worker goes idle
 //!   when its task parks; the wake finds it in its idle spin (default `idle_spin`) or, if the
 //!   spin ran out, asleep on its futex.
