@@ -137,6 +137,10 @@ fn ttwu_runnable(shared: &Shared, t: &TaskRef) -> bool {
         if t.cpu.load(Ordering::Relaxed) != cpu {
             continue;
         }
+        // The re-check under the lock: the owner's pick may have finished a delayed dequeue
+        // since the lock-free look (loom model `delayed_wakeup`, mutant
+        // `ttwu_runnable_no_recheck`).
+        #[cfg(not(lagom_mutant = "ttwu_runnable_no_recheck"))]
         if !t.on_rq.load(Ordering::Relaxed) {
             return false;
         }
