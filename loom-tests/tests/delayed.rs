@@ -16,7 +16,13 @@
 //! path). Afterwards T is queued exactly once, `RUNNING` and no longer delayed: requeued, or
 //! dequeued and woken — never lost, never queued twice.
 //!
-//! Mutants:
+//! `delayed_wakeup_during_block` runs the same race one step earlier, from T's own block on:
+//! the waker may then find T queued as delayed while worker 0 is still switching away from
+//! it (`sched_delayed` is published in `put_prev`, under the lock, before the switch), and
+//! requeue it in place, or hand it to worker 0's wakelist, or finish its dequeue and wait for
+//! (or queue behind) `on_cpu`.
+//!
+//! Mutants (each caught by `delayed_wakeup`; `mutants.sh` runs the whole file):
 //! * `ttwu_runnable_no_recheck` drops `ttwu_runnable`'s re-check of `on_rq` under the lock:
 //!   a waker that saw T queued, then lost the race for the lock to the pick, requeues an
 //!   entity that has left the runqueue (in place and TTWU_DEQUEUE);
@@ -72,6 +78,47 @@ fn delayed_wakeup() {
                 m.queued_count(&t),
                 1,
                 "[{spec}] T must be queued exactly once (next on worker 0: {next:?})"
+            );
+            assert!(m.is_running_state(&t), "[{spec}] T queued but not RUNNING");
+            assert!(!m.is_delayed(&t), "[{spec}] T woken but still delayed");
+        });
+    }
+}
+
+/// The same race one step earlier: the waker comes while T is still blocking — announcing
+/// `BLOCKED`, being dequeued as delayed by `put_prev` (`sched_delayed` stored with Release
+/// while T is still `on_cpu`) and switched away from — and worker 0 then runs U's
+/// `schedule()` as above. T may also see the token and never sleep.
+#[test]
+fn delayed_wakeup_during_block() {
+    for spec in FEATURES {
+        loom::model(move || {
+            let m = Arc::new(Model::new(2, spec));
+            let t = m.running_task(0);
+            let u = m.queued_task(0);
+            let waker = {
+                let (m, t) = (Arc::clone(&m), t.clone());
+                thread::spawn(move || m.unpark(&t))
+            };
+            let slept = loop {
+                match m.prepare_park(&t) {
+                    Step::Return => break false,
+                    Step::Retry => continue,
+                    Step::Sleep => break true,
+                }
+            };
+            if slept {
+                let next = m.schedule_at(&t, 0, 10 * MS);
+                assert_eq!(next, Some(u.id()), "[{spec}] T blocked: U is picked");
+                assert_eq!(m.prepare_park(&u), Step::Sleep);
+                let _ = m.schedule_at(&u, 0, 20 * MS);
+            }
+            waker.join().unwrap();
+            m.drain_all();
+            assert_eq!(
+                m.queued_count(&t),
+                1,
+                "[{spec}] T must be queued exactly once (it slept: {slept})"
             );
             assert!(m.is_running_state(&t), "[{spec}] T queued but not RUNNING");
             assert!(!m.is_delayed(&t), "[{spec}] T woken but still delayed");

@@ -10,6 +10,10 @@
 //! `Complete::complete`, what the task's fiber and its worker's `exit_task` run). Nothing is
 //! copied: each method is a call into the functions the threaded runtime runs.
 //!
+//! The asm switch cannot run under loom: a switch away from a task writes the task's
+//! loom-only `loom_ctx` cell (the registers it saves) before `clear_on_cpu`, and a waker reads
+//! it after its `on_cpu` wait (`wake.rs`), so loom checks the hand-off of the context.
+//!
 //! Time: the seams take `now` as an argument where the runtime reads the clock; the paths
 //! that read it themselves (a waker's requeue or enqueue) see the constant loom clock of
 //! `sys/time.rs`, later than any time a model passes, so that every execution replays the
@@ -172,10 +176,11 @@ impl Model {
             // SAFETY: a picked task is queued on this runqueue, whose lock is held.
             (!next.is_null()).then(|| unsafe { (*next).id })
         };
-        // The switch saves the task's registers into its context, which lives in the
-        // scheduling cell (the fiber): a write that whoever runs the task next must see.
-        // SAFETY: the task is still on_cpu here: this worker owns its scheduling part.
-        unsafe { t.0.sched(|s| s.parent_worker = cpu) };
+        // The switch saves the task's registers into its context (after the lock is
+        // released, before on_cpu is cleared): a write that whoever runs the task next, on
+        // another worker, must see.
+        // SAFETY: the task is still on_cpu: its context is this worker's until the clear.
+        t.0.loom_ctx.with_mut(|c| unsafe { *c += 1 });
         worker::clear_on_cpu(&t.0);
         next
     }
