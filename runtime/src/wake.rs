@@ -116,7 +116,8 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
     // on. Under loom, touch the stand-in for it, so that a model sees whether that save
     // happened-before (the on_cpu Release/Acquire pair).
     #[cfg(loom)]
-    // SAFETY: a plain read of a loom-only counter; loom checks that it is ordered.
+    // SAFETY: only a switch away from the task writes the cell, before it clears `on_cpu`,
+    // which was just seen clear: no write runs now (loom checks that this read is ordered).
     let _ = t.loom_ctx.with(|c| unsafe { *c });
     let prev = t.cpu.load(Ordering::Relaxed);
     let target = select_cpu(&shared, t, prev, local_idx);
