@@ -20,6 +20,12 @@ MUTANTS=(
     "ttwu_no_sleeper_fence  ttwu"
     "ttwu_no_claim          ttwu"
     "finish_relaxed_on_cpu  ttwu"
+    "join_split_check       join"
+    "park_no_waker_fence    join"
+    "ttwu_no_sleeper_fence  join"
+    "ttwu_runnable_no_recheck      delayed"
+    "drain_delayed_no_recheck      delayed"
+    "finish_delayed_relaxed_on_rq  delayed"
 )
 
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}

@@ -37,7 +37,12 @@
 //! task there or forwards it (`worker::drain`). With TTWU_DEQUEUE, `ttwu_runnable` finishes
 //! the delayed dequeue and returns "not done", so the task takes the full path (CPU
 //! selection included). Newly idle balancing never moves a delayed task, so a queued delayed
-//! wakeup always finds the task on the worker it was queued to.
+//! wakeup always finds the task on the worker it was queued to. Loom model 5
+//! (`loom-tests/tests/delayed.rs`) races such a waker against the owner's pick finishing the
+//! delayed dequeue under each of the three (mutants `ttwu_runnable_no_recheck`,
+//! `drain_delayed_no_recheck`, `finish_delayed_relaxed_on_rq`). The Acquire on
+//! `sched_delayed` is kept as the RFC has it, but in lagom the claim's Acquire already orders
+//! everything the waker reads next: weakening it to Relaxed is not caught by that model.
 
 use alloc::sync::Arc;
 use core::ptr::NonNull;
@@ -107,6 +112,13 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
     while t.on_cpu.load(Ordering::Acquire) {
         crate::sync::spin_loop();
     }
+    // The switch away from the task is complete: its saved context is this waker's to hand
+    // on. Under loom, touch the stand-in for it, so that a model sees whether that save
+    // happened-before (the on_cpu Release/Acquire pair).
+    #[cfg(loom)]
+    // SAFETY: only a switch away from the task writes the cell, before it clears `on_cpu`,
+    // which was just seen clear: no write runs now (loom checks that this read is ordered).
+    let _ = t.loom_ctx.with(|c| unsafe { *c });
     let prev = t.cpu.load(Ordering::Relaxed);
     let target = select_cpu(&shared, t, prev, local_idx);
     t.cpu.store(target, Ordering::Relaxed);
@@ -137,6 +149,10 @@ fn ttwu_runnable(shared: &Shared, t: &TaskRef) -> bool {
         if t.cpu.load(Ordering::Relaxed) != cpu {
             continue;
         }
+        // The re-check under the lock: the owner's pick may have finished a delayed dequeue
+        // since the lock-free look (loom model `delayed_wakeup`, mutant
+        // `ttwu_runnable_no_recheck`).
+        #[cfg(not(lagom_mutant = "ttwu_runnable_no_recheck"))]
         if !t.on_rq.load(Ordering::Relaxed) {
             return false;
         }

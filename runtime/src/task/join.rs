@@ -5,6 +5,10 @@
 //! slot and takes the waiter under the lock, then unparks it outside; the joiner checks the
 //! slot and registers itself under the lock, then parks, re-checking after every return
 //! (park may return spuriously).
+//!
+//! Checked by the loom model `join` (`loom-tests/tests/join.rs`), which runs `try_take` (one
+//! round of `join`) and the finishing side (`set_value`, then `Complete::complete`) against
+//! each other over the real park/unpark path; mutant `join_split_check`.
 
 use alloc::sync::Arc;
 
@@ -119,19 +123,35 @@ impl<T> JoinHandle<T> {
     /// [`crate::Runtime::shutdown`]).
     pub fn join(self) -> Result<T, JoinError> {
         loop {
-            {
-                let mut g = self.packet.inner.lock();
-                match core::mem::replace(&mut g.0, Slot::Taken) {
-                    Slot::Done(r) => return r,
-                    Slot::Cancelled => panic!("lagom: joined task was cancelled by shutdown"),
-                    Slot::Taken => unreachable!("JoinHandle::join consumes the handle"),
-                    other => g.0 = other,
-                }
-                if g.1.is_none() {
-                    g.1 = Some(current_unparker());
-                }
+            if let Some(r) = self.try_take(current_unparker) {
+                return r;
             }
             park();
         }
+    }
+
+    /// One round of [`join`](Self::join): under the packet's lock, take the outcome if it is
+    /// there, else register `waiter()` (once) to be unparked when it arrives. The check and the
+    /// registration must stay in one critical section (loom model `join`, mutant
+    /// `join_split_check`).
+    pub(crate) fn try_take(
+        &self,
+        waiter: impl FnOnce() -> Unparker,
+    ) -> Option<Result<T, JoinError>> {
+        let mut g = self.packet.inner.lock();
+        match core::mem::replace(&mut g.0, Slot::Taken) {
+            Slot::Done(r) => return Some(r),
+            Slot::Cancelled => panic!("lagom: joined task was cancelled by shutdown"),
+            Slot::Taken => unreachable!("JoinHandle::join consumes the handle"),
+            other => g.0 = other,
+        }
+        // Mutant: the registration in a second critical section; the task may finish between
+        // the two, find no waiter, and the joiner sleeps forever.
+        #[cfg(lagom_mutant = "join_split_check")]
+        let mut g = (drop(g), self.packet.inner.lock()).1;
+        if g.1.is_none() {
+            g.1 = Some(waiter());
+        }
+        None
     }
 }

@@ -36,6 +36,13 @@
 //! that owns the task's scheduling at that moment: the holder of the lock of the runqueue the
 //! task is queued on, or the worker that runs it (its `on_cpu` phase). Hand-offs between owners
 //! go through that lock, a wakelist push/take, or the `on_cpu` Release/Acquire pair.
+//!
+//! The two owners overlap while a task that is still queued (delayed, or woken before it
+//! switched away) is being switched away from: the lock holder may then requeue it in place.
+//! That is sound because the switching worker touches `Sched` only under the lock; what it
+//! writes after the lock is released — the saved registers — lives in the fiber's memory,
+//! behind `ctx`, and is handed on only through the `on_cpu` pair (loom models
+//! `delayed_wakeup_during_block` and `lost_wakeup`).
 
 mod builder;
 mod join;
@@ -125,6 +132,12 @@ pub(crate) struct Task {
     pub(crate) sched: UnsafeCell<Sched>,
     /// The fiber's saved context; stable for the task's life.
     pub(crate) ctx: *mut Context,
+    /// Under loom, which cannot run the asm switch: the stand-in for the registers it saves
+    /// into `*ctx`. A model's switch-away writes it before `on_cpu` is cleared; a waker reads
+    /// it once its `on_cpu` wait is over, where the context becomes its to hand on (loom
+    /// model `lost_wakeup`, mutant `finish_relaxed_on_cpu`).
+    #[cfg(loom)]
+    pub(crate) loom_ctx: UnsafeCell<u64>,
     /// Identity.
     pub(crate) id: u64,
     /// Name.
@@ -191,6 +204,8 @@ impl Task {
                 completion: Some(completion),
             }),
             ctx,
+            #[cfg(loom)]
+            loom_ctx: UnsafeCell::new(0),
             id,
             name,
             affinity,

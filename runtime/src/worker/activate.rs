@@ -23,7 +23,12 @@ pub(crate) fn drain(shared: &Shared, me: usize, rq: &mut RunQueue<TaskRef>, now:
         // SAFETY: pushed from `Arc::into_raw` by `queue_wakelist`; the list gives it back once.
         let t = unsafe { Arc::from_raw(t.as_ptr().cast_const()) };
         if t.wake_delayed.swap(false, Ordering::Relaxed) {
-            if t.on_rq.load(Ordering::Relaxed) {
+            // Still queued (delayed) unless a pick finished the dequeue after the waker saw
+            // `sched_delayed` (loom model `delayed_wakeup`, mutant `drain_delayed_no_recheck`).
+            let queued = t.on_rq.load(Ordering::Relaxed);
+            #[cfg(lagom_mutant = "drain_delayed_no_recheck")]
+            let queued = true;
+            if queued {
                 // SAFETY: the task is queued on this runqueue, whose lock is held.
                 let h = unsafe { t.sched(|s| s.handle) }.expect("queued task has a handle");
                 let (se, p) = rq.finish_delayed(h, now);
@@ -100,7 +105,13 @@ pub(crate) fn finished_delayed(w: &Worker, se: crate::policy::SchedEntity, t: Ta
         })
     };
     t.sched_delayed.store(false, Ordering::Relaxed);
-    // O2: the entity store above happens-before a waker's Acquire of on_rq == false.
+    // O2: the entity store above happens-before a waker's Acquire of on_rq == false. Unlike
+    // the blocking dequeue in `put_prev`, nothing else orders it: the task was switched out
+    // long ago, so the waker's on_cpu Acquire pairs with an older store (loom model
+    // `delayed_wakeup`, mutant `finish_delayed_relaxed_on_rq`).
+    #[cfg(not(lagom_mutant = "finish_delayed_relaxed_on_rq"))]
     t.on_rq.store(false, Ordering::Release);
+    #[cfg(lagom_mutant = "finish_delayed_relaxed_on_rq")]
+    t.on_rq.store(false, Ordering::Relaxed);
     w.stats.inc(&w.stats.delayed_finished);
 }

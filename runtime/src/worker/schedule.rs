@@ -32,8 +32,10 @@
 //!
 //! Checked by the loom models `lost_wakeup` and `double_wake` (`loom-tests/tests/ttwu.rs`),
 //! which run `put_prev`, `pick`, `drain` and `clear_on_cpu` against the real wakeup path
-//! (mutant `finish_relaxed_on_cpu`). The on_cpu hand-off with a real switch (model 6) and the
-//! migration chase (model 7) are still to be written (issue #6).
+//! (mutant `finish_relaxed_on_cpu`), and by `delayed_wakeup` and
+//! `delayed_wakeup_during_block` (`loom-tests/tests/delayed.rs`), where the task blocks
+//! delayed and a later pick finishes its dequeue. The on_cpu hand-off with a real switch
+//! (model 6) and the migration chase (model 7) are still to be written (issue #6).
 
 use alloc::sync::Arc;
 use core::ptr;
