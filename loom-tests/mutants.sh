@@ -26,6 +26,8 @@ MUTANTS=(
     "ttwu_runnable_no_recheck      delayed"
     "drain_delayed_no_recheck      delayed"
     "finish_delayed_relaxed_on_rq  delayed"
+    "drain_no_chase                migrate"
+    "ttwu_runnable_no_cpu_recheck  migrate"
 )
 
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}

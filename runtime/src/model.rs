@@ -5,7 +5,8 @@
 //! piece of the runtime on the calling loom thread — the sleeper's side of `park`
 //! (`prepare_park`), the worker's side of `schedule()` (`put_prev`, `pick`, and the
 //! `finish_task_switch` store that a completed switch makes), the waker's side
-//! (`unpark_task`, `try_to_wake_up`), the wakelist drain, and a task's end against its joiner
+//! (`unpark_task`, `try_to_wake_up`), the wakelist drain, the periodic load balance, and a
+//! task's end against its joiner
 //! (`JoinHandle::try_take`, one round of `join`; `Packet::set_value` and
 //! `Complete::complete`, what the task's fiber and its worker's `exit_task` run). Nothing is
 //! copied: each method is a call into the functions the threaded runtime runs.
@@ -216,6 +217,33 @@ impl Model {
             let mut rq = w.rq.lock();
             worker::drain(&self.shared, i, &mut rq, 2);
         }
+    }
+
+    /// Worker `cpu` drains its wakelist (`sched_ttwu_pending`) at time `now`.
+    pub fn drain(&self, cpu: usize, now: u64) {
+        let w = &self.shared.workers[cpu];
+        let mut rq = w.rq.lock();
+        worker::drain(&self.shared, cpu, &mut rq, now);
+    }
+
+    /// Worker `cpu`'s tick runs the periodic load balance at time `now` (`balance.rs`).
+    /// Returns how many tasks it pulled.
+    pub fn periodic_balance(&self, cpu: usize, now: u64) -> usize {
+        worker::periodic_balance(&self.shared, cpu, now)
+    }
+
+    /// The workers whose runqueue holds `t`, and the worker its `cpu` names.
+    pub fn whereabouts(&self, t: &ModelTask) -> (alloc::vec::Vec<usize>, usize) {
+        let on = (0..self.shared.workers.len())
+            .filter(|&i| {
+                self.shared.workers[i]
+                    .rq
+                    .lock()
+                    .iter()
+                    .any(|(_, _, p)| core::ptr::eq(&**p, &*t.0))
+            })
+            .collect();
+        (on, t.0.cpu.load(Ordering::Relaxed))
     }
 
     /// On how many runqueues `t` is queued (and its `on_rq` flag agrees).

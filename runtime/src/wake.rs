@@ -36,8 +36,10 @@
 //! dequeue under its own lock (unless a pick already did), selects a CPU and activates the
 //! task there or forwards it (`worker::drain`). With TTWU_DEQUEUE, `ttwu_runnable` finishes
 //! the delayed dequeue and returns "not done", so the task takes the full path (CPU
-//! selection included). Newly idle balancing never moves a delayed task, so a queued delayed
-//! wakeup always finds the task on the worker it was queued to. Loom model 5
+//! selection included). The periodic load balance may move a delayed task (the kernel's
+//! `migrate_load` does): a delayed wakeup queued to its old worker is then forwarded by that
+//! worker's drain to the new one (the chase, loom model 7, `loom-tests/tests/migrate.rs`).
+//! Loom model 5
 //! (`loom-tests/tests/delayed.rs`) races such a waker against the owner's pick finishing the
 //! delayed dequeue under each of the three (mutants `ttwu_runnable_no_recheck`,
 //! `drain_delayed_no_recheck`, `finish_delayed_relaxed_on_rq`). The Acquire on
@@ -146,6 +148,10 @@ fn ttwu_runnable(shared: &Shared, t: &TaskRef) -> bool {
         let cpu = t.cpu.load(Ordering::Acquire);
         let w = &shared.workers[cpu];
         let mut rq = w.rq.lock();
+        // O4: a balancer may have moved the task before this lock was taken (it changes
+        // `cpu` under both runqueue locks): follow it (loom model `migration_chase`, mutant
+        // `ttwu_runnable_no_cpu_recheck`).
+        #[cfg(not(lagom_mutant = "ttwu_runnable_no_cpu_recheck"))]
         if t.cpu.load(Ordering::Relaxed) != cpu {
             continue;
         }
@@ -164,14 +170,14 @@ fn ttwu_runnable(shared: &Shared, t: &TaskRef) -> bool {
             // CPU selection (the caller's full path).
             let (se, p) = rq.finish_delayed(h, now);
             crate::worker::finished_delayed(w, se, p);
-            w.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
+            w.publish(&rq);
             return false;
         }
         if rq.entity(h).sched_delayed {
             t.sched_delayed.store(false, Ordering::Relaxed);
             rq.requeue_delayed(h, now);
             check_preempt(w, &mut rq, h, now);
-            w.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
+            w.publish(&rq);
         }
         t.state.store(crate::task::RUNNING, Ordering::Relaxed);
         w.stats.inc(&w.stats.runnable_in_place);

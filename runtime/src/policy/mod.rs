@@ -48,6 +48,7 @@
 //! assert!([a, b].contains(&second));
 //! ```
 
+mod balance;
 mod check;
 mod config;
 mod delay;
@@ -63,6 +64,10 @@ mod tree;
 pub mod vtime;
 mod weight;
 
+pub use balance::{
+    BALANCE_INTERVAL, Candidate, IMBALANCE_PCT, Imbalance, LoadView, Migration, can_migrate, moved,
+    newidle_imbalance, periodic_imbalance,
+};
 pub use config::{NORMALIZED_BASE_SLICE, RqConfig, TunableScaling, scaled_base_slice};
 pub use delay::{DequeueKind, Dequeued};
 pub use entity::{MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, SchedEntity};

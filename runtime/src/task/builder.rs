@@ -220,7 +220,8 @@ pub fn yield_now() {
 }
 
 /// The cheap tick: charges the running task and switches away if it used up its request,
-/// a wakeup asked for preemption, or wakeups wait on this worker's wakelist. Long compute loops
+/// a wakeup asked for preemption, or wakeups wait on this worker's wakelist; every few
+/// milliseconds it also runs the periodic load balance, which may pull tasks to this worker. Long compute loops
 /// call it. Outside tasks it does nothing.
 pub fn cond_resched() {
     let Some(wt) = local() else { return };
@@ -229,6 +230,7 @@ pub fn cond_resched() {
     }
     let w = wt.worker();
     let now = crate::sys::time::monotonic_ns();
+    worker::balance_tick(wt, now);
     let resched = w.need_resched.load(Ordering::Relaxed)
         || !w.wakelist.is_empty()
         || wt.timers.borrow().next_deadline().is_some_and(|d| d <= now)

@@ -16,7 +16,8 @@ use crate::task::{RUNNING, TaskRef};
 /// unless a pick finished its dequeue meanwhile: its dequeue is finished now, a CPU is
 /// selected for it as for any wakeup (the waker's CPU recorded in `wake_cpu`), and it is
 /// activated here or forwarded to the chosen worker's wakelist (never under another lock:
-/// this one is held).
+/// this one is held). If balancing moved the delayed task to another worker meanwhile, the
+/// entry is forwarded there (the chase, `balance.rs`).
 pub(crate) fn drain(shared: &Shared, me: usize, rq: &mut RunQueue<TaskRef>, now: u64) {
     let w = &shared.workers[me];
     for t in w.wakelist.take_all() {
@@ -25,7 +26,22 @@ pub(crate) fn drain(shared: &Shared, me: usize, rq: &mut RunQueue<TaskRef>, now:
         if t.wake_delayed.swap(false, Ordering::Relaxed) {
             // Still queued (delayed) unless a pick finished the dequeue after the waker saw
             // `sched_delayed` (loom model `delayed_wakeup`, mutant `drain_delayed_no_recheck`).
-            let queued = t.on_rq.load(Ordering::Relaxed);
+            // Acquire: that pick may have run on another worker, after a balancer moved the
+            // task there; its entity store must be visible before `activate` reads it.
+            let queued = t.on_rq.load(Ordering::Acquire);
+            // Queued, but maybe no longer here: the periodic balancer may have moved the
+            // delayed task (it changes `cpu` under both locks, this one included). Chase
+            // after it: forward the entry to its owner, which repeats this under its own
+            // lock (loom model `migration_chase`, mutant `drain_no_chase`).
+            let owner = t.cpu.load(Ordering::Relaxed);
+            #[cfg(lagom_mutant = "drain_no_chase")]
+            let owner = me;
+            if queued && owner != me {
+                t.wake_delayed.store(true, Ordering::Relaxed);
+                w.stats.inc(&w.stats.wakeups_chased);
+                crate::wake::queue_wakelist(shared, owner, t);
+                continue;
+            }
             #[cfg(lagom_mutant = "drain_delayed_no_recheck")]
             let queued = true;
             if queued {
@@ -33,7 +49,7 @@ pub(crate) fn drain(shared: &Shared, me: usize, rq: &mut RunQueue<TaskRef>, now:
                 let h = unsafe { t.sched(|s| s.handle) }.expect("queued task has a handle");
                 let (se, p) = rq.finish_delayed(h, now);
                 finished_delayed(w, se, p);
-                w.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
+                w.publish(rq);
             }
             let waker = t.wake_cpu.load(Ordering::Relaxed);
             let target = crate::wake::select_cpu(
@@ -78,7 +94,7 @@ pub(crate) fn activate(w: &Worker, rq: &mut RunQueue<TaskRef>, t: TaskRef, now: 
     // the enqueue.
     task.state.store(RUNNING, Ordering::Release);
     check_preempt(w, rq, h, now);
-    w.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
+    w.publish(rq);
 }
 
 /// Runs the policy's wakeup-preemption check for `h` and sets need-resched if it says so.

@@ -11,12 +11,9 @@
 //! waker sees IDLE and wakes the sleeper (loom model 4, `idle_kick`). The sleep times out at
 //! the next timer of this worker.
 //!
-//! Newly idle balance: before sleeping, the worker pulls one runnable task that is neither
-//! running nor being switched away (`on_cpu` clear, Acquire) nor delayed, and may run here,
-//! from the worker with the most runnable tasks (at least two). Both runqueue locks are held,
-//! lower index first, while the task moves (`DequeueKind::Save`, then `EnqueueKind::Restore`),
-//! so `on_rq` stays true and a concurrent `ttwu_runnable` that locked the old runqueue sees
-//! `cpu` changed and retries (O4).
+//! Newly idle balance (`balance.rs`): before sleeping, the worker pulls one runnable task
+//! that is neither running nor being switched away nor delayed, and may run here, from the
+//! worker with the most runnable tasks (at least two).
 //!
 //! Shutdown: once `closing` is set, a worker whose runqueue and wakelist are empty leaves the
 //! loop; tasks still blocked are cancelled by `Runtime::shutdown`.
@@ -26,9 +23,9 @@ use alloc::sync::Arc;
 use core::cell::{Cell, RefCell};
 use core::ptr;
 
-use super::{LOCAL, Shared, WorkerThread, drain, finish_task_switch, pick, timer};
+use super::{LOCAL, Shared, WorkerThread, balance, drain, finish_task_switch, pick, timer};
 use crate::arch::{Context, SignalStack, StackPool, switch};
-use crate::policy::{DequeueKind, Dequeued, EnqueueKind};
+use crate::policy::{DequeueKind, Dequeued};
 use crate::sync::atomic::Ordering;
 use crate::sync::kick::Idle;
 use crate::task::{DEAD, Task};
@@ -51,6 +48,7 @@ pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
         pool: RefCell::new(pool),
         timers: RefCell::new(timer::Timers::default()),
         signals: SignalStack::install().ok(),
+        next_balance: Cell::new(0),
     });
     LOCAL.set((&*wt as *const WorkerThread).cast());
     idle_loop(&wt);
@@ -90,7 +88,7 @@ fn idle_loop(wt: &WorkerThread) {
         if shared.closing.load(Ordering::Acquire) && empty && w.wakelist.is_empty() {
             return;
         }
-        if balance(wt) {
+        if balance::newidle_balance(shared, wt.index, crate::sys::time::monotonic_ns()) {
             continue;
         }
         let has_work = || {
@@ -139,7 +137,7 @@ fn exit_task(wt: &WorkerThread, t: &Task) {
         }
         t.sched_delayed.store(false, Ordering::Relaxed);
         t.on_rq.store(false, Ordering::Release);
-        w.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
+        w.publish(&rq);
     }
     if let Some(sig) = &wt.signals {
         // SAFETY: null is always allowed; the task's info is about to be freed.
@@ -161,59 +159,4 @@ fn exit_task(wt: &WorkerThread, t: &Task) {
     let me = wt.shared.registry.lock().remove(&t.id);
     wt.shared.live_tasks.fetch_sub(1, Ordering::Release);
     drop(me);
-}
-
-/// Newly idle balance (module doc). Returns whether a task was pulled.
-fn balance(wt: &WorkerThread) -> bool {
-    let shared = &*wt.shared;
-    let me = wt.index;
-    let busiest = (0..shared.workers.len())
-        .filter(|&i| i != me)
-        .map(|i| (shared.workers[i].nr_running.load(Ordering::Relaxed), i))
-        .max();
-    let Some((load, src)) = busiest else {
-        return false;
-    };
-    if load < 2 {
-        return false;
-    }
-    let (lo, hi) = (me.min(src), me.max(src));
-    let mut g_lo = shared.workers[lo].rq.lock();
-    let mut g_hi = shared.workers[hi].rq.lock();
-    let (src_rq, dst_rq) = if src == lo {
-        (&mut *g_lo, &mut *g_hi)
-    } else {
-        (&mut *g_hi, &mut *g_lo)
-    };
-    let curr = src_rq.curr();
-    let candidate = src_rq
-        .iter()
-        .find(|(h, se, t)| {
-            Some(*h) != curr
-                && !se.sched_delayed
-                && t.allowed(me)
-                && !t.on_cpu.load(Ordering::Acquire)
-        })
-        .map(|(h, _, _)| h);
-    let Some(h) = candidate else {
-        return false;
-    };
-    let now = crate::sys::time::monotonic_ns();
-    let Dequeued::Removed { se, payload } = src_rq.dequeue(h, DequeueKind::Save, now) else {
-        unreachable!("a Save dequeue is never delayed");
-    };
-    payload.cpu.store(me, Ordering::Relaxed);
-    let t = Arc::clone(&payload);
-    let nh = dst_rq.enqueue(se, payload, EnqueueKind::Restore, now);
-    // SAFETY: both runqueue locks are held; the task is queued, not on any CPU.
-    unsafe { t.sched(|s| s.handle = Some(nh)) };
-    shared.workers[src]
-        .nr_running
-        .store(src_rq.nr_runnable(), Ordering::Relaxed);
-    shared.workers[me]
-        .nr_running
-        .store(dst_rq.nr_runnable(), Ordering::Relaxed);
-    let w = wt.worker();
-    w.stats.inc(&w.stats.balance_pulls);
-    true
 }

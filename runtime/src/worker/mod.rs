@@ -5,20 +5,25 @@
 //! * `activate.rs` — the wakelist drain and enqueueing a woken task (`sched_ttwu_pending`,
 //!   `ttwu_do_activate`);
 //! * `schedule.rs` — `schedule()`, `finish_task_switch()` and the lock-before-switch argument;
-//! * `idle.rs` — the worker thread's loop (its idle task), freeing ended tasks, newly idle
-//!   balance, the idle/kick sleep;
+//! * `idle.rs` — the worker thread's loop (its idle task), freeing ended tasks, the idle/kick
+//!   sleep;
+//! * `balance.rs` — newly idle and periodic load balancing (moving tasks between workers);
 //! * `timer.rs` — the timer heap of `sleep`; `stats.rs` — the counters.
 //!
 //! Invariant: *a task's registers are saved before any other worker can observe its `on_cpu`
 //! cleared, and a worker only switches to a task it picked under its own runqueue lock.*
 
 mod activate;
+mod balance;
 mod idle;
 mod schedule;
 mod stats;
 mod timer;
 
 pub(crate) use activate::{activate, check_preempt, drain, finished_delayed};
+#[cfg(loom)]
+pub(crate) use balance::periodic_balance;
+pub(crate) use balance::tick as balance_tick;
 pub(crate) use idle::worker_main;
 pub(crate) use schedule::{Reason, block_current, finish_task_switch, pick, schedule};
 #[cfg(loom)]
@@ -34,7 +39,7 @@ use core::ptr;
 
 use crate::arch::{Context, SignalStack, StackPool};
 use crate::policy::{Features, RqConfig, RunQueue};
-use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::kick::Kick;
 use crate::sync::llist::LList;
 use crate::sync::lock::Lock;
@@ -56,6 +61,9 @@ pub(crate) struct Worker {
     /// `nr_runnable` of the runqueue, published after every change under the lock (a hint
     /// for CPU selection and balancing, and the idle re-check).
     pub(crate) nr_running: AtomicUsize,
+    /// `load_weight` of the runqueue (queued weight, delayed entities included), published
+    /// with `nr_running` (a hint for balancing).
+    pub(crate) load: AtomicU64,
     /// Counters.
     pub(crate) stats: Counters,
 }
@@ -69,8 +77,18 @@ impl Worker {
             kick: Kick::new(),
             need_resched: AtomicBool::new(false),
             nr_running: AtomicUsize::new(0),
+            load: AtomicU64::new(0),
             stats: Counters::default(),
         }
+    }
+}
+
+impl Worker {
+    /// Publishes `rq`'s runnable count and load (the caller holds its lock and has just
+    /// changed it).
+    pub(crate) fn publish(&self, rq: &RunQueue<TaskRef>) {
+        self.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
+        self.load.store(rq.load_weight(), Ordering::Relaxed);
     }
 }
 
@@ -107,6 +125,8 @@ pub(crate) struct WorkerThread {
     pub(crate) pool: RefCell<StackPool>,
     pub(crate) timers: RefCell<timer::Timers>,
     signals: Option<SignalStack>,
+    /// When the tick next runs the periodic balance (`balance.rs`).
+    pub(crate) next_balance: Cell<u64>,
 }
 
 static LOCAL: Key = Key::new(None);

@@ -2,7 +2,8 @@
 //!
 //! ## Steps
 //!
-//! 1. fire expired timers (wakeups, outside the lock);
+//! 1. fire expired timers (wakeups, outside the lock) and, when its interval has passed, run
+//!    the periodic load balance (`balance.rs`, which takes the locks it needs);
 //! 2. take the runqueue lock; drain the wakelist (`sched_ttwu_pending`: each entry is
 //!    activated here, with its owner already set to this worker by its waker);
 //! 3. `update_curr`; if the previous task is not `RUNNING` (it blocks) dequeue it with
@@ -40,7 +41,7 @@
 use alloc::sync::Arc;
 use core::ptr;
 
-use super::{Worker, drain, finished_delayed, local, timer};
+use super::{Worker, balance_tick, drain, finished_delayed, local, timer};
 use crate::arch::switch;
 use crate::policy::{DequeueKind, Dequeued, Pick, RunQueue};
 use crate::sync::atomic::Ordering;
@@ -56,7 +57,7 @@ pub(crate) fn pick(w: &Worker, rq: &mut RunQueue<TaskRef>, now: u64) -> *const T
         }
     };
     w.need_resched.store(false, Ordering::Relaxed);
-    w.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
+    w.publish(rq);
     next
 }
 
@@ -140,6 +141,7 @@ pub(crate) fn schedule(reason: Reason) {
     let prev_t = unsafe { &*prev };
     let now = crate::sys::time::monotonic_ns();
     timer::fire(wt, now);
+    balance_tick(wt, now);
     let w = wt.worker();
     let mut rq = w.rq.lock();
     drain(&wt.shared, wt.index, &mut rq, now);

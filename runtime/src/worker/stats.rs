@@ -82,6 +82,13 @@ counters! {
     kicks,
     /// Tasks pulled here by newly-idle balancing.
     balance_pulls,
+    /// Tasks pulled here by periodic (load) balancing.
+    balance_periodic,
+    /// Of those, tasks that were delayed (asleep, still queued) when they moved.
+    balance_delayed,
+    /// Delayed wakeups that found their task moved by balancing and were forwarded to the
+    /// worker that now owns it (the drain's chase, TTWU_QUEUE_DELAYED).
+    wakeups_chased,
     /// Tasks spawned onto this worker.
     spawns,
     /// Tasks that ended on this worker.

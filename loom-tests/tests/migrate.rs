@@ -1,0 +1,102 @@
+//! Model 7 of issue #6, **migration chase**: a wakeup aimed at worker 0 for a task that the
+//! periodic load balance of worker 1 moves away from worker 0 at the same time must be
+//! delivered where the task is, never on the runqueue it left (DESIGN.md "Migration race").
+//! Over the real code: `try_to_wake_up` (`wake.rs`), the balancer's `periodic_balance`
+//! (`worker/balance.rs`) and the wakelist drain (`worker/activate.rs`).
+//!
+//! Setup (before the race): on worker 0, task T runs beside a queued task U, is charged
+//! 10 ms and blocks; not eligible, it stays queued as delayed, and U runs. Worker 0's load
+//! is two nice-0 weights, worker 1's is zero: the periodic balance of worker 1 may pull T
+//! (only the periodic balancer moves delayed tasks; U is running and stays).
+//!
+//! The race, three threads: a waker unparks T from outside the workers; worker 1 runs its
+//! periodic balance (both runqueue locks; T's entity, handle and `cpu` change together);
+//! worker 0 drains its wakelist. Then every worker drains twice (a forwarded entry may hop
+//! once more). Afterwards T is queued exactly once, on the runqueue of the worker its `cpu`
+//! names, `RUNNING` and no longer delayed.
+//!
+//! Under TTWU_QUEUE_DELAYED the waker hands T to the wakelist of the worker its `cpu` named
+//! when it looked; if the balancer moved T meanwhile, the drain of that worker finds `cpu`
+//! changed under its lock and forwards the entry (the chase). Under the default (in-place
+//! requeue) the waker locks the runqueue of the `cpu` it read and re-checks `cpu` under the
+//! lock, retrying on the new worker (O4).
+//!
+//! Mutants (each caught here; `mutants.sh`):
+//! * `drain_no_chase` makes the drain assume the delayed task is still its own: it finishes
+//!   the dequeue of T's handle on worker 0's runqueue while T sits on worker 1's — the
+//!   handle names another entity there or none (TTWU_QUEUE_DELAYED);
+//! * `ttwu_runnable_no_cpu_recheck` drops O4's re-check of `cpu` under the lock: the waker
+//!   requeues T's handle on the runqueue T just left (the default features).
+//!
+//! Run time at LOOM_MAX_PREEMPTIONS=2 (CI's bound), `--release`: about 0.2 s for both tests.
+#![cfg(loom)]
+
+use lagom::model::{Model, Step};
+use loom::sync::Arc;
+use loom::thread;
+
+const MS: u64 = 1_000_000;
+
+const FEATURES: [&str; 2] = ["TTWU_QUEUE_DELAYED", "TTWU_QUEUE"];
+
+#[test]
+fn migration_chase() {
+    for spec in FEATURES {
+        loom::model(move || {
+            let m = Arc::new(Model::new(2, spec));
+            let t = m.running_task(0);
+            let u = m.queued_task(0);
+            assert_eq!(m.prepare_park(&t), Step::Sleep);
+            assert_eq!(m.schedule_at(&t, 0, 10 * MS), Some(u.id()));
+            assert!(m.is_delayed(&t), "[{spec}] T, not eligible, sleeps delayed");
+
+            let waker = {
+                let (m, t) = (Arc::clone(&m), t.clone());
+                thread::spawn(move || m.unpark(&t))
+            };
+            let balancer = {
+                let m = Arc::clone(&m);
+                thread::spawn(move || m.periodic_balance(1, 11 * MS))
+            };
+            m.drain(0, 12 * MS);
+            waker.join().unwrap();
+            let pulled = balancer.join().unwrap();
+            m.drain_all();
+            m.drain_all();
+
+            let (on, cpu) = m.whereabouts(&t);
+            assert_eq!(
+                on,
+                [cpu],
+                "[{spec}] T must be queued once, where its cpu says (balancer pulled {pulled})"
+            );
+            assert_eq!(m.queued_count(&t), 1, "[{spec}] T queued once");
+            assert!(m.is_running_state(&t), "[{spec}] T queued but not RUNNING");
+            assert!(!m.is_delayed(&t), "[{spec}] T woken but still delayed");
+            let (u_on, _) = m.whereabouts(&u);
+            assert_eq!(u_on, [0], "[{spec}] U, running, never moves");
+        });
+    }
+}
+
+/// The chase without the race, in the order that needs it: the waker queues T on worker 0,
+/// then the balancer moves T to worker 1, then worker 0 drains and must forward T.
+#[test]
+fn migration_chase_in_order() {
+    loom::model(|| {
+        let m = Model::new(2, "TTWU_QUEUE_DELAYED");
+        let t = m.running_task(0);
+        let u = m.queued_task(0);
+        assert_eq!(m.prepare_park(&t), Step::Sleep);
+        assert_eq!(m.schedule_at(&t, 0, 10 * MS), Some(u.id()));
+        m.unpark(&t);
+        assert_eq!(m.periodic_balance(1, 11 * MS), 1, "the delayed T moves");
+        assert_eq!(m.whereabouts(&t), (vec![1], 1));
+        assert!(m.is_delayed(&t), "T moved still delayed");
+        m.drain(0, 12 * MS);
+        m.drain(1, 12 * MS);
+        let (on, cpu) = m.whereabouts(&t);
+        assert_eq!(on, [cpu], "T queued once, where its cpu says");
+        assert!(m.is_running_state(&t) && !m.is_delayed(&t), "T woken");
+    });
+}

@@ -1,0 +1,167 @@
+//! Load-balancing decisions: which CPU to pull from, how much, and which entities may move
+//! (the kernel's `find_busiest_queue`, `calculate_imbalance` and `can_migrate_task`), over a
+//! read-only view of the CPUs, so that the threaded runtime and the simulator balance alike.
+//!
+//! Two balancers use them, as in the kernel:
+//!
+//! * **Newly idle** ([`newidle_imbalance`]): a CPU about to go idle pulls one runnable entity
+//!   from the CPU with the most runnable entities (at least two). The count is what matters
+//!   to an idle CPU (the kernel's `migrate_task`): any work beats none. Delayed entities are
+//!   not work and never move this way.
+//! * **Periodic** ([`periodic_imbalance`], run from the tick every
+//!   [`BALANCE_INTERVAL`]): the CPU pulls *load* (the weight sum of everything queued,
+//!   delayed entities included, as the kernel's `cfs_rq` load counts them) from the CPU with
+//!   the most load, when that exceeds its own by more than [`IMBALANCE_PCT`] %; it moves
+//!   entities while the amount moved stays within half the difference (`migrate_load`). Only
+//!   this balancer moves delayed entities (the kernel's `can_migrate_task` allows them only
+//!   for `migrate_load`), which is what makes a queued delayed wakeup meet a task that moved
+//!   (DESIGN.md "Migration race").
+//!
+//! Weighted fairness across CPUs comes from the periodic balancer: with nice 0, 0, 5 and −5
+//! on two CPUs (weights 1024, 1024, 335, 3121), pulling by load ends with the −5 entity
+//! alone on one CPU and the other three sharing the other, which is the fairest feasible
+//! split (an entity cannot use more than one CPU, so the −5 entity's share is capped at one
+//! CPU and the rest is shared by weight). Counting entities would stop at two and two.
+//!
+//! The half-difference bound is what keeps the balancer from oscillating: a move never
+//! makes the puller heavier than the CPU it pulled from.
+
+/// What balancing knows about one CPU (a snapshot; stale values cost balance, never
+/// correctness: the mechanism re-checks everything under the runqueue locks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LoadView {
+    /// Weight sum of the queued entities, the running and the delayed ones included.
+    pub load: u64,
+    /// Runnable entities (the running one included, delayed ones not).
+    pub nr_running: usize,
+}
+
+/// How an imbalance is measured and settled (the kernel's `enum migration_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Migration {
+    /// Move runnable entities, one at a time, regardless of weight (`migrate_task`).
+    Task,
+    /// Move weight: entities whose weight fits in what is left of the imbalance
+    /// (`migrate_load`); delayed entities may move.
+    Load,
+}
+
+/// A decision to pull from `busiest`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Imbalance {
+    /// The CPU to pull from.
+    pub busiest: usize,
+    /// What to move.
+    pub kind: Migration,
+    /// How much: entities for [`Migration::Task`], weight for [`Migration::Load`].
+    pub amount: u64,
+}
+
+/// The kernel's `imbalance_pct` of a multi-core domain: the busiest CPU's load must exceed
+/// the puller's by more than this percentage before the periodic balancer moves anything.
+pub const IMBALANCE_PCT: u64 = 117;
+
+/// How often (ns of the puller's clock) a busy CPU runs the periodic balancer: 4 ms, of the
+/// order of the kernel's balance interval for a small domain of busy CPUs.
+pub const BALANCE_INTERVAL: u64 = 4_000_000;
+
+/// Newly idle balance for CPU `me` of `n`: pull one runnable entity from the CPU with the
+/// most runnable entities, if it has at least two (one runs there, one may move).
+///
+/// ```
+/// use lagom::policy::{LoadView, Migration, newidle_imbalance};
+/// let cpus = [LoadView { load: 0, nr_running: 0 }, LoadView { load: 2048, nr_running: 2 }];
+/// let imb = newidle_imbalance(2, 0, |i| cpus[i]).unwrap();
+/// assert_eq!((imb.busiest, imb.kind, imb.amount), (1, Migration::Task, 1));
+/// ```
+pub fn newidle_imbalance(
+    n: usize,
+    me: usize,
+    view: impl Fn(usize) -> LoadView,
+) -> Option<Imbalance> {
+    let (nr, busiest) = (0..n)
+        .filter(|&i| i != me)
+        .map(|i| (view(i).nr_running, i))
+        .max()?;
+    (nr >= 2).then_some(Imbalance {
+        busiest,
+        kind: Migration::Task,
+        amount: 1,
+    })
+}
+
+/// Periodic balance for CPU `me` of `n`: pull half the load difference from the CPU with the
+/// most load, if that is more than [`IMBALANCE_PCT`] % of this CPU's load.
+///
+/// ```
+/// use lagom::policy::{LoadView, Migration, periodic_imbalance};
+/// // nice 0 and 5 here, nice 0 and −5 there: pull up to (4145 − 1359) / 2 of weight.
+/// let cpus = [LoadView { load: 1359, nr_running: 2 }, LoadView { load: 4145, nr_running: 2 }];
+/// let imb = periodic_imbalance(2, 0, |i| cpus[i]).unwrap();
+/// assert_eq!((imb.busiest, imb.kind, imb.amount), (1, Migration::Load, 1393));
+/// // The other way round there is nothing to pull.
+/// assert_eq!(periodic_imbalance(2, 1, |i| cpus[i]), None);
+/// ```
+pub fn periodic_imbalance(
+    n: usize,
+    me: usize,
+    view: impl Fn(usize) -> LoadView,
+) -> Option<Imbalance> {
+    let local = view(me).load;
+    let (load, busiest) = (0..n)
+        .filter(|&i| i != me)
+        .map(|i| (view(i).load, i))
+        .max()?;
+    if u128::from(load) * 100 <= u128::from(local) * u128::from(IMBALANCE_PCT) {
+        return None;
+    }
+    Some(Imbalance {
+        busiest,
+        kind: Migration::Load,
+        amount: (load - local) / 2,
+    })
+}
+
+/// One queued entity of the busiest CPU, as `can_migrate_task` sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Candidate {
+    /// Its weight.
+    pub weight: u64,
+    /// It sleeps, still queued (DELAY_DEQUEUE).
+    pub delayed: bool,
+    /// It runs there, or its CPU is still switching away from it.
+    pub running: bool,
+    /// Its affinity allows the pulling CPU.
+    pub allowed: bool,
+}
+
+/// Whether `c` may move to settle what is `left` of `imb` (the kernel's
+/// `can_migrate_task` and the weight test of `detach_tasks`). After moving it, subtract
+/// [`moved`] from `left`; stop when `left` is zero.
+///
+/// ```
+/// use lagom::policy::{Candidate, Imbalance, Migration, can_migrate};
+/// let imb = Imbalance { busiest: 1, kind: Migration::Load, amount: 1393 };
+/// let nice0 = Candidate { weight: 1024, delayed: false, running: false, allowed: true };
+/// let nice_m5 = Candidate { weight: 3121, ..nice0 };
+/// assert!(can_migrate(&imb, imb.amount, nice0));
+/// assert!(!can_migrate(&imb, imb.amount, nice_m5), "too heavy: it would reverse the imbalance");
+/// assert!(!can_migrate(&imb, imb.amount, Candidate { running: true, ..nice0 }));
+/// ```
+pub fn can_migrate(imb: &Imbalance, left: u64, c: Candidate) -> bool {
+    if c.running || !c.allowed || left == 0 {
+        return false;
+    }
+    match imb.kind {
+        Migration::Task => !c.delayed,
+        Migration::Load => c.weight <= left,
+    }
+}
+
+/// What moving `c` settles of `imb`.
+pub fn moved(imb: &Imbalance, c: Candidate) -> u64 {
+    match imb.kind {
+        Migration::Task => 1,
+        Migration::Load => c.weight,
+    }
+}

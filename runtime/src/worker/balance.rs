@@ -1,0 +1,153 @@
+//! Moving tasks between workers: newly idle balance (before a worker sleeps) and periodic
+//! balance (from the tick of a busy worker). What to move is the policy's decision
+//! (`policy/balance.rs`); this file takes the locks and moves the tasks.
+//!
+//! ## Protocol
+//!
+//! The puller reads every worker's published `load` and `nr_running` (Relaxed hints), asks
+//! the policy for an imbalance, then locks both runqueues, lower index first, and walks the
+//! busiest one. A task may move if the policy allows it and it is neither the runqueue's
+//! current entity nor `on_cpu` (Acquire: a task still being switched away from has not
+//! saved its registers yet). It moves with `DequeueKind::Save` and `EnqueueKind::Restore`
+//! under both locks, so `on_rq` stays true throughout, its `cpu` changes under both locks,
+//! and its handle is rewritten before either lock is released. Readers therefore always
+//! find a task where its `cpu` says, once they hold that runqueue's lock:
+//!
+//! * `ttwu_runnable` locks the runqueue of the `cpu` it read and retries if `cpu` changed
+//!   (O4).
+//! * A delayed wakeup queued on the old worker's wakelist (TTWU_QUEUE_DELAYED) can meet a
+//!   delayed task that the periodic balancer moved (only it moves delayed tasks). The drain
+//!   compares `cpu` with its own index under its lock and forwards the entry to the worker
+//!   that now owns the task ("chase after it", `activate.rs`); that worker repeats the test
+//!   under its own lock. Loom model 7 (`loom-tests/tests/migrate.rs`, mutant
+//!   `drain_no_chase`) races the waker, the balancer and the drain.
+//!
+//! A pulled runnable task runs the wakeup-preemption check on its new runqueue, as the
+//! kernel's `attach_task` does, so a task with an earlier deadline is not kept waiting for
+//! the puller's running task to finish its request.
+
+use alloc::sync::Arc;
+
+use super::{Shared, Worker, WorkerThread, check_preempt};
+use crate::policy::{
+    BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Imbalance, LoadView, RunQueue,
+    can_migrate, moved, newidle_imbalance, periodic_imbalance,
+};
+use crate::sync::atomic::Ordering;
+use crate::task::TaskRef;
+
+/// At most this many tasks move in one balance (the kernel's `sysctl_sched_nr_migrate`
+/// bound on `detach_tasks`), so one pass holds two locks for a bounded time.
+const NR_MIGRATE: usize = 32;
+
+/// Which balancer pulls (for the counters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Balancer {
+    NewlyIdle,
+    Periodic,
+}
+
+fn view(shared: &Shared) -> impl Fn(usize) -> LoadView + '_ {
+    |i| {
+        let w = &shared.workers[i];
+        LoadView {
+            load: w.load.load(Ordering::Relaxed),
+            nr_running: w.nr_running.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Newly idle balance of worker `me` (module doc). Returns whether a task was pulled.
+pub(crate) fn newidle_balance(shared: &Shared, me: usize, now: u64) -> bool {
+    let n = shared.workers.len();
+    newidle_imbalance(n, me, view(shared))
+        .is_some_and(|imb| pull(shared, me, imb, Balancer::NewlyIdle, now) > 0)
+}
+
+/// Periodic balance of worker `me` (module doc). Returns how many tasks were pulled.
+pub(crate) fn periodic_balance(shared: &Shared, me: usize, now: u64) -> usize {
+    let n = shared.workers.len();
+    periodic_imbalance(n, me, view(shared))
+        .map_or(0, |imb| pull(shared, me, imb, Balancer::Periodic, now))
+}
+
+/// The tick's part: runs the periodic balance when its interval has passed. The caller is
+/// the worker thread's running task, holding no runqueue lock.
+pub(crate) fn tick(wt: &WorkerThread, now: u64) {
+    if now < wt.next_balance.get() {
+        return;
+    }
+    wt.next_balance.set(now.saturating_add(BALANCE_INTERVAL));
+    if wt.shared.workers.len() > 1 {
+        periodic_balance(&wt.shared, wt.index, now);
+    }
+}
+
+/// Pulls tasks from `imb.busiest` to `me` while the policy allows; returns how many moved.
+fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> usize {
+    let src = imb.busiest;
+    let (lo, hi) = (me.min(src), me.max(src));
+    let mut g_lo = shared.workers[lo].rq.lock();
+    let mut g_hi = shared.workers[hi].rq.lock();
+    let (src_rq, dst_rq) = if src == lo {
+        (&mut *g_lo, &mut *g_hi)
+    } else {
+        (&mut *g_hi, &mut *g_lo)
+    };
+    let curr = src_rq.curr();
+    let mut left = imb.amount;
+    let mut pulled = 0;
+    while left > 0 && pulled < NR_MIGRATE {
+        let found = src_rq.iter().find_map(|(h, se, t)| {
+            let c = Candidate {
+                weight: se.weight,
+                delayed: se.sched_delayed,
+                running: Some(h) == curr || t.on_cpu.load(Ordering::Acquire),
+                allowed: t.allowed(me),
+            };
+            can_migrate(&imb, left, c).then_some((h, c))
+        });
+        let Some((h, c)) = found else { break };
+        move_task(shared, src_rq, dst_rq, h, me, now);
+        left -= moved(&imb, c).min(left);
+        pulled += 1;
+    }
+    if pulled > 0 {
+        shared.workers[src].publish(src_rq);
+        let w = &shared.workers[me];
+        w.publish(dst_rq);
+        let counter = match who {
+            Balancer::NewlyIdle => &w.stats.balance_pulls,
+            Balancer::Periodic => &w.stats.balance_periodic,
+        };
+        counter.fetch_add(pulled as u64, Ordering::Relaxed);
+    }
+    pulled
+}
+
+/// Moves the queued, not running task `h` of `src_rq` to `dst_rq`, worker `me`'s. The caller
+/// holds both locks.
+fn move_task(
+    shared: &Shared,
+    src_rq: &mut RunQueue<TaskRef>,
+    dst_rq: &mut RunQueue<TaskRef>,
+    h: crate::policy::Handle,
+    me: usize,
+    now: u64,
+) {
+    let Dequeued::Removed { se, payload } = src_rq.dequeue(h, DequeueKind::Save, now) else {
+        unreachable!("a Save dequeue is never delayed");
+    };
+    let delayed = se.sched_delayed;
+    payload.cpu.store(me, Ordering::Relaxed);
+    let t = Arc::clone(&payload);
+    let nh = dst_rq.enqueue(se, payload, EnqueueKind::Restore, now);
+    // SAFETY: both runqueue locks are held; the task is queued, not on any CPU.
+    unsafe { t.sched(|s| s.handle = Some(nh)) };
+    let w: &Worker = &shared.workers[me];
+    if delayed {
+        w.stats.inc(&w.stats.balance_delayed);
+    } else {
+        check_preempt(w, dst_rq, nh, now);
+    }
+}
