@@ -22,6 +22,11 @@
 //!   under its own lock. Loom model 7 (`loom-tests/tests/migrate.rs`, mutant
 //!   `drain_no_chase`) races the waker, the balancer and the drain.
 //!
+//! The periodic balance runs on busy workers only (from their tick); an idle worker sleeps
+//! in `futex_wait`. A busy worker whose tick finds nothing to pull but has tasks waiting
+//! kicks a sleeping idle worker (`nohz_kick`, the kernel's nohz balancer kick), which wakes,
+//! finds its queues empty and runs the newly idle balance.
+//!
 //! A pulled runnable task runs the wakeup-preemption check on its new runqueue, as the
 //! kernel's `attach_task` does, so a task with an earlier deadline is not kept waiting for
 //! the puller's running task to finish its request.
@@ -78,8 +83,30 @@ pub(crate) fn tick(wt: &WorkerThread, now: u64) {
         return;
     }
     wt.next_balance.set(now.saturating_add(BALANCE_INTERVAL));
-    if wt.shared.workers.len() > 1 {
-        periodic_balance(&wt.shared, wt.index, now);
+    if wt.shared.workers.len() > 1 && periodic_balance(&wt.shared, wt.index, now) == 0 {
+        nohz_kick(&wt.shared, wt.index);
+    }
+}
+
+/// The kernel's `nohz_balancer_kick`: a worker with tasks waiting wakes a sleeping idle
+/// worker, whose idle loop then runs the newly idle balance and pulls one. Without it a
+/// worker that went to sleep stays asleep while tasks spawned on (or woken to) another one
+/// wait there, since only the newly idle balance runs on idle workers and it runs before
+/// they sleep.
+fn nohz_kick(shared: &Shared, me: usize) {
+    let w = &shared.workers[me];
+    if w.nr_running.load(Ordering::Relaxed) < 2 {
+        return;
+    }
+    let idle = (0..shared.workers.len()).find(|&i| {
+        i != me
+            && shared.workers[i].nr_running.load(Ordering::Relaxed) == 0
+            && shared.workers[i].load.load(Ordering::Relaxed) == 0
+    });
+    if let Some(i) = idle
+        && shared.workers[i].kick.kick()
+    {
+        w.stats.inc(&w.stats.nohz_kicks);
     }
 }
 

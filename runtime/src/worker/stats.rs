@@ -86,6 +86,8 @@ counters! {
     balance_periodic,
     /// Of those, tasks that were delayed (asleep, still queued) when they moved.
     balance_delayed,
+    /// Sleeping idle workers this worker woke to pull its waiting tasks (nohz balance kick).
+    nohz_kicks,
     /// Delayed wakeups that found their task moved by balancing and were forwarded to the
     /// worker that now owns it (the drain's chase, TTWU_QUEUE_DELAYED).
     wakeups_chased,
