@@ -133,6 +133,9 @@ pub struct Candidate {
     pub running: bool,
     /// Its affinity allows the pulling CPU.
     pub allowed: bool,
+    /// It is the next buddy of its runqueue and CACHE_HOT_BUDDY is on: about to run there,
+    /// its cache is warm (the kernel's `task_hot` buddy test).
+    pub cache_hot: bool,
 }
 
 /// Whether `c` may move to settle what is `left` of `imb` (the kernel's
@@ -142,14 +145,16 @@ pub struct Candidate {
 /// ```
 /// use lagom::policy::{Candidate, Imbalance, Migration, can_migrate};
 /// let imb = Imbalance { busiest: 1, kind: Migration::Load, amount: 1393 };
-/// let nice0 = Candidate { weight: 1024, delayed: false, running: false, allowed: true };
+/// let nice0 =
+///     Candidate { weight: 1024, delayed: false, running: false, allowed: true, cache_hot: false };
 /// let nice_m5 = Candidate { weight: 3121, ..nice0 };
 /// assert!(can_migrate(&imb, imb.amount, nice0));
 /// assert!(!can_migrate(&imb, imb.amount, nice_m5), "too heavy: it would reverse the imbalance");
 /// assert!(!can_migrate(&imb, imb.amount, Candidate { running: true, ..nice0 }));
+/// assert!(!can_migrate(&imb, imb.amount, Candidate { cache_hot: true, ..nice0 }));
 /// ```
 pub fn can_migrate(imb: &Imbalance, left: u64, c: Candidate) -> bool {
-    if c.running || !c.allowed || left == 0 {
+    if c.running || !c.allowed || c.cache_hot || left == 0 {
         return false;
     }
     match imb.kind {

@@ -35,8 +35,8 @@ use alloc::sync::Arc;
 
 use super::{Shared, Worker, WorkerThread, check_preempt};
 use crate::policy::{
-    BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Imbalance, LoadView, RunQueue,
-    can_migrate, moved, newidle_imbalance, periodic_imbalance,
+    BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Feature, Imbalance, LoadView,
+    RunQueue, can_migrate, moved, newidle_imbalance, periodic_imbalance,
 };
 use crate::sync::atomic::Ordering;
 use crate::task::TaskRef;
@@ -122,6 +122,11 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
         (&mut *g_hi, &mut *g_lo)
     };
     let curr = src_rq.curr();
+    let buddy = src_rq
+        .features()
+        .is_enabled(Feature::CacheHotBuddy)
+        .then(|| src_rq.next_buddy())
+        .flatten();
     let mut left = imb.amount;
     let mut pulled = 0;
     while left > 0 && pulled < NR_MIGRATE {
@@ -131,6 +136,7 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
                 delayed: se.sched_delayed,
                 running: Some(h) == curr || t.on_cpu.load(Ordering::Acquire),
                 allowed: t.allowed(me),
+                cache_hot: Some(h) == buddy,
             };
             can_migrate(&imb, left, c).then_some((h, c))
         });
