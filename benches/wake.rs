@@ -18,6 +18,10 @@
 //!   task's request, or the wakee is not yet eligible. Longer stalls are the host taking a
 //!   worker thread's CPU away (in 4 ms steps here), which wall-clock charging also turns into
 //!   scheduling debt; `examples/busy_wake.rs` labels each stall.
+//! * `lagom/remote_busy_short_slice` — as `remote_busy`, but A and B ask for a 0.1 ms
+//!   request (`task::Builder::slice`), as a latency-sensitive task does under EEVDF: a wakee
+//!   with a shorter slice than the running task cuts its protection (PREEMPT_SHORT) and runs
+//!   as soon as the busy task reaches `cond_resched()`.
 //! * `lagom/remote_idle` — A on worker 0, B on worker 1, nothing else: each worker goes idle
 //!   when its task parks; the wake finds it in its idle spin (default `idle_spin`) or, if the
 //!   spin ran out, asleep on its futex.
@@ -76,9 +80,17 @@ fn player(
     }
 }
 
-/// `iters` round trips between a task on `cpus[a]` and one on `cpus[b]`; with `busy`, a
-/// CPU-bound task calling `cond_resched()` runs on each of the two workers meanwhile.
-fn lagom_pingpong(rt: &Runtime, a: usize, b: usize, busy: bool, iters: u64) -> Duration {
+/// `iters` round trips between a task on `cpus[a]` and one on `cpus[b]` (with `slice`, both
+/// ask for that request length); with `busy`, a CPU-bound task calling `cond_resched()` runs
+/// on each of the two workers meanwhile.
+fn lagom_pingpong(
+    rt: &Runtime,
+    a: usize,
+    b: usize,
+    busy: bool,
+    slice: Option<Duration>,
+    iters: u64,
+) -> Duration {
     let cpus = rt.worker_cpus();
     let (cpu_a, cpu_b) = (cpus[a], cpus[b]);
     rt.block_on(move || {
@@ -104,8 +116,12 @@ fn lagom_pingpong(rt: &Runtime, a: usize, b: usize, busy: bool, iters: u64) -> D
         };
         let turn = Arc::new(AtomicU64::new(0));
         let peers: Arc<[OnceLock<Unparker>; 2]> = Arc::new(Default::default());
-        let pa = Builder::new().name("A").cpus([cpu_a]);
-        let pb = Builder::new().name("B").cpus([cpu_b]);
+        let with_slice = |b: Builder| match slice {
+            Some(s) => b.slice(s),
+            None => b,
+        };
+        let pa = with_slice(Builder::new().name("A").cpus([cpu_a]));
+        let pb = with_slice(Builder::new().name("B").cpus([cpu_b]));
         let ha = pa
             .spawn(player(0, iters, Arc::clone(&turn), Arc::clone(&peers)))
             .expect("spawn A");
@@ -162,19 +178,26 @@ fn tokio_pingpong(rt: &tokio::runtime::Runtime, busy: bool, iters: u64) -> Durat
     })
 }
 
+/// The request a latency-sensitive task asks for (`task::Builder::slice`), against the
+/// default 3 ms (scaled by the worker count) of the busy tasks.
+const SHORT_SLICE: Duration = Duration::from_micros(100);
+
 fn bench_wake(c: &mut Criterion) {
     let mut g = c.benchmark_group("wake_round_trip");
     let rt = Runtime::builder().build().expect("lagom runtime");
     let remote = rt.worker_cpus().len() >= 2;
     g.bench_function("lagom/local", |b| {
-        b.iter_custom(|n| lagom_pingpong(&rt, 0, 0, false, n))
+        b.iter_custom(|n| lagom_pingpong(&rt, 0, 0, false, None, n))
     });
     if remote {
         g.bench_function("lagom/remote_busy", |b| {
-            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, true, n))
+            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, true, None, n))
+        });
+        g.bench_function("lagom/remote_busy_short_slice", |b| {
+            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, true, Some(SHORT_SLICE), n))
         });
         g.bench_function("lagom/remote_idle", |b| {
-            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, false, n))
+            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, false, None, n))
         });
         drop(rt);
         let rt = Runtime::builder()
@@ -182,7 +205,7 @@ fn bench_wake(c: &mut Criterion) {
             .build()
             .expect("lagom runtime");
         g.bench_function("lagom/remote_idle_futex", |b| {
-            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, false, n))
+            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, false, None, n))
         });
     }
 
