@@ -98,15 +98,7 @@ fn idle_loop(wt: &WorkerThread) {
                 || w.nr_running.load(Ordering::Relaxed) > 0
                 || shared.closing.load(Ordering::Relaxed)
         };
-        let mut found = false;
-        for _ in 0..shared.idle_spin {
-            if has_work() {
-                found = true;
-                break;
-            }
-            crate::sync::spin_loop();
-        }
-        if found {
+        if spin(wt, &has_work) {
             continue;
         }
         let timeout = wt
@@ -119,6 +111,34 @@ fn idle_loop(wt: &WorkerThread) {
         }
         if w.kick.idle_wait(has_work, timeout) != Idle::Work {
             w.stats.inc(&w.stats.idle_sleeps);
+        }
+    }
+}
+
+/// Spin iterations between two clock reads of the idle spin.
+const CLOCK_EVERY: u32 = 16;
+
+/// The idle spin (module doc): polls `has_work` for `idle_spin` ns, cut short at the next
+/// timer. Returns whether work turned up.
+fn spin(wt: &WorkerThread, has_work: &impl Fn() -> bool) -> bool {
+    let len = wt.shared.idle_spin;
+    if len == 0 {
+        return false;
+    }
+    let start = crate::sys::time::monotonic_ns();
+    let mut deadline = start.saturating_add(len);
+    if let Some(t) = wt.timers.borrow().next_deadline() {
+        deadline = deadline.min(t);
+    }
+    loop {
+        for _ in 0..CLOCK_EVERY {
+            if has_work() {
+                return true;
+            }
+            crate::sync::spin_loop();
+        }
+        if crate::sys::time::monotonic_ns() >= deadline {
+            return false;
         }
     }
 }
