@@ -11,7 +11,9 @@
 //! Per row: the wake latency from just before `unpark` to B running (CLOCK_MONOTONIC on both
 //! CPUs: mean, p50, p99), the time A spent inside `unpark` (a `futex_wake` when B's worker
 //! slept), worker 1's own thread CPU time (`pthread_getcpuclockid`) over the wall time of the
-//! run, in % of one CPU, and worker 1's `idle_sleeps` and `kicks` per wake.
+//! run, in % of one CPU, and per wake (the per-wake figure holds up better on a loaded
+//! machine, where the OS takes the thread away for part of the wall time), and worker 1's
+//! `idle_sleeps` and `kicks` per wake.
 //!
 //! ```text
 //! cargo run --release -p lagom-examples --example idle_spin -- [--spins-us 0,1,5,20,50,100,200]
@@ -119,6 +121,8 @@ struct Row {
     unpark_ns: f64,
     /// Worker 1's CPU time over the wall time of the run, in % of one CPU.
     cpu_pct: f64,
+    /// Worker 1's CPU time per wake, in ns.
+    cpu_per_wake_ns: f64,
     idle_sleeps: u64,
     kicks: u64,
 }
@@ -146,6 +150,7 @@ impl Row {
             "lat_p99_us": self.pct(99),
             "unpark_us": self.unpark_ns / 1e3,
             "idle_cpu_pct": self.cpu_pct,
+            "idle_cpu_us_per_wake": self.cpu_per_wake_ns / 1e3,
             "idle_sleeps": self.idle_sleeps,
             "kicks": self.kicks,
         })
@@ -220,11 +225,11 @@ fn run(cpus: &[usize], interval_us: u64, spin_us: u64, n: usize, seed: u64) -> R
                 std::hint::spin_loop();
             }
             let (wall, cpu) = (now_ns() - wall0, clock_ns(clk) - cpu0);
-            (sent, in_unpark, 100.0 * cpu as f64 / wall as f64)
+            (sent, in_unpark, cpu, 100.0 * cpu as f64 / wall as f64)
         })
         .expect("spawn waker")
     };
-    let (sent, in_unpark, cpu_pct) = a.join().expect("waker");
+    let (sent, in_unpark, cpu, cpu_pct) = a.join().expect("waker");
     b.join().expect("wakee");
     let after = rt.stats().workers[1];
     drop(rt);
@@ -238,6 +243,7 @@ fn run(cpus: &[usize], interval_us: u64, spin_us: u64, n: usize, seed: u64) -> R
         lat,
         unpark_ns: in_unpark as f64 / n as f64,
         cpu_pct,
+        cpu_per_wake_ns: cpu as f64 / n as f64,
         idle_sleeps: after.idle_sleeps - before.idle_sleeps,
         kicks: after.kicks - before.kicks,
     }
@@ -266,7 +272,7 @@ fn main() {
             args.n
         );
         println!(
-            "{:>5} {:>7} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8} {:>7}",
+            "{:>5} {:>7} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>8} {:>7}",
             "I_us",
             "spin_us",
             "mean_us",
@@ -274,6 +280,7 @@ fn main() {
             "p99_us",
             "unpark_us",
             "idle_cpu%",
+            "cpu_us/w",
             "sleeps/w",
             "kicks/w"
         );
@@ -285,7 +292,7 @@ fn main() {
                 println!("{}", r.json());
             } else {
                 println!(
-                    "{:>5} {:>7} {:>8.1} {:>8.1} {:>8.1} {:>9.2} {:>9.1} {:>8.2} {:>7.2}",
+                    "{:>5} {:>7} {:>8.1} {:>8.1} {:>8.1} {:>9.2} {:>9.1} {:>9.1} {:>8.2} {:>7.2}",
                     r.interval_us,
                     r.spin_us,
                     r.mean(),
@@ -293,6 +300,7 @@ fn main() {
                     r.pct(99),
                     r.unpark_ns / 1e3,
                     r.cpu_pct,
+                    r.cpu_per_wake_ns / 1e3,
                     r.per_wake(r.idle_sleeps),
                     r.per_wake(r.kicks)
                 );
