@@ -15,9 +15,13 @@
 //! machine, where the OS takes the thread away for part of the wall time), and worker 1's
 //! `idle_sleeps` and `kicks` per wake.
 //!
+//! What it showed, and the choice of `DEFAULT_IDLE_SPIN` from it: the module doc of
+//! `runtime/src/worker/idle.rs`.
+//!
 //! ```text
-//! cargo run --release -p lagom-examples --example idle_spin -- [--spins-us 0,1,5,20,50,100,200]
-//!     [--intervals-us 20,50,100,200] [-n 2000] [--seed S] [--json]
+//! cargo run --release -p lagom-examples --example idle_spin --
+//!     [--spins-us 0,1,5,10,20,30,50,100,200] [--intervals-us 20,50,100,500] [-n 2000]
+//!     [--seed S] [--json]
 //! ```
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,8 +38,8 @@ const USAGE: &str =
 Task A on worker 0 wakes task B, parked on worker 1, N times per row (default 2000), each
 after a gap drawn uniformly from [I/2, 3I/2] once B acknowledged the previous wake; one row
 per wake interval I and idle spin length.
-  --spins-us LIST      idle spin lengths in µs (default 0,1,5,20,50,100,200)
-  --intervals-us LIST  mean gaps I between wakes in µs (default 20,50,100,200)
+  --spins-us LIST      idle spin lengths in µs (default 0,1,5,10,20,30,50,100,200)
+  --intervals-us LIST  mean gaps I between wakes in µs (default 20,50,100,500)
   -n N                 wakes per row
   --seed S             seed of the gaps (default: from the clock; printed)
   --json               one JSON object per row, one per line";
@@ -58,8 +62,8 @@ fn list(s: std::ffi::OsString) -> Result<Vec<u64>, lexopt::Error> {
 fn parse_args() -> Result<Args, lexopt::Error> {
     use lexopt::prelude::*;
     let mut a = Args {
-        spins_us: vec![0, 1, 5, 20, 50, 100, 200],
-        intervals_us: vec![20, 50, 100, 200],
+        spins_us: vec![0, 1, 5, 10, 20, 30, 50, 100, 200],
+        intervals_us: vec![20, 50, 100, 500],
         n: 2000,
         seed: None,
         json: false,

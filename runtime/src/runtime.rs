@@ -30,7 +30,7 @@ use crate::worker::{Shared, Stats, Worker, worker_main};
 
 /// How long an idle worker spins by default before it sleeps in `futex_wait` (chosen from the
 /// curve in the `worker/idle.rs` module doc: wake latency against idle CPU, issue #5).
-pub const DEFAULT_IDLE_SPIN: Duration = Duration::from_micros(50);
+pub const DEFAULT_IDLE_SPIN: Duration = Duration::from_micros(30);
 
 /// The longest idle spin [`Builder::idle_spin`] accepts. A cross-CPU futex wake costs tens of
 /// µs, so a spin far beyond that only burns CPU; a longer request is most likely a unit slip.
