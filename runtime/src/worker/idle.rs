@@ -142,7 +142,8 @@ fn idle_loop(wt: &WorkerThread) {
 const CLOCK_EVERY: u32 = 16;
 
 /// The idle spin (module doc): polls `has_work` for `idle_spin` ns, cut short at the next
-/// timer. Returns whether work turned up.
+/// timer. Returns whether work turned up. (Under loom the clock stands still, so a spin would
+/// never end: the models build their workers with `idle_spin` 0.)
 fn spin(wt: &WorkerThread, has_work: &impl Fn() -> bool) -> bool {
     let len = wt.shared.idle_spin;
     if len == 0 {
