@@ -25,8 +25,8 @@
 //! * `lagom/remote_idle` — A on worker 0, B on worker 1, nothing else: each worker goes idle
 //!   when its task parks; the wake finds it in its idle spin (default `idle_spin`) or, if the
 //!   spin ran out, asleep on its futex.
-//! * `lagom/remote_idle_futex` — as `remote_idle` with `idle_spin(0)`: every wake is a
-//!   `futex_wake` of a sleeping worker (the cross-vCPU cost).
+//! * `lagom/remote_idle_futex` — as `remote_idle` with `idle_spin(Duration::ZERO)`: every
+//!   wake is a `futex_wake` of a sleeping worker (the cross-vCPU cost).
 //!
 //! tokio (2-worker multi-thread runtime; A and B each wait on their own `Notify` with
 //! `notified().await` and wake the partner with `notify_one`): tokio has no pinning and puts a
@@ -201,7 +201,7 @@ fn bench_wake(c: &mut Criterion) {
         });
         drop(rt);
         let rt = Runtime::builder()
-            .idle_spin(0)
+            .idle_spin(Duration::ZERO)
             .build()
             .expect("lagom runtime");
         g.bench_function("lagom/remote_idle_futex", |b| {

@@ -14,21 +14,21 @@ use lagom::Runtime;
 use lagom::task::{Builder, Unparker};
 use lagom_examples::usage_error;
 
-const USAGE: &str = "usage: pipe [--cross] [--json] [-n N] [--idle-spin S]
+const USAGE: &str = "usage: pipe [--cross] [--json] [-n N] [--idle-spin-us S] [--gap-us G]
 
 Two tasks pass a turn back and forth N times (default 1000000) through park/unpark.
-  --cross         one task on each of two workers (default: both on one worker)
-  --json          print {\"mode\", \"round_trips\", \"round_trip_ns\"} on one line
-  --idle-spin S   idle spins before a worker sleeps on its futex
-  --gap-us G      the first task computes G µs before each hand-off, so the other
-                  worker goes idle (the idle-spin trade-off: wake latency vs idle CPU)
-  -n N            round trips";
+  --cross           one task on each of two workers (default: both on one worker)
+  --json            print {\"mode\", \"round_trips\", \"round_trip_ns\"} on one line
+  --idle-spin-us S  how long (µs) an idle worker spins before it sleeps on its futex
+  --gap-us G        the first task computes G µs before each hand-off, so the other
+                    worker goes idle (the idle-spin trade-off: wake latency vs idle CPU)
+  -n N              round trips";
 
 struct Args {
     cross: bool,
     json: bool,
     n: u64,
-    idle_spin: Option<u32>,
+    idle_spin_us: Option<u64>,
     gap_us: u64,
 }
 
@@ -38,7 +38,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         cross: false,
         json: false,
         n: 1_000_000,
-        idle_spin: None,
+        idle_spin_us: None,
         gap_us: 0,
     };
     let mut parser = lexopt::Parser::from_env();
@@ -47,7 +47,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("cross") => args.cross = true,
             Long("json") => args.json = true,
             Short('n') => args.n = parser.value()?.parse()?,
-            Long("idle-spin") => args.idle_spin = Some(parser.value()?.parse()?),
+            Long("idle-spin-us") => args.idle_spin_us = Some(parser.value()?.parse()?),
             Long("gap-us") => args.gap_us = parser.value()?.parse()?,
             Short('h') | Long("help") => {
                 println!("{USAGE}");
@@ -62,8 +62,8 @@ fn parse_args() -> Result<Args, lexopt::Error> {
 fn main() {
     let args = parse_args().unwrap_or_else(|e| usage_error(e, USAGE));
     let mut b = Runtime::builder();
-    if let Some(s) = args.idle_spin {
-        b = b.idle_spin(s);
+    if let Some(us) = args.idle_spin_us {
+        b = b.idle_spin(std::time::Duration::from_micros(us));
     }
     let rt = b.build().unwrap_or_else(|e| {
         eprintln!("error: {e}");

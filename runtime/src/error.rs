@@ -62,6 +62,13 @@ pub enum Error {
         /// The smallest size accepted, in bytes.
         minimum: usize,
     },
+    /// An idle spin longer than the maximum was requested.
+    IdleSpinTooLong {
+        /// The spin asked for.
+        requested: core::time::Duration,
+        /// The longest spin accepted.
+        maximum: core::time::Duration,
+    },
     /// The kernel refused to map a task stack.
     StackMap {
         /// The usable size asked for, in bytes.
@@ -142,6 +149,13 @@ impl fmt::Display for Error {
                 "task stack size {requested} bytes is below the minimum of {} KiB; \
                  ask for at least {minimum} bytes",
                 minimum / 1024
+            ),
+            Error::IdleSpinTooLong { requested, maximum } => write!(
+                f,
+                "idle spin of {requested:?} is longer than the maximum of {maximum:?}; a \
+                 futex wake costs tens of µs, so a longer spin only burns CPU: ask for a \
+                 shorter one (the spin is a duration, not a count), or Duration::ZERO to sleep \
+                 at once"
             ),
             Error::StackMap { size, errno } => write!(
                 f,

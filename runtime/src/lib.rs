@@ -46,5 +46,5 @@ mod worker;
 
 pub use error::Error;
 pub use join_error::JoinError;
-pub use runtime::{Builder, DEFAULT_IDLE_SPIN, Runtime};
+pub use runtime::{Builder, DEFAULT_IDLE_SPIN, MAX_IDLE_SPIN, Runtime};
 pub use worker::{Stats, WorkerStats};

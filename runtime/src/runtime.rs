@@ -28,8 +28,13 @@ use crate::sys::thread::Thread;
 use crate::task::{Builder as TaskBuilder, JoinHandle};
 use crate::worker::{Shared, Stats, Worker, worker_main};
 
-/// The default number of idle spins before a worker sleeps in `futex_wait`.
-pub const DEFAULT_IDLE_SPIN: u32 = 2_000;
+/// How long an idle worker spins by default before it sleeps in `futex_wait` (chosen from the
+/// curve in the `worker/idle.rs` module doc: wake latency against idle CPU, issue #5).
+pub const DEFAULT_IDLE_SPIN: Duration = Duration::from_micros(30);
+
+/// The longest idle spin [`Builder::idle_spin`] accepts. A cross-CPU futex wake costs tens of
+/// µs, so a spin far beyond that only burns CPU; a longer request is most likely a unit slip.
+pub const MAX_IDLE_SPIN: Duration = Duration::from_millis(10);
 
 /// Configures a [`Runtime`].
 #[derive(Debug, Clone, Default)]
@@ -38,7 +43,7 @@ pub struct Builder {
     features: Option<String>,
     slice: Option<Duration>,
     stack_size: Option<usize>,
-    idle_spin: Option<u32>,
+    idle_spin: Option<Duration>,
 }
 
 impl Builder {
@@ -69,9 +74,25 @@ impl Builder {
         self
     }
 
-    /// How many times an idle worker polls its wakelist before sleeping on its futex.
-    pub fn idle_spin(mut self, spins: u32) -> Builder {
-        self.idle_spin = Some(spins);
+    /// How long a worker that ran out of work polls its wakelist and runqueue before it
+    /// publishes idle and sleeps on its futex (default [`DEFAULT_IDLE_SPIN`], at most
+    /// [`MAX_IDLE_SPIN`]). [`Duration::ZERO`] sleeps at once.
+    ///
+    /// A wake that arrives during the spin is seen within about a cache-line transfer; one
+    /// that arrives after it costs the waker a `futex_wake` and the wakee the OS wakeup
+    /// (tens of µs across vCPUs). The spin is wall-clock time, not a count of spin-loop
+    /// hints, so it means the same on every CPU; it also ends at the worker's next timer.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let rt = lagom::Runtime::builder()
+    ///     .idle_spin(Duration::from_micros(20))
+    ///     .build()?;
+    /// # drop(rt);
+    /// # Ok::<(), lagom::Error>(())
+    /// ```
+    pub fn idle_spin(mut self, spin: Duration) -> Builder {
+        self.idle_spin = Some(spin);
         self
     }
 
@@ -79,7 +100,7 @@ impl Builder {
     ///
     /// # Errors
     /// [`Error::NoCpus`], [`Error::CpuNotAllowed`], [`Error::UnknownFeature`],
-    /// [`Error::StackTooSmall`], [`Error::ThreadSpawn`].
+    /// [`Error::StackTooSmall`], [`Error::IdleSpinTooLong`], [`Error::ThreadSpawn`].
     pub fn build(self) -> Result<Runtime, Error> {
         let allowed = allowed_cpus();
         let cpus = self.cpus.unwrap_or_else(|| allowed.clone());
@@ -100,6 +121,13 @@ impl Builder {
                 minimum: MIN_STACK_SIZE,
             });
         }
+        let idle_spin = self.idle_spin.unwrap_or(DEFAULT_IDLE_SPIN);
+        if idle_spin > MAX_IDLE_SPIN {
+            return Err(Error::IdleSpinTooLong {
+                requested: idle_spin,
+                maximum: MAX_IDLE_SPIN,
+            });
+        }
         let mut cfg = RqConfig::for_cpus(cpus.len());
         cfg.features = features;
         if let Some(s) = self.slice {
@@ -114,7 +142,8 @@ impl Builder {
             live_tasks: AtomicUsize::new(0),
             live_stacks: AtomicUsize::new(0),
             stack_size,
-            idle_spin: self.idle_spin.unwrap_or(DEFAULT_IDLE_SPIN),
+            // At most MAX_IDLE_SPIN, so it fits in u64 nanoseconds.
+            idle_spin: idle_spin.as_nanos() as u64,
             next_outside: AtomicUsize::new(0),
         });
         let mut rt = Runtime {

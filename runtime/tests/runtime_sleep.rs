@@ -13,7 +13,7 @@ use lagom::task::Builder;
 fn sleepers_wake_after_their_deadline() {
     let rt = Runtime::builder()
         .worker_cpus(runtime_util::two_cpus())
-        .idle_spin(0)
+        .idle_spin(Duration::ZERO)
         .build()
         .unwrap();
     let t0 = Instant::now();

@@ -2,7 +2,7 @@
 //! that ended, pull work when newly idle, and sleep on the kick word.
 //!
 //! Invariant (the kick protocol, `sync/kick.rs`): *a worker never sleeps while work published
-//! for it before it slept is pending.* The idle worker spins `idle_spin` times watching its
+//! for it before it slept is pending.* The idle worker spins for `idle_spin` watching its
 //! wakelist and runqueue counter, then publishes idle (`Kick::idle_wait`: store IDLE,
 //! `fence(SeqCst)`, re-check both, `futex_wait`); every waker publishes work first (a
 //! wakelist push, Release, or an enqueue under the lock followed by the `nr_running` store)
@@ -10,6 +10,29 @@
 //! `futex_wake`). One of the two fences comes first: either the re-check sees the work or the
 //! waker sees IDLE and wakes the sleeper (loom model 4, `idle_kick`). The sleep times out at
 //! the next timer of this worker.
+//!
+//! Idle spin (issue #5): a wake that finds the worker spinning costs a cache-line transfer,
+//! one that finds it asleep a `futex_wake` in the waker and an OS wakeup. The spin is
+//! wall-clock time (clock read every `CLOCK_EVERY` spin hints; a spin-hint count would mean
+//! ~49 µs on the AMD EPYC VM below — the old default of 2 000 — and a few µs on older Intel),
+//! cut short at the next timer. `examples/idle_spin.rs` on a 2-vCPU VM shared with builds
+//! (load ~10; 3 runs; A wakes B, parked on idle worker 1, after gaps uniform in
+//! [I/2, 3I/2]), median of the runs' p50 wake latency µs / worker 1's CPU µs per wake:
+//!
+//! | I \ spin | 0     | 10    | 20    | 30    | 50    | 100    | 200    |
+//! |----------|-------|-------|-------|-------|-------|--------|--------|
+//! | 20 µs    | 19/21 | 20/30 | 16/28 | 1/22  | 1/23  | 1/23   | 1/24   |
+//! | 50 µs    | 21/27 | 21/35 | 17/40 | 20/52 | 16/59 | 1/54   | 1/56   |
+//! | 100 µs   | 25/27 | 23/34 | 21/43 | 20/52 | 20/72 | 16/102 | 1/106  |
+//! | 500 µs   | 32/33 | 32/42 | 30/50 | 34/64 | 36/85 | 38/134 | 39/234 |
+//!
+//! A wake within the spin takes ~1 µs instead of ~20–35; sleeping is not free either (worker
+//! 1 spends ~20–35 µs of CPU per futex sleep and wakeup). Spinning as long as a sleep costs
+//! catches every wake that comes sooner for no more CPU than sleeping, and at most doubles
+//! the cost of one that comes later (the ski-rental bound). Hence `DEFAULT_IDLE_SPIN` = 30
+//! µs: it catches the 10–30 µs gaps of request/response and ping-pong wakeups (first row:
+//! latency stops improving there, at the CPU of spin 0), while each longer spin only adds
+//! CPU to every long-gap wake (last row) for the few gaps it newly covers.
 //!
 //! Newly idle balance (`balance.rs`): before sleeping, the worker pulls one runnable task
 //! that is neither running nor being switched away nor delayed, and may run here, from the
@@ -96,15 +119,7 @@ fn idle_loop(wt: &WorkerThread) {
                 || w.nr_running.load(Ordering::Relaxed) > 0
                 || shared.closing.load(Ordering::Relaxed)
         };
-        let mut found = false;
-        for _ in 0..shared.idle_spin {
-            if has_work() {
-                found = true;
-                break;
-            }
-            crate::sync::spin_loop();
-        }
-        if found {
+        if spin(wt, &has_work) {
             continue;
         }
         let timeout = wt
@@ -117,6 +132,35 @@ fn idle_loop(wt: &WorkerThread) {
         }
         if w.kick.idle_wait(has_work, timeout) != Idle::Work {
             w.stats.inc(&w.stats.idle_sleeps);
+        }
+    }
+}
+
+/// Spin iterations between two clock reads of the idle spin.
+const CLOCK_EVERY: u32 = 16;
+
+/// The idle spin (module doc): polls `has_work` for `idle_spin` ns, cut short at the next
+/// timer. Returns whether work turned up. (Under loom the clock stands still, so a spin would
+/// never end: the models build their workers with `idle_spin` 0.)
+fn spin(wt: &WorkerThread, has_work: &impl Fn() -> bool) -> bool {
+    let len = wt.shared.idle_spin;
+    if len == 0 {
+        return false;
+    }
+    let start = crate::sys::time::monotonic_ns();
+    let mut deadline = start.saturating_add(len);
+    if let Some(t) = wt.timers.borrow().next_deadline() {
+        deadline = deadline.min(t);
+    }
+    loop {
+        for _ in 0..CLOCK_EVERY {
+            if has_work() {
+                return true;
+            }
+            crate::sync::spin_loop();
+        }
+        if crate::sys::time::monotonic_ns() >= deadline {
+            return false;
         }
     }
 }

@@ -106,8 +106,8 @@ pub(crate) struct Shared {
     pub(crate) live_stacks: AtomicUsize,
     /// Stack size of tasks without their own.
     pub(crate) stack_size: usize,
-    /// Spin iterations before an idle worker sleeps.
-    pub(crate) idle_spin: u32,
+    /// Nanoseconds an idle worker spins before it sleeps (0: sleep at once).
+    pub(crate) idle_spin: u64,
     /// Round-robin hint for spawns from outside.
     pub(crate) next_outside: AtomicUsize,
 }
