@@ -26,6 +26,9 @@ MUTANTS=(
     "ttwu_runnable_no_recheck      delayed"
     "drain_delayed_no_recheck      delayed"
     "finish_delayed_relaxed_on_rq  delayed"
+    "ttwu_on_cpu_wrong_cpu         on_cpu"
+    "ttwu_no_on_cpu_wait           on_cpu"
+    "finish_relaxed_on_cpu         on_cpu"
 )
 
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}

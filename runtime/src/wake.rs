@@ -102,6 +102,10 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
     // Off every runqueue; the sleeper's dequeue happened-before (O2).
     if t.on_cpu.load(Ordering::Acquire) && shared.features.is_enabled(Feature::TtwuQueueOnCpu) {
         let cpu = t.cpu.load(Ordering::Relaxed);
+        // Any other worker could switch the task in before its switch-out completed (loom
+        // model `on_cpu_handoff`, mutant `ttwu_on_cpu_wrong_cpu`).
+        #[cfg(lagom_mutant = "ttwu_on_cpu_wrong_cpu")]
+        let cpu = (cpu + 1) % shared.workers.len();
         if Some(cpu) != local_idx {
             let w = &shared.workers[cpu];
             w.stats.inc(&w.stats.wakeups_on_cpu);
@@ -109,6 +113,9 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
             return Woken::Enqueued;
         }
     }
+    // Dropping the wait lets a worker switch the task in while its switch-out is still
+    // saving it (loom models `on_cpu_handoff` and `lost_wakeup`, mutant `ttwu_no_on_cpu_wait`).
+    #[cfg(not(lagom_mutant = "ttwu_no_on_cpu_wait"))]
     while t.on_cpu.load(Ordering::Acquire) {
         crate::sync::spin_loop();
     }

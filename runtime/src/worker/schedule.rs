@@ -41,7 +41,7 @@ use alloc::sync::Arc;
 use core::ptr;
 
 use super::{Worker, drain, finished_delayed, local, timer};
-use crate::arch::switch;
+use crate::arch::{Context, SignalStack, switch};
 use crate::policy::{DequeueKind, Dequeued, Pick, RunQueue};
 use crate::sync::atomic::Ordering;
 use crate::task::{RUNNING, Task, TaskRef};
@@ -58,6 +58,37 @@ pub(crate) fn pick(w: &Worker, rq: &mut RunQueue<TaskRef>, now: u64) -> *const T
     w.need_resched.store(false, Ordering::Relaxed);
     w.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
     next
+}
+
+/// Marks `next`, just picked by worker `me`, running there: `on_cpu` (under the runqueue
+/// lock, which the caller holds), its fiber's parent link to `parent` (worker `me`'s idle
+/// context) and the overflow handler's current fiber (`signals`, worker `me`'s). The switch
+/// into `next` follows once the lock is released; `next`'s previous switch-out has completed
+/// (whoever queued it here saw its `on_cpu` clear, or this very worker switched away from it,
+/// or, with TTWU_QUEUE_ON_CPU, the wakeup was handed to that worker's wakelist, which it drains
+/// only after the switch). Loom model `on_cpu_handoff` checks that hand-off.
+pub(crate) fn prepare_switch(
+    next: &Task,
+    me: usize,
+    parent: *mut Context,
+    signals: Option<&SignalStack>,
+) {
+    next.on_cpu.store(true, Ordering::Relaxed);
+    // SAFETY: `next` was picked under worker `me`'s lock (held by the caller) and is not
+    // running anywhere: its previous switch-out completed (see above).
+    unsafe {
+        next.sched(|s| {
+            if s.parent_worker != me {
+                s.parent_worker = me;
+                if let Some(f) = s.fiber.as_mut() {
+                    f.set_parent(parent);
+                }
+            }
+            if let Some(sig) = signals {
+                sig.set_current(s.fiber.as_ref().map_or(ptr::null(), |f| f.info()));
+            }
+        })
+    };
 }
 
 /// Why the running task calls `schedule`.
