@@ -10,36 +10,43 @@
 //! * **switch-in**, on whichever worker picks the woken T: the real drain and `pick` under its
 //!   runqueue lock, `prepare_switch` (`on_cpu = true`), then the restore (the `loom_ctx` read).
 //!
-//! A waker (a third thread) runs `try_to_wake_up(T)` meanwhile. If it comes before the
+//! A waker (a second loom thread) runs `try_to_wake_up(T)` meanwhile. If it comes before the
 //! dequeue it requeues T in place and A's pick finds T again (no switch). After the dequeue,
 //! with TTWU_QUEUE_ON_CPU, a waker that sees `on_cpu` hands T to A's wakelist, which A drains
 //! after its switch-out, by program order; otherwise (or with the feature off) it waits for
 //! `on_cpu` to clear, selects a CPU (A, or worker B) and enqueues T there, where A's or B's
-//! next pick may switch it in. Worker B (the fourth thread) looks for work once.
+//! next pick may switch it in. Worker B (a third loom thread) looks for work once, as its
+//! idle loop does: drain, pick, switch in.
 //!
 //! Checked, in every execution: each switch-in of T reads the context its switch-out saved
 //! only if that save happened-before (loom's cell tracking fails the model otherwise); an
 //! explicit owner word (Relaxed swaps, which add no ordering) shows that no worker switches
 //! T in before the worker switching it out has finished; and T runs exactly once after the
 //! wakeup (its workers, once left idle, look again after the threads are joined), ends
-//! queued exactly once, `on_cpu` and `RUNNING`. Each test also asserts that the paths it is
-//! about were explored (counted over all executions).
+//! queued exactly once, `on_cpu` and `RUNNING` (a switch-out that clears `on_cpu` after
+//! another worker's `prepare_switch` shows there). Each test also asserts that the paths it
+//! is about were explored, counted over all executions: the runnable wakeup (T runs on), the
+//! TTWU_QUEUE_ON_CPU hand-off (exactly when the feature is on), A switching T in again, and
+//! (in the busy case) B switching it in.
 //!
-//! `on_cpu_handoff`: T is A's only task; A goes idle and its idle loop looks for work.
+//! `on_cpu_handoff`: T is A's only task; A goes idle and its idle loop looks for work (the
+//! waker always finds A idle then and chooses it: B never gets T here).
 //! `on_cpu_handoff_busy`: A has task U queued too; A switches from T to U, then U blocks, so
 //! A's next `schedule()` drains the wakelist; the waker, finding A busy, sends T to B.
 //!
 //! Mutants (`mutants.sh` runs the whole file for each):
 //! * `ttwu_on_cpu_wrong_cpu` makes TTWU_QUEUE_ON_CPU hand the wakeup to a worker other than
 //!   the one still switching away from T: B drains it and switches T in while A may still
-//!   be saving it (caught by the restore; the waker never reads the context on this path);
+//!   be saving it (caught by the restore; the waker never reads the context on this path,
+//!   and the models of `ttwu.rs` and `delayed.rs` pass with this mutation);
 //! * `ttwu_no_on_cpu_wait` drops the waker's wait for `on_cpu` to clear (with the feature
-//!   off): B or A switches T in while its switch-out is still in progress;
+//!   off): the waker takes T's context while its switch-out is still saving it (caught by
+//!   the waker's own read in `wake.rs` before any switch-in can be);
 //! * `finish_relaxed_on_cpu` clears `on_cpu` without Release: the waker sees it clear but the
 //!   save is not ordered before the next restore.
 //!
-//! Run time (`--release`, `LOOM_MAX_PREEMPTIONS=2`, this 2-core machine shared with other
-//! builds): both tests together about RUNTIME_TBD.
+//! Run time (`--release`, on the shared 2-core machine): both tests together, every feature
+//! set, about 3 s at `LOOM_MAX_PREEMPTIONS=2` (about 11 000 executions), 18 s at 3.
 #![cfg(loom)]
 
 use std::sync::atomic::{AtomicUsize as StdCount, Ordering as StdOrdering};
@@ -117,6 +124,8 @@ struct Seen {
     b_took: StdCount,
     /// The waker found T still `on_cpu` and handed it to A's wakelist (TTWU_QUEUE_ON_CPU).
     handed: StdCount,
+    /// Executions.
+    total: StdCount,
 }
 
 impl Seen {
@@ -124,9 +133,13 @@ impl Seen {
         let n = [&self.stayed, &self.a_again, &self.b_took, &self.handed]
             .map(|c| c.load(StdOrdering::Relaxed));
         println!(
-            "{test} [{spec}]: executions where T ran on {}, A switched it in again {}, \
-             B switched it in {}, the wakeup was handed to A on_cpu {}",
-            n[0], n[1], n[2], n[3]
+            "{test} [{spec}]: of {} executions, T ran on in {}, A switched it in again in {}, \
+             B switched it in in {}, the wakeup was handed to A on_cpu in {}",
+            self.total.load(StdOrdering::Relaxed),
+            n[0],
+            n[1],
+            n[2],
+            n[3]
         );
         let on_cpu = !spec.contains("NO_TTWU_QUEUE_ON_CPU");
         assert!(
@@ -212,6 +225,7 @@ fn on_cpu_handoff() {
         let counts = std::sync::Arc::clone(&seen);
         loom::model(move || {
             let seen = &*counts;
+            seen.total.fetch_add(1, StdOrdering::Relaxed);
             let m = Arc::new(Model::new(2, spec));
             let t = m.running_task(A);
             let owner = Arc::new(Owner::new(A));
@@ -256,6 +270,7 @@ fn on_cpu_handoff_busy() {
         let counts = std::sync::Arc::clone(&seen);
         loom::model(move || {
             let seen = &*counts;
+            seen.total.fetch_add(1, StdOrdering::Relaxed);
             let m = Arc::new(Model::new(2, spec));
             let t = m.running_task(A);
             let u = m.queued_task(A);

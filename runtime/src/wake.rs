@@ -21,7 +21,9 @@
 //!    O2). If its worker is still switching away from it (`on_cpu`, Acquire): with
 //!    TTWU_QUEUE_ON_CPU hand the wakeup to that worker's wakelist (`cpu` is that worker,
 //!    O3) — it activates the task after the switch completed, by program order; otherwise
-//!    spin until `on_cpu` clears (Acquire: the saved context is visible).
+//!    spin until `on_cpu` clears (Acquire: the saved context is visible). Either way no
+//!    worker switches the task in before its switch-out completed (loom model 6,
+//!    `on_cpu_handoff`; mutants `ttwu_on_cpu_wrong_cpu`, `ttwu_no_on_cpu_wait`).
 //! 5. **select_task_rq** (policy/select.rs) over the workers' published load; store the
 //!    chosen `cpu` (this waker owns the task exclusively now).
 //! 6. **Enqueue**: on the waker's own worker directly under its lock; on another worker

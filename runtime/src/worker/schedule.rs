@@ -22,7 +22,7 @@
 //! balancer can do in the window needs the lock to exclude it, because `on_cpu` carries the
 //! weight. In the window the previous task is still `on_cpu`: a waker that finds it dequeued
 //! waits for `on_cpu` to clear (or, with TTWU_QUEUE_ON_CPU, queues it on this worker's
-//! wakelist, drained only after the switch has completed, by program order); the balancer
+//! wakelist, drained only after the switch has completed, by program order: model 6); the balancer
 //! skips tasks that are `on_cpu`; and a task still queued (preempted) can only be picked again
 //! by this worker, after the switch. The cost is the Acquire/Release pair on `on_cpu`, which
 //! the wakeup path needs anyway.
@@ -34,8 +34,12 @@
 //! which run `put_prev`, `pick`, `drain` and `clear_on_cpu` against the real wakeup path
 //! (mutant `finish_relaxed_on_cpu`), and by `delayed_wakeup` and
 //! `delayed_wakeup_during_block` (`loom-tests/tests/delayed.rs`), where the task blocks
-//! delayed and a later pick finishes its dequeue. The on_cpu hand-off with a real switch
-//! (model 6) and the migration chase (model 7) are still to be written (issue #6).
+//! delayed and a later pick finishes its dequeue. Model 6, `on_cpu_handoff` and
+//! `on_cpu_handoff_busy` (`loom-tests/tests/on_cpu.rs`), plays both halves of the switch —
+//! this worker's switch-out up to `clear_on_cpu`, and the switch-in (`drain`, `pick`,
+//! `prepare_switch`, the restore) on whichever worker picks the woken task — and checks that
+//! the task never runs on two workers at once (mutants `ttwu_on_cpu_wrong_cpu`,
+//! `ttwu_no_on_cpu_wait`). The migration chase (model 7) is still to be written (issue #6).
 
 use alloc::sync::Arc;
 use core::ptr;
