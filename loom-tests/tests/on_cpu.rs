@@ -213,7 +213,7 @@ fn settle(m: &Model, t: &ModelTask, owner: &Owner, woken: Woken, spec: &str, see
         1,
         "[{spec}] T must be queued exactly once"
     );
-    assert!(t.is_on_cpu(), "[{spec}] T runs but is not on_cpu");
+    assert!(m.is_on_cpu(t), "[{spec}] T runs but is not on_cpu");
     assert!(m.is_running_state(t), "[{spec}] T runs but is not RUNNING");
 }
 

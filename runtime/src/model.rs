@@ -325,6 +325,11 @@ impl Model {
         self.shared.workers[cpu].stats.snapshot(cpu)
     }
 
+    /// Whether a worker runs `t` or is still switching away from it (its `on_cpu` flag).
+    pub fn is_on_cpu(&self, t: &ModelTask) -> bool {
+        t.0.on_cpu.load(Ordering::Relaxed)
+    }
+
     /// Whether `t` sleeps queued as delayed (its `sched_delayed` flag).
     pub fn is_delayed(&self, t: &ModelTask) -> bool {
         t.0.sched_delayed.load(Ordering::Relaxed)
@@ -340,11 +345,6 @@ impl ModelTask {
     /// The task's id.
     pub fn id(&self) -> u64 {
         self.0.id
-    }
-
-    /// Whether a worker runs the task or is still switching away from it (`on_cpu`).
-    pub fn is_on_cpu(&self) -> bool {
-        self.0.on_cpu.load(Ordering::Relaxed)
     }
 
     /// The switch into the task restores its saved registers: the loom-only `loom_ctx` read,
