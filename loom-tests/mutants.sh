@@ -28,6 +28,9 @@ MUTANTS=(
     "finish_delayed_relaxed_on_rq  delayed"
     "drain_no_chase                migrate"
     "ttwu_runnable_no_cpu_recheck  migrate"
+    "ttwu_on_cpu_wrong_cpu         on_cpu"
+    "ttwu_no_on_cpu_wait           on_cpu"
+    "finish_relaxed_on_cpu         on_cpu"
 )
 
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}

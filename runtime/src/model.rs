@@ -3,8 +3,9 @@
 //! A model cannot start worker threads or switch stacks, so it plays the workers itself: it
 //! builds the runtime's shared state without threads, and each method here runs one real
 //! piece of the runtime on the calling loom thread — the sleeper's side of `park`
-//! (`prepare_park`), the worker's side of `schedule()` (`put_prev`, `pick`, and the
-//! `finish_task_switch` store that a completed switch makes), the waker's side
+//! (`prepare_park`), the worker's side of `schedule()` (`put_prev`, `pick`, `prepare_switch`,
+//! and the `finish_task_switch` store that a completed switch makes), an idle worker's
+//! switch into a task it picks (`drain`, `pick`, `prepare_switch`), the waker's side
 //! (`unpark_task`, `try_to_wake_up`), the wakelist drain, the periodic load balance, and a
 //! task's end against its joiner
 //! (`JoinHandle::try_take`, one round of `join`; `Packet::set_value` and
@@ -12,8 +13,9 @@
 //! copied: each method is a call into the functions the threaded runtime runs.
 //!
 //! The asm switch cannot run under loom: a switch away from a task writes the task's
-//! loom-only `loom_ctx` cell (the registers it saves) before `clear_on_cpu`, and a waker reads
-//! it after its `on_cpu` wait (`wake.rs`), so loom checks the hand-off of the context.
+//! loom-only `loom_ctx` cell (the registers it saves) before `clear_on_cpu`, and a switch
+//! into the task reads it (the restore), as does a waker after its `on_cpu` wait (`wake.rs`),
+//! so loom checks the hand-off of the context.
 //!
 //! Time: the seams take `now` as an argument where the runtime reads the clock; the paths
 //! that read it themselves (a waker's requeue or enqueue) see the constant loom clock of
@@ -24,12 +26,12 @@ use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::sync::Arc;
 
-use crate::JoinError;
 use crate::policy::{Features, Pick, RqConfig, SchedEntity};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::lock::Lock;
 use crate::task::{self, Complete, JoinHandle, Packet, ParkStep, RUNNING, Task, TaskRef, Unparker};
 use crate::worker::{self, Reason, Shared, Worker};
+use crate::{JoinError, WorkerStats};
 
 /// The runtime's shared state with `workers` workers and no threads.
 pub struct Model {
@@ -66,6 +68,19 @@ pub enum Woken {
     Runnable,
     /// Enqueued.
     Enqueued,
+}
+
+/// What a worker's `schedule()` picked to run after the task that called it (see
+/// [`Model::schedule_prev`]).
+#[derive(Clone)]
+pub enum Next {
+    /// The calling task itself (a waker requeued it before it was dequeued): no switch, it
+    /// runs on.
+    Same,
+    /// Nothing runnable: the switch goes to the worker's idle task.
+    Idle,
+    /// Another task, marked running on the worker (`prepare_switch`).
+    Task(ModelTask),
 }
 
 impl Model {
@@ -158,32 +173,102 @@ impl Model {
     }
 
     /// Worker `cpu` runs `schedule()` for its running task `t` and completes the switch away
-    /// from it (to the idle task, or to whatever it picks).
+    /// from it (to the idle task, or to whatever it picks), unless a waker requeued `t`
+    /// before its dequeue: then the pick finds `t` again and it runs on.
     pub fn schedule_out(&self, t: &ModelTask, cpu: usize) {
         let _ = self.schedule_at(t, cpu, 1);
     }
 
     /// [`schedule_out`](Self::schedule_out) at time `now`, which also charges `t` the time
-    /// it ran since it was picked (or last charged). Returns the id of the task picked next
+    /// it ran since it was picked (or last charged): [`schedule_prev`](Self::schedule_prev),
+    /// then, unless `t` runs on, [`switch`](Self::switch) and
+    /// [`finish_task_switch`](Self::finish_task_switch). Returns the id of the task picked next
     /// (`None`: the idle task).
     pub fn schedule_at(&self, t: &ModelTask, cpu: usize, now: u64) -> Option<u64> {
+        match self.schedule_prev(t, cpu, now) {
+            Next::Same => Some(t.id()),
+            Next::Idle => {
+                self.switch(t, None);
+                self.finish_task_switch(t);
+                None
+            }
+            Next::Task(n) => {
+                self.switch(t, Some(&n));
+                self.finish_task_switch(t);
+                Some(n.id())
+            }
+        }
+    }
+
+    /// Worker `cpu`'s `schedule()` for its running task `t` at time `now`, up to the switch:
+    /// under the runqueue lock, drain the wakelist, charge `t`, put it away (`put_prev`: a
+    /// blocked `t` is dequeued), pick, and mark the task picked running (`prepare_switch`);
+    /// then release the lock. `t` is still `on_cpu`.
+    pub fn schedule_prev(&self, t: &ModelTask, cpu: usize, now: u64) -> Next {
         let w = &self.shared.workers[cpu];
+        let mut rq = w.rq.lock();
+        worker::drain(&self.shared, cpu, &mut rq, now);
+        rq.update_curr(now);
+        worker::put_prev(w, &mut rq, &t.0, Reason::Block, now);
+        let next = worker::pick(w, &mut rq, now);
+        if core::ptr::eq(next, &*t.0) {
+            Next::Same
+        } else {
+            self.prepare_switch(cpu, next)
+                .map_or(Next::Idle, Next::Task)
+        }
+    }
+
+    /// The switch from `prev` to `next` (`None`: the idle task), which the asm does in the
+    /// runtime: it saves `prev`'s registers into its context (the loom-only `loom_ctx`
+    /// write) and restores `next`'s ([`ModelTask::restore`]).
+    pub fn switch(&self, prev: &ModelTask, next: Option<&ModelTask>) {
+        // The save, after the runqueue lock is released and before on_cpu is cleared: a
+        // write that whoever runs `prev` next, on another worker, must see.
+        // SAFETY: `prev` is still on_cpu: its context is this worker's until the clear.
+        prev.0.loom_ctx.with_mut(|c| unsafe { *c += 1 });
+        if let Some(n) = next {
+            n.restore();
+        }
+    }
+
+    /// `finish_task_switch` on the next context's stack: the switch away from `prev` is
+    /// complete (`clear_on_cpu`, Release).
+    pub fn finish_task_switch(&self, prev: &ModelTask) {
+        worker::clear_on_cpu(&prev.0);
+    }
+
+    /// Idle worker `cpu`'s loop at time `now` (`idle.rs`): under the runqueue lock, drain the
+    /// wakelist, pick, and mark the task picked running (`prepare_switch`); release the lock
+    /// and switch into it, restoring its saved context. Returns that task (`None`: nothing
+    /// runnable, the worker stays idle).
+    pub fn switch_in(&self, cpu: usize, now: u64) -> Option<ModelTask> {
         let next = {
+            let w = &self.shared.workers[cpu];
             let mut rq = w.rq.lock();
             worker::drain(&self.shared, cpu, &mut rq, now);
-            rq.update_curr(now);
-            worker::put_prev(w, &mut rq, &t.0, Reason::Block, now);
             let next = worker::pick(w, &mut rq, now);
-            // SAFETY: a picked task is queued on this runqueue, whose lock is held.
-            (!next.is_null()).then(|| unsafe { (*next).id })
+            self.prepare_switch(cpu, next)?
         };
-        // The switch saves the task's registers into its context (after the lock is
-        // released, before on_cpu is cleared): a write that whoever runs the task next, on
-        // another worker, must see.
-        // SAFETY: the task is still on_cpu: its context is this worker's until the clear.
-        t.0.loom_ctx.with_mut(|c| unsafe { *c += 1 });
-        worker::clear_on_cpu(&t.0);
-        next
+        next.restore();
+        Some(next)
+    }
+
+    /// `prepare_switch` of the task `next` that worker `cpu` just picked (null: none), under
+    /// its runqueue lock; the model's reference to it.
+    fn prepare_switch(&self, cpu: usize, next: *const Task) -> Option<ModelTask> {
+        if next.is_null() {
+            return None;
+        }
+        // SAFETY: picked from the runqueue, whose lock the caller holds: the queue holds a
+        // reference to it, so it is live and one more reference may be taken.
+        let n = unsafe {
+            Arc::increment_strong_count(next);
+            Arc::from_raw(next)
+        };
+        // A model worker has no idle context and no overflow handler; its tasks no fiber.
+        worker::prepare_switch(&n, cpu, core::ptr::null_mut(), None);
+        Some(ModelTask(n))
     }
 
     /// `Unparker::unpark` of `t`, from a thread outside the workers.
@@ -263,6 +348,16 @@ impl Model {
         n
     }
 
+    /// Worker `cpu`'s counters (which wakeup paths were taken).
+    pub fn stats(&self, cpu: usize) -> WorkerStats {
+        self.shared.workers[cpu].stats.snapshot(cpu)
+    }
+
+    /// Whether a worker runs `t` or is still switching away from it (its `on_cpu` flag).
+    pub fn is_on_cpu(&self, t: &ModelTask) -> bool {
+        t.0.on_cpu.load(Ordering::Relaxed)
+    }
+
     /// Whether `t` sleeps queued as delayed (its `sched_delayed` flag).
     pub fn is_delayed(&self, t: &ModelTask) -> bool {
         t.0.sched_delayed.load(Ordering::Relaxed)
@@ -278,6 +373,15 @@ impl ModelTask {
     /// The task's id.
     pub fn id(&self) -> u64 {
         self.0.id
+    }
+
+    /// The switch into the task restores its saved registers: the loom-only `loom_ctx` read,
+    /// which loom reports unless the save of its last switch-out happened-before.
+    fn restore(&self) {
+        // SAFETY: a worker picked the task under its lock and marked it on_cpu: its previous
+        // switch-out, which wrote the cell, completed before it could be queued there (the
+        // hand-off under test; loom reports an access that it fails to order).
+        let _ = self.0.loom_ctx.with(|c| unsafe { *c });
     }
 }
 

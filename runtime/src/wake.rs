@@ -21,7 +21,9 @@
 //!    O2). If its worker is still switching away from it (`on_cpu`, Acquire): with
 //!    TTWU_QUEUE_ON_CPU hand the wakeup to that worker's wakelist (`cpu` is that worker,
 //!    O3) — it activates the task after the switch completed, by program order; otherwise
-//!    spin until `on_cpu` clears (Acquire: the saved context is visible).
+//!    spin until `on_cpu` clears (Acquire: the saved context is visible). Either way no
+//!    worker switches the task in before its switch-out completed (loom model 6,
+//!    `on_cpu_handoff`; mutants `ttwu_on_cpu_wrong_cpu`, `ttwu_no_on_cpu_wait`).
 //! 5. **select_task_rq** (policy/select.rs) over the workers' published load; store the
 //!    chosen `cpu` (this waker owns the task exclusively now).
 //! 6. **Enqueue**: on the waker's own worker directly under its lock; on another worker
@@ -104,6 +106,10 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
     // Off every runqueue; the sleeper's dequeue happened-before (O2).
     if t.on_cpu.load(Ordering::Acquire) && shared.features.is_enabled(Feature::TtwuQueueOnCpu) {
         let cpu = t.cpu.load(Ordering::Relaxed);
+        // Any other worker could switch the task in before its switch-out completed (loom
+        // model `on_cpu_handoff`, mutant `ttwu_on_cpu_wrong_cpu`).
+        #[cfg(lagom_mutant = "ttwu_on_cpu_wrong_cpu")]
+        let cpu = (cpu + 1) % shared.workers.len();
         if Some(cpu) != local_idx {
             let w = &shared.workers[cpu];
             w.stats.inc(&w.stats.wakeups_on_cpu);
@@ -111,6 +117,9 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
             return Woken::Enqueued;
         }
     }
+    // Dropping the wait lets a worker switch the task in while its switch-out is still
+    // saving it (loom models `on_cpu_handoff` and `lost_wakeup`, mutant `ttwu_no_on_cpu_wait`).
+    #[cfg(not(lagom_mutant = "ttwu_no_on_cpu_wait"))]
     while t.on_cpu.load(Ordering::Acquire) {
         crate::sync::spin_loop();
     }

@@ -135,7 +135,8 @@ pub(crate) struct Task {
     /// Under loom, which cannot run the asm switch: the stand-in for the registers it saves
     /// into `*ctx`. A model's switch-away writes it before `on_cpu` is cleared; a waker reads
     /// it once its `on_cpu` wait is over, where the context becomes its to hand on (loom
-    /// model `lost_wakeup`, mutant `finish_relaxed_on_cpu`).
+    /// model `lost_wakeup`, mutant `finish_relaxed_on_cpu`), and a model's switch into the
+    /// task reads it as the restore (loom model `on_cpu_handoff`).
     #[cfg(loom)]
     pub(crate) loom_ctx: UnsafeCell<u64>,
     /// Identity.

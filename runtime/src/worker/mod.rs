@@ -25,7 +25,9 @@ pub(crate) use activate::{activate, check_preempt, drain, finished_delayed};
 pub(crate) use balance::periodic_balance;
 pub(crate) use balance::tick as balance_tick;
 pub(crate) use idle::worker_main;
-pub(crate) use schedule::{Reason, block_current, finish_task_switch, pick, schedule};
+pub(crate) use schedule::{
+    Reason, block_current, finish_task_switch, pick, prepare_switch, schedule,
+};
 #[cfg(loom)]
 pub(crate) use schedule::{clear_on_cpu, put_prev};
 pub(crate) use stats::Counters;
@@ -35,7 +37,6 @@ use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::cell::{Cell, RefCell};
-use core::ptr;
 
 use crate::arch::{Context, SignalStack, StackPool};
 use crate::policy::{Features, RqConfig, RunQueue};
@@ -165,25 +166,9 @@ impl WorkerThread {
         self.idle_ctx.get()
     }
 
-    /// Marks `next` running here and points its fiber's parent at this worker (under the
-    /// runqueue lock, which owns `next`'s scheduling part).
+    /// Marks `next` running here and points its fiber's parent at this worker
+    /// ([`prepare_switch`]).
     fn prepare_switch(&self, next: &Task) {
-        next.on_cpu.store(true, Ordering::Relaxed);
-        // SAFETY: `next` was picked under this worker's lock (held by the caller) and is not
-        // running anywhere: its previous switch-out completed (on_cpu was observed clear by
-        // whoever queued it here, or it was switched out by this very thread).
-        unsafe {
-            next.sched(|s| {
-                if s.parent_worker != self.index {
-                    s.parent_worker = self.index;
-                    if let Some(f) = s.fiber.as_mut() {
-                        f.set_parent(self.idle_ctx());
-                    }
-                }
-                if let Some(sig) = &self.signals {
-                    sig.set_current(s.fiber.as_ref().map_or(ptr::null(), |f| f.info()));
-                }
-            })
-        };
+        prepare_switch(next, self.index, self.idle_ctx(), self.signals.as_ref());
     }
 }

@@ -23,7 +23,7 @@
 //! balancer can do in the window needs the lock to exclude it, because `on_cpu` carries the
 //! weight. In the window the previous task is still `on_cpu`: a waker that finds it dequeued
 //! waits for `on_cpu` to clear (or, with TTWU_QUEUE_ON_CPU, queues it on this worker's
-//! wakelist, drained only after the switch has completed, by program order); the balancer
+//! wakelist, drained only after the switch has completed, by program order: model 6); the balancer
 //! skips tasks that are `on_cpu`; and a task still queued (preempted) can only be picked again
 //! by this worker, after the switch. The cost is the Acquire/Release pair on `on_cpu`, which
 //! the wakeup path needs anyway.
@@ -35,14 +35,18 @@
 //! which run `put_prev`, `pick`, `drain` and `clear_on_cpu` against the real wakeup path
 //! (mutant `finish_relaxed_on_cpu`), and by `delayed_wakeup` and
 //! `delayed_wakeup_during_block` (`loom-tests/tests/delayed.rs`), where the task blocks
-//! delayed and a later pick finishes its dequeue. The on_cpu hand-off with a real switch
-//! (model 6) and the migration chase (model 7) are still to be written (issue #6).
+//! delayed and a later pick finishes its dequeue. Model 6, `on_cpu_handoff` and
+//! `on_cpu_handoff_busy` (`loom-tests/tests/on_cpu.rs`), plays both halves of the switch —
+//! this worker's switch-out up to `clear_on_cpu`, and the switch-in (`drain`, `pick`,
+//! `prepare_switch`, the restore) on whichever worker picks the woken task — and checks that
+//! the task never runs on two workers at once (mutants `ttwu_on_cpu_wrong_cpu`,
+//! `ttwu_no_on_cpu_wait`). The migration chase is model 7 (`loom-tests/tests/migrate.rs`).
 
 use alloc::sync::Arc;
 use core::ptr;
 
 use super::{Worker, balance_tick, drain, finished_delayed, local, timer};
-use crate::arch::switch;
+use crate::arch::{Context, SignalStack, switch};
 use crate::policy::{DequeueKind, Dequeued, Pick, RunQueue};
 use crate::sync::atomic::Ordering;
 use crate::task::{RUNNING, Task, TaskRef};
@@ -59,6 +63,37 @@ pub(crate) fn pick(w: &Worker, rq: &mut RunQueue<TaskRef>, now: u64) -> *const T
     w.need_resched.store(false, Ordering::Relaxed);
     w.publish(rq);
     next
+}
+
+/// Marks `next`, just picked by worker `me`, running there: `on_cpu` (under the runqueue
+/// lock, which the caller holds), its fiber's parent link to `parent` (worker `me`'s idle
+/// context) and the overflow handler's current fiber (`signals`, worker `me`'s). The switch
+/// into `next` follows once the lock is released; `next`'s previous switch-out has completed
+/// (whoever queued it here saw its `on_cpu` clear, or this very worker switched away from it,
+/// or, with TTWU_QUEUE_ON_CPU, the wakeup was handed to that worker's wakelist, which it drains
+/// only after the switch). Loom model `on_cpu_handoff` checks that hand-off.
+pub(crate) fn prepare_switch(
+    next: &Task,
+    me: usize,
+    parent: *mut Context,
+    signals: Option<&SignalStack>,
+) {
+    next.on_cpu.store(true, Ordering::Relaxed);
+    // SAFETY: `next` was picked under worker `me`'s lock (held by the caller) and is not
+    // running anywhere: its previous switch-out completed (see above).
+    unsafe {
+        next.sched(|s| {
+            if s.parent_worker != me {
+                s.parent_worker = me;
+                if let Some(f) = s.fiber.as_mut() {
+                    f.set_parent(parent);
+                }
+            }
+            if let Some(sig) = signals {
+                sig.set_current(s.fiber.as_ref().map_or(ptr::null(), |f| f.info()));
+            }
+        })
+    };
 }
 
 /// Why the running task calls `schedule`.
