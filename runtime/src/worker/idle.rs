@@ -32,6 +32,7 @@ use crate::policy::{DequeueKind, Dequeued, EnqueueKind};
 use crate::sync::atomic::Ordering;
 use crate::sync::kick::Idle;
 use crate::task::{DEAD, Task};
+use crate::trace::{MigrateCause, SwitchReason};
 
 /// How many idle stacks each worker's pool keeps.
 const POOL_CAPACITY: usize = 64;
@@ -71,6 +72,7 @@ fn idle_loop(wt: &WorkerThread) {
             // SAFETY: picked from the runqueue, which holds a reference.
             let n = unsafe { &*next };
             wt.prepare_switch(n);
+            crate::trace::switch(wt, None, Some(n), SwitchReason::Idle);
             wt.curr.set(next);
             drop(rq);
             // SAFETY: the idle context is this thread's; `n` is suspended (see prepare_switch).
@@ -126,6 +128,7 @@ fn idle_loop(wt: &WorkerThread) {
 /// Frees a task whose fiber ended: completes its dequeue, gives its stack back, delivers its
 /// outcome, drops the registry's reference.
 fn exit_task(wt: &WorkerThread, t: &Task) {
+    crate::trace::switch(wt, Some(t), None, SwitchReason::Exit);
     let w = wt.worker();
     let now = crate::sys::time::monotonic_ns();
     {
@@ -215,5 +218,6 @@ fn balance(wt: &WorkerThread) -> bool {
         .store(dst_rq.nr_runnable(), Ordering::Relaxed);
     let w = wt.worker();
     w.stats.inc(&w.stats.balance_pulls);
+    crate::trace::migrate(shared, &t, src, me, MigrateCause::Balance);
     true
 }
