@@ -113,6 +113,15 @@ fn check_json(trace: &Trace) -> Value {
             }
         }
     }
+    // Each track's slices, instants and flow starts come in time order.
+    for tid in 1..=workers + 1 {
+        let ts: Vec<u64> = events
+            .iter()
+            .filter(|e| e.tid() == tid && matches!(e.ph(), "X" | "i" | "s"))
+            .map(|e| e.ns("ts"))
+            .collect();
+        assert!(ts.windows(2).all(|p| p[0] <= p[1]), "tid {tid} out of order");
+    }
     // Wakeups: on a worker's track the waker is that worker; outside, none.
     for e in events
         .iter()

@@ -17,7 +17,8 @@
 //!   `reason` (why it ended: `block`, `yield`, `preempt`, `exit`; `unfinished` if the trace
 //!   ends first) and `next` (the task switched to when it ended, `null`: the idle loop). So a
 //!   reader can check the switch sequence of a track: a slice whose `next` is a task is
-//!   followed at once by that task's slice, whose `prev` names it.
+//!   followed at once by that task's slice, whose `prev` names it. The slice is written where
+//!   the run starts, so each track's events come in time order.
 //! * a thread-scoped instant (`"ph": "i"`, `"s": "t"`) per wakeup (category `wakeup`, name
 //!   "wakeup <task name>", `args`: `task`, `waker` (worker index or `null`), `target`, `path`)
 //!   on the waker's track, and per migration (category `migrate`, name "migrate <task
@@ -144,8 +145,8 @@ impl Sep {
     }
 }
 
-/// A run being written: the task, when it started, what ran before it.
-struct Open {
+/// A run of a task on a worker: the task, when it started, what ran before it.
+struct Run {
     task: u64,
     start: u64,
     prev: Option<u64>,
@@ -204,21 +205,38 @@ impl Display for ChromeJson<'_> {
         }
         let mut flow_id = 0u64;
         for &(tid, track) in &tracks {
-            let mut open: Option<Open> = None;
-            for ev in &track.events {
+            let evs = &track.events;
+            // For each event, the index of the next switch: where a run starting there ends.
+            let mut ends = alloc::vec![usize::MAX; evs.len()];
+            let mut after = usize::MAX;
+            for i in (0..evs.len()).rev() {
+                ends[i] = after;
+                if matches!(evs[i].kind, TraceEventKind::Switch { .. }) {
+                    after = i;
+                }
+            }
+            for (i, ev) in evs.iter().enumerate() {
                 let ts = ev.ts_ns;
                 match ev.kind {
-                    TraceEventKind::Switch { prev, next, reason } => {
-                        if let Some(o) = open.take() {
-                            sep.next(f)?;
-                            run_slice(f, t, tid, &o, ts, switch_reason(reason), next)?;
-                        }
-                        open = next.map(|task| Open {
+                    TraceEventKind::Switch {
+                        prev,
+                        next: Some(task),
+                        ..
+                    } => {
+                        let run = Run {
                             task,
                             start: ts,
                             prev,
-                        });
+                        };
+                        sep.next(f)?;
+                        match evs.get(ends[i]).map(|e| (e.ts_ns, e.kind)) {
+                            Some((end, TraceEventKind::Switch { next, reason, .. })) => {
+                                run_slice(f, t, tid, &run, end, switch_reason(reason), next)?;
+                            }
+                            _ => run_slice(f, t, tid, &run, t.end_ns.max(ts), "unfinished", None)?,
+                        }
                     }
+                    TraceEventKind::Switch { next: None, .. } => {}
                     TraceEventKind::Wakeup {
                         task,
                         waker,
@@ -283,10 +301,6 @@ impl Display for ChromeJson<'_> {
                     }
                 }
             }
-            if let Some(o) = open {
-                sep.next(f)?;
-                run_slice(f, t, tid, &o, t.end_ns.max(o.start), "unfinished", None)?;
-            }
         }
         write!(
             f,
@@ -304,7 +318,7 @@ fn run_slice(
     f: &mut Formatter<'_>,
     t: &Trace,
     tid: usize,
-    o: &Open,
+    o: &Run,
     end: u64,
     reason: &str,
     next: Option<u64>,
