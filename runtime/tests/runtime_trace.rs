@@ -120,7 +120,10 @@ fn check_json(trace: &Trace) -> Value {
             .filter(|e| e.tid() == tid && matches!(e.ph(), "X" | "i" | "s"))
             .map(|e| e.ns("ts"))
             .collect();
-        assert!(ts.windows(2).all(|p| p[0] <= p[1]), "tid {tid} out of order");
+        assert!(
+            ts.windows(2).all(|p| p[0] <= p[1]),
+            "tid {tid} out of order"
+        );
     }
     // Wakeups: on a worker's track the waker is that worker; outside, none.
     for e in events

@@ -9,7 +9,7 @@
 //! What is written, all with `"pid": 1`:
 //!
 //! * metadata (`"ph": "M"`): `process_name` "lagom"; per track a `thread_name`
-//!   ("worker <i> (cpu <c>)", or "outside threads") and a `thread_sort_index`. Worker `i` is
+//!   (`"worker <i> (cpu <c>)"`, or `"outside threads"`) and a `thread_sort_index`. Worker `i` is
 //!   `"tid": i + 1`; the outside track is `"tid": workers + 1`.
 //! * one complete slice (`"ph": "X"`, category `run`) per run of a task on a worker, from the
 //!   switch to it to the switch away from it, named by the task's name. Its `args` hold
@@ -20,9 +20,9 @@
 //!   followed at once by that task's slice, whose `prev` names it. The slice is written where
 //!   the run starts, so each track's events come in time order.
 //! * a thread-scoped instant (`"ph": "i"`, `"s": "t"`) per wakeup (category `wakeup`, name
-//!   "wakeup <task name>", `args`: `task`, `waker` (worker index or `null`), `target`, `path`)
-//!   on the waker's track, and per migration (category `migrate`, name "migrate <task
-//!   name>", `args`: `task`, `from`, `to`, `cause`) on the recording worker's track.
+//!   `"wakeup <task name>"`, `args`: `task`, `waker` (worker index or `null`), `target`, `path`)
+//!   on the waker's track, and per migration (category `migrate`, name
+//!   `"migrate <task name>"`, `args`: `task`, `from`, `to`, `cause`) on the recording worker's track.
 //! * a flow (`"ph": "s"` on the waker's track at the wakeup, `"ph": "f"` with `"bp": "e"` on
 //!   the wakee's track where its next run starts; `id` counts from 1) for each wakeup whose
 //!   wakee runs later in the trace, except in-place runnable wakeups, whose wakee may never

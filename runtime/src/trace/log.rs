@@ -79,7 +79,8 @@ impl EventLog {
     }
 }
 
-#[cfg(test)]
+// Not under loom: these threads use the shim's atomics outside a loom model.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use crate::trace::{SwitchReason, TraceEventKind};
