@@ -72,7 +72,8 @@ pub const DEFAULT_TRACE_CAPACITY: usize = 1 << 18;
 /// Why a worker switched from one context to another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SwitchReason {
-    /// The previous task called `schedule()` to block (park, join, sleep, a lock).
+    /// The previous task called `schedule()` to block (park, join, sleep, a lock); if a
+    /// waker made it runnable again before the switch, it stays queued, as if preempted.
     Block,
     /// The previous task yielded (`yield_now`).
     Yield,
