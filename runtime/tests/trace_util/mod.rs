@@ -231,4 +231,3 @@ pub fn storm(rt: &Runtime, seed: u64, rounds: u64) {
         h.join().unwrap();
     }
 }
-
