@@ -34,6 +34,7 @@
 //!
 //! ```text
 //! cargo run --release -p lagom-examples --example busy_wake -- [-n N] [--slice-us S]
+//!     [--trace FILE]
 //! LAGOM_FEATURES=NO_RUN_TO_PARITY cargo run --release -p lagom-examples --example busy_wake
 //! ```
 
@@ -46,6 +47,7 @@ use lagom::task::{Builder, Unparker};
 use lagom_examples::usage_error;
 
 const USAGE: &str = "usage: busy_wake [-n N] [--slice-us S] [--stall-us T] [--gap-us G] [--list K]
+                 [--raw] [--trace FILE]
 
 Tasks A (worker 0) and B (worker 1) ping-pong N times (default 20000) through park/unpark
 while a hog loops on cond_resched() on each worker; features come from LAGOM_FEATURES.
@@ -54,7 +56,9 @@ while a hog loops on cond_resched() on each worker; features come from LAGOM_FEA
   --gap-us G     record hog loop holes longer than G µs (default 3)
   --list K       print the first K stalls one per line (default 20)
   --raw          print every stall with its absolute CLOCK_MONOTONIC stamps (ns), to
-                 line it up with other traces: raw <turn> <worker> <sent> <pushed> <seen> <cause>";
+                 line it up with other traces: raw <turn> <worker> <sent> <pushed> <seen> <cause>
+  --trace FILE   record the runtime's switch / wakeup / migrate events and write them to
+                 FILE as Chrome trace JSON (open it in ui.perfetto.dev)";
 
 struct Args {
     n: usize,
@@ -63,6 +67,7 @@ struct Args {
     gap_ns: u64,
     list: usize,
     raw: bool,
+    trace: Option<std::path::PathBuf>,
 }
 
 fn parse_args() -> Result<Args, lexopt::Error> {
@@ -74,6 +79,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         gap_ns: 3_000,
         list: 20,
         raw: false,
+        trace: None,
     };
     let mut p = lexopt::Parser::from_env();
     while let Some(arg) = p.next()? {
@@ -84,6 +90,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("gap-us") => a.gap_ns = p.value()?.parse::<u64>()? * 1000,
             Long("list") => a.list = p.value()?.parse()?,
             Long("raw") => a.raw = true,
+            Long("trace") => a.trace = Some(p.value()?.into()),
             Short('h') | Long("help") => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -280,7 +287,8 @@ fn pct(v: &[u64], p: f64) -> u64 {
 
 fn main() {
     let args = parse_args().unwrap_or_else(|e| usage_error(e, USAGE));
-    let rt = Runtime::builder().build().unwrap_or_else(|e| {
+    let rt = Runtime::builder().tracing(args.trace.is_some()).build();
+    let rt = rt.unwrap_or_else(|e| {
         eprintln!("error: {e}");
         std::process::exit(1)
     });
@@ -336,7 +344,19 @@ fn main() {
     for h in hogs {
         h.join().expect("hog");
     }
-    let stats = rt.shutdown();
+    let (stats, trace) = rt.shutdown_with_trace();
+    if let Some(path) = &args.trace {
+        trace.save(path).unwrap_or_else(|e| {
+            eprintln!("error: {e}");
+            std::process::exit(1)
+        });
+        eprintln!(
+            "trace: {} events ({} dropped) written to {} (open it in ui.perfetto.dev)",
+            trace.len(),
+            trace.dropped(),
+            path.display()
+        );
+    }
     let mut logs = Arc::try_unwrap(logs).ok().unwrap().into_inner().unwrap();
     logs.sort_by_key(|l| l.0);
 

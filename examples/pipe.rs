@@ -3,7 +3,11 @@
 //!
 //! ```text
 //! cargo run --release -p lagom-examples --example pipe -- [--cross] [--json] [-n N]
+//!     [--trace FILE [--trace-capacity EVENTS]]
 //! ```
+//!
+//! `--trace FILE` runs with tracing on and writes a Chrome/Perfetto trace (open it in
+//! ui.perfetto.dev); keep `-n` small, each round trip records about four events.
 
 use std::sync::Arc;
 use std::sync::OnceLock;
@@ -14,7 +18,8 @@ use lagom::Runtime;
 use lagom::task::{Builder, Unparker};
 use lagom_examples::usage_error;
 
-const USAGE: &str = "usage: pipe [--cross] [--json] [-n N] [--idle-spin-us S] [--gap-us G]
+const USAGE: &str =
+    "usage: pipe [--cross] [--json] [-n N] [--idle-spin-us S] [--gap-us G] [--trace FILE]
 
 Two tasks pass a turn back and forth N times (default 1000000) through park/unpark.
   --cross           one task on each of two workers (default: both on one worker)
@@ -22,7 +27,11 @@ Two tasks pass a turn back and forth N times (default 1000000) through park/unpa
   --idle-spin-us S  how long (µs) an idle worker spins before it sleeps on its futex
   --gap-us G        the first task computes G µs before each hand-off, so the other
                     worker goes idle (the idle-spin trade-off: wake latency vs idle CPU)
-  -n N              round trips";
+  -n N              round trips
+  --trace FILE      record a trace and write it to FILE as Chrome trace JSON (opens in
+                    ui.perfetto.dev); each round trip records about four events
+  --trace-capacity EVENTS
+                    events kept per worker (default: the runtime's); the rest are counted";
 
 struct Args {
     cross: bool,
@@ -30,6 +39,8 @@ struct Args {
     n: u64,
     idle_spin_us: Option<u64>,
     gap_us: u64,
+    trace: Option<std::path::PathBuf>,
+    trace_capacity: Option<usize>,
 }
 
 fn parse_args() -> Result<Args, lexopt::Error> {
@@ -40,6 +51,8 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         n: 1_000_000,
         idle_spin_us: None,
         gap_us: 0,
+        trace: None,
+        trace_capacity: None,
     };
     let mut parser = lexopt::Parser::from_env();
     while let Some(arg) = parser.next()? {
@@ -49,6 +62,8 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Short('n') => args.n = parser.value()?.parse()?,
             Long("idle-spin-us") => args.idle_spin_us = Some(parser.value()?.parse()?),
             Long("gap-us") => args.gap_us = parser.value()?.parse()?,
+            Long("trace") => args.trace = Some(parser.value()?.into()),
+            Long("trace-capacity") => args.trace_capacity = Some(parser.value()?.parse()?),
             Short('h') | Long("help") => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -64,6 +79,10 @@ fn main() {
     let mut b = Runtime::builder();
     if let Some(us) = args.idle_spin_us {
         b = b.idle_spin(std::time::Duration::from_micros(us));
+    }
+    b = b.tracing(args.trace.is_some());
+    if let Some(c) = args.trace_capacity {
+        b = b.trace_capacity(c);
     }
     let rt = b.build().unwrap_or_else(|e| {
         eprintln!("error: {e}");
@@ -132,7 +151,24 @@ fn main() {
     } else {
         "same-worker"
     };
-    let stats = rt.shutdown();
+    let (stats, trace) = rt.shutdown_with_trace();
+    if let Some(path) = &args.trace {
+        if let Err(e) = trace.save(path) {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+        eprintln!(
+            "trace: {} events written to {} (open it in ui.perfetto.dev)",
+            trace.len(),
+            path.display()
+        );
+        if trace.dropped() > 0 {
+            eprintln!(
+                "trace: {} events dropped (logs full): raise --trace-capacity or lower -n",
+                trace.dropped()
+            );
+        }
+    }
     if args.json {
         println!(
             "{}",

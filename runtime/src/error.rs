@@ -104,6 +104,20 @@ pub enum Error {
     },
     /// A call that only a task can make was made outside tasks.
     NotInTask,
+    /// The trace logs asked for (`Builder::trace_capacity`) are empty or cannot be allocated.
+    TraceCapacity {
+        /// The capacity asked for, in events per log.
+        events: usize,
+        /// The number of workers (each has a log, and there is one more for outside threads).
+        workers: usize,
+    },
+    /// A trace could not be written to its file.
+    TraceWrite {
+        /// The file's path.
+        path: String,
+        /// The OS error, as text.
+        os_error: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -201,6 +215,22 @@ impl fmt::Display for Error {
             Error::NotInTask => f.write_str(
                 "this call must be made from inside a task; from other threads use the \
                  `Runtime` methods (`spawn_with`, `block_on`)",
+            ),
+            Error::TraceCapacity { events: 0, .. } => f.write_str(
+                "a trace capacity of 0 events would record nothing; ask for at least 1 event \
+                 per worker, or turn tracing off",
+            ),
+            Error::TraceCapacity { events, workers } => write!(
+                f,
+                "could not allocate {} trace logs of {events} events each; lower \
+                 `trace_capacity` (each event takes {} bytes)",
+                workers + 1,
+                core::mem::size_of::<crate::trace::TraceEvent>()
+            ),
+            Error::TraceWrite { path, os_error } => write!(
+                f,
+                "cannot write the trace to `{path}`: {os_error}; check that its directory \
+                 exists and is writable"
             ),
         }
     }

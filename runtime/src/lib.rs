@@ -18,7 +18,8 @@
 //! The threaded driver sits on top: [`task`] (the task control block, spawning, join,
 //! park/unpark, sleep), `wake` (the wakeup protocol, `try_to_wake_up`), `worker` (the
 //! per-CPU runqueue, wakelist, `schedule()`, idle loop and balancing) and [`Runtime`]
-//! (builder, `block_on`, shutdown, statistics).
+//! (builder, `block_on`, shutdown, statistics). [`trace`] records switch / wakeup / migrate
+//! events per worker, when asked to, and exports them as Chrome/Perfetto trace JSON.
 //!
 //! The crate is `#![no_std]` + `alloc`; the `std` feature (on by default) adds conveniences
 //! only. All OS access goes through `libc` in `sys/`.
@@ -41,6 +42,7 @@ pub mod sync;
 mod sys;
 pub mod task;
 pub mod topology;
+pub mod trace;
 mod wake;
 mod worker;
 

@@ -100,6 +100,7 @@ impl Model {
                 stack_size: crate::arch::MIN_STACK_SIZE,
                 idle_spin: 0,
                 next_outside: AtomicUsize::new(0),
+                trace: None,
             }),
         }
     }

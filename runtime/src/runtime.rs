@@ -12,6 +12,7 @@
 //! block is freed, and joining it panics. Afterwards the live-task and live-stack counters
 //! are zero.
 
+use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -26,6 +27,7 @@ use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::lock::Lock;
 use crate::sys::thread::Thread;
 use crate::task::{Builder as TaskBuilder, JoinHandle};
+use crate::trace::{DEFAULT_TRACE_CAPACITY, Recorder, Trace};
 use crate::worker::{Shared, Stats, Worker, worker_main};
 
 /// How long an idle worker spins by default before it sleeps in `futex_wait` (chosen from the
@@ -44,6 +46,8 @@ pub struct Builder {
     slice: Option<Duration>,
     stack_size: Option<usize>,
     idle_spin: Option<Duration>,
+    tracing: bool,
+    trace_capacity: Option<usize>,
 }
 
 impl Builder {
@@ -96,11 +100,28 @@ impl Builder {
         self
     }
 
+    /// Records switch / wakeup / migrate events per worker (default off; see [`crate::trace`]).
+    /// Off, the scheduler's hooks cost one branch on a plain field each.
+    pub fn tracing(mut self, on: bool) -> Builder {
+        self.tracing = on;
+        self
+    }
+
+    /// The capacity of each worker's trace log, in events (default
+    /// [`DEFAULT_TRACE_CAPACITY`](crate::trace::DEFAULT_TRACE_CAPACITY)); allocated at
+    /// [`build`](Builder::build) when tracing is on. A full log stops recording and counts
+    /// what it drops.
+    pub fn trace_capacity(mut self, events: usize) -> Builder {
+        self.trace_capacity = Some(events);
+        self
+    }
+
     /// Checks the configuration and starts the workers.
     ///
     /// # Errors
     /// [`Error::NoCpus`], [`Error::CpuNotAllowed`], [`Error::UnknownFeature`],
-    /// [`Error::StackTooSmall`], [`Error::IdleSpinTooLong`], [`Error::ThreadSpawn`].
+    /// [`Error::StackTooSmall`], [`Error::IdleSpinTooLong`], [`Error::TraceCapacity`],
+    /// [`Error::ThreadSpawn`].
     pub fn build(self) -> Result<Runtime, Error> {
         let allowed = allowed_cpus();
         let cpus = self.cpus.unwrap_or_else(|| allowed.clone());
@@ -134,6 +155,13 @@ impl Builder {
             let ns = u64::try_from(s.as_nanos()).unwrap_or(u64::MAX);
             cfg.base_slice = ns.clamp(MIN_CUSTOM_SLICE, MAX_CUSTOM_SLICE);
         }
+        let trace = match self.tracing {
+            true => Some(Box::new(Recorder::new(
+                cpus.len(),
+                self.trace_capacity.unwrap_or(DEFAULT_TRACE_CAPACITY),
+            )?)),
+            false => None,
+        };
         let shared = Arc::new(Shared {
             workers: cpus.iter().map(|&c| Worker::new(c, cfg)).collect(),
             features,
@@ -145,6 +173,7 @@ impl Builder {
             // At most MAX_IDLE_SPIN, so it fits in u64 nanoseconds.
             idle_spin: idle_spin.as_nanos() as u64,
             next_outside: AtomicUsize::new(0),
+            trace,
         });
         let mut rt = Runtime {
             shared,
@@ -276,6 +305,16 @@ impl Runtime {
         }
     }
 
+    /// A snapshot of the trace recorded so far (empty, with `enabled() == false`, when
+    /// tracing is off). Each worker's events are a prefix of what it records; the snapshot
+    /// is not atomic across workers.
+    pub fn trace(&self) -> Trace {
+        match &self.shared.trace {
+            Some(r) => r.snapshot(self.shared.workers.iter().map(|w| w.os_cpu)),
+            None => Trace::default(),
+        }
+    }
+
     /// Stops the workers, joins their threads and frees every task (module doc); returns the
     /// final counters.
     ///
@@ -284,6 +323,16 @@ impl Runtime {
     pub fn shutdown(mut self) -> Stats {
         self.stop();
         self.stats()
+    }
+
+    /// [`shutdown`](Runtime::shutdown), and the complete trace: every event the workers
+    /// recorded, consistent with the final counters.
+    ///
+    /// # Panics
+    /// As [`shutdown`](Runtime::shutdown).
+    pub fn shutdown_with_trace(mut self) -> (Stats, Trace) {
+        self.stop();
+        (self.stats(), self.trace())
     }
 
     fn stop(&mut self) {

@@ -54,6 +54,7 @@ use core::ptr::NonNull;
 use crate::policy::{CpuView, Feature, select_task_rq};
 use crate::sync::atomic::Ordering;
 use crate::task::{BLOCKED, Claim, TaskRef};
+use crate::trace::{self, MigrateCause, WakePath};
 use crate::worker::{Shared, activate, check_preempt, local};
 
 /// Which path a wakeup took.
@@ -94,6 +95,7 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
                     .store(local_idx.unwrap_or(usize::MAX), Ordering::Relaxed);
                 t.wake_delayed.store(true, Ordering::Relaxed);
                 let w = &shared.workers[cpu];
+                trace::wakeup(&shared, t, cpu, WakePath::DelayedQueued);
                 w.stats.inc(&w.stats.runnable_queued);
                 queue_wakelist(&shared, cpu, Arc::clone(t));
                 return Woken::Runnable;
@@ -112,6 +114,7 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
         let cpu = (cpu + 1) % shared.workers.len();
         if Some(cpu) != local_idx {
             let w = &shared.workers[cpu];
+            trace::wakeup(&shared, t, cpu, WakePath::OnCpu);
             w.stats.inc(&w.stats.wakeups_on_cpu);
             queue_wakelist(&shared, cpu, Arc::clone(t));
             return Woken::Enqueued;
@@ -132,6 +135,7 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
     let _ = t.loom_ctx.with(|c| unsafe { *c });
     let prev = t.cpu.load(Ordering::Relaxed);
     let target = select_cpu(&shared, t, prev, local_idx);
+    trace::migrate(&shared, t, prev, target, MigrateCause::Wakeup);
     t.cpu.store(target, Ordering::Relaxed);
     enqueue_on(&shared, local_idx, target, Arc::clone(t), false);
     Woken::Enqueued
@@ -189,6 +193,7 @@ fn ttwu_runnable(shared: &Shared, t: &TaskRef) -> bool {
             w.publish(&rq);
         }
         t.state.store(crate::task::RUNNING, Ordering::Relaxed);
+        trace::wakeup(shared, t, cpu, WakePath::RunnableInPlace);
         w.stats.inc(&w.stats.runnable_in_place);
         drop(rq);
         // An idle owner must run the requeued task (its need-resched is set too, but the
@@ -209,6 +214,7 @@ pub(crate) fn enqueue_on(
     spawn: bool,
 ) {
     let w = &shared.workers[target];
+    trace::enqueue(shared, &t, local_idx, target, spawn);
     if spawn {
         w.stats.inc(&w.stats.spawns);
     }

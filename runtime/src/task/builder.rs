@@ -166,6 +166,7 @@ where
     ));
     shared.live_tasks.fetch_add(1, Ordering::Relaxed);
     shared.registry.lock().insert(id, Arc::clone(&task));
+    crate::trace::spawn(shared, &task);
     let local_idx = local.map(|wt| wt.index);
     let prev = local_idx.unwrap_or_else(|| {
         shared.next_outside.fetch_add(1, Ordering::Relaxed) % shared.workers.len()

@@ -59,6 +59,7 @@ pub(crate) fn drain(shared: &Shared, me: usize, rq: &mut RunQueue<TaskRef>, now:
                 (waker < shared.workers.len()).then_some(waker),
             );
             if target != me {
+                crate::trace::migrate(shared, &t, me, target, crate::trace::MigrateCause::Wakeup);
                 t.cpu.store(target, Ordering::Relaxed);
                 w.stats.inc(&w.stats.runnable_migrated);
                 crate::wake::queue_wakelist(shared, target, t);

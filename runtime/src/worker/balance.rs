@@ -40,6 +40,7 @@ use crate::policy::{
 };
 use crate::sync::atomic::Ordering;
 use crate::task::TaskRef;
+use crate::trace::MigrateCause;
 
 /// At most this many tasks move in one balance (the kernel's `sysctl_sched_nr_migrate`
 /// bound on `detach_tasks`), so one pass holds two locks for a bounded time.
@@ -141,7 +142,7 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
             can_migrate(&imb, left, c).then_some((h, c))
         });
         let Some((h, c)) = found else { break };
-        move_task(shared, src_rq, dst_rq, h, me, now);
+        move_task(shared, src_rq, dst_rq, h, (src, me), who, now);
         left -= moved(&imb, c).min(left);
         pulled += 1;
     }
@@ -158,14 +159,15 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
     pulled
 }
 
-/// Moves the queued, not running task `h` of `src_rq` to `dst_rq`, worker `me`'s. The caller
-/// holds both locks.
+/// Moves the queued, not running task `h` of `src_rq` (worker `src`'s) to `dst_rq` (worker
+/// `me`'s) for balancer `who`. The caller holds both locks.
 fn move_task(
     shared: &Shared,
     src_rq: &mut RunQueue<TaskRef>,
     dst_rq: &mut RunQueue<TaskRef>,
     h: crate::policy::Handle,
-    me: usize,
+    (src, me): (usize, usize),
+    who: Balancer,
     now: u64,
 ) {
     let Dequeued::Removed { se, payload } = src_rq.dequeue(h, DequeueKind::Save, now) else {
@@ -177,6 +179,11 @@ fn move_task(
     let nh = dst_rq.enqueue(se, payload, EnqueueKind::Restore, now);
     // SAFETY: both runqueue locks are held; the task is queued, not on any CPU.
     unsafe { t.sched(|s| s.handle = Some(nh)) };
+    let cause = match who {
+        Balancer::NewlyIdle => MigrateCause::Balance,
+        Balancer::Periodic => MigrateCause::PeriodicBalance,
+    };
+    crate::trace::migrate(shared, &t, src, me, cause);
     let w: &Worker = &shared.workers[me];
     if delayed {
         w.stats.inc(&w.stats.balance_delayed);

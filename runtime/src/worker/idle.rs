@@ -52,6 +52,7 @@ use crate::policy::{DequeueKind, Dequeued};
 use crate::sync::atomic::Ordering;
 use crate::sync::kick::Idle;
 use crate::task::{DEAD, Task};
+use crate::trace::SwitchReason;
 
 /// How many idle stacks each worker's pool keeps.
 const POOL_CAPACITY: usize = 64;
@@ -92,6 +93,7 @@ fn idle_loop(wt: &WorkerThread) {
             // SAFETY: picked from the runqueue, which holds a reference.
             let n = unsafe { &*next };
             wt.prepare_switch(n);
+            crate::trace::switch(wt, None, Some(n), SwitchReason::Idle);
             wt.curr.set(next);
             drop(rq);
             // SAFETY: the idle context is this thread's; `n` is suspended (see prepare_switch).
@@ -168,6 +170,7 @@ fn spin(wt: &WorkerThread, has_work: &impl Fn() -> bool) -> bool {
 /// Frees a task whose fiber ended: completes its dequeue, gives its stack back, delivers its
 /// outcome, drops the registry's reference.
 fn exit_task(wt: &WorkerThread, t: &Task) {
+    crate::trace::switch(wt, Some(t), None, SwitchReason::Exit);
     let w = wt.worker();
     let now = crate::sys::time::monotonic_ns();
     {

@@ -111,6 +111,8 @@ pub(crate) struct Shared {
     pub(crate) idle_spin: u64,
     /// Round-robin hint for spawns from outside.
     pub(crate) next_outside: AtomicUsize,
+    /// The trace recorder, if tracing is on (`trace/`).
+    pub(crate) trace: Option<alloc::boxed::Box<crate::trace::Recorder>>,
 }
 
 /// The thread-local part of a worker, reachable from its OS thread only (through `LOCAL`).

@@ -199,6 +199,8 @@ pub(crate) fn schedule(reason: Reason) {
         // SAFETY: null is always allowed.
         unsafe { sig.set_current(ptr::null()) };
     }
+    // SAFETY: `next` is null or was picked from the runqueue, which holds a reference.
+    crate::trace::switch(wt, Some(prev_t), unsafe { next.as_ref() }, reason);
     wt.prev.set(prev);
     wt.curr.set(next);
     drop(rq);

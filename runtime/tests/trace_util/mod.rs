@@ -1,0 +1,233 @@
+//! Helpers of the trace tests: the checks every exported trace must pass (parsed with
+//! serde_json), counts over its events, and a seeded wakeup storm.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use lagom::Runtime;
+use lagom::task::Unparker;
+use lagom::trace::Trace;
+use serde_json::Value;
+
+use crate::runtime_util;
+
+/// One parsed trace event.
+struct Ev<'a> {
+    v: &'a Value,
+}
+
+impl<'a> Ev<'a> {
+    fn ph(&self) -> &'a str {
+        self.v["ph"].as_str().expect("ph")
+    }
+    fn cat(&self) -> &'a str {
+        self.v["cat"].as_str().unwrap_or("")
+    }
+    fn tid(&self) -> u64 {
+        self.v["tid"].as_u64().expect("tid")
+    }
+    /// A microsecond field as integer nanoseconds (the exporter writes exact ns).
+    fn ns(&self, key: &str) -> u64 {
+        (self.v[key].as_f64().expect(key) * 1000.0).round() as u64
+    }
+    fn arg(&self, key: &str) -> &'a Value {
+        &self.v["args"][key]
+    }
+    fn name(&self) -> &'a str {
+        self.v["name"].as_str().expect("name")
+    }
+}
+
+/// Parses `trace`'s JSON and checks what holds for every trace: the top-level shape, one
+/// named track per worker, the switch sequence of each worker track, the flows. Returns the
+/// parsed document.
+pub fn check_json(trace: &Trace) -> Value {
+    let text = trace.json().to_string();
+    let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("bad JSON: {e}"));
+    let events: Vec<Ev> = doc["traceEvents"]
+        .as_array()
+        .expect("traceEvents")
+        .iter()
+        .map(|v| Ev { v })
+        .collect();
+    assert_eq!(doc["otherData"]["dropped"].as_u64(), Some(trace.dropped()));
+    let workers = trace.workers().len() as u64;
+    // Worker i is tid i + 1, named after its CPU.
+    for (i, w) in trace.workers().iter().enumerate() {
+        let tid = i as u64 + 1;
+        let meta = events
+            .iter()
+            .find(|e| e.ph() == "M" && e.name() == "thread_name" && e.tid() == tid)
+            .unwrap_or_else(|| panic!("no thread_name for worker {i}"));
+        let want = format!("worker {i} (cpu {})", w.cpu.unwrap());
+        assert_eq!(meta.arg("name").as_str(), Some(want.as_str()));
+    }
+    // Per worker track, the run slices follow the switch sequence.
+    for tid in 1..=workers {
+        let runs: Vec<&Ev> = events
+            .iter()
+            .filter(|e| e.ph() == "X" && e.tid() == tid)
+            .collect();
+        let mut last_ts = 0;
+        for (k, e) in runs.iter().enumerate() {
+            assert!(
+                e.ns("ts") >= last_ts,
+                "tid {tid}: slice {k} goes back in time"
+            );
+            last_ts = e.ns("ts");
+            if k == 0 {
+                assert!(
+                    e.arg("prev").is_null(),
+                    "tid {tid}: the first run follows idle"
+                );
+            }
+            let end = e.ns("ts") + e.ns("dur");
+            let Some(b) = runs.get(k + 1) else { break };
+            assert!(
+                b.ns("ts") >= end,
+                "tid {tid}: slices {k} and {} overlap",
+                k + 1
+            );
+            assert_ne!(
+                e.arg("reason"),
+                "unfinished",
+                "tid {tid}: only the last may be open"
+            );
+            match e.arg("next").as_u64() {
+                Some(next) => {
+                    assert_eq!(
+                        b.ns("ts"),
+                        end,
+                        "tid {tid}: a switch to a task starts its run"
+                    );
+                    assert_eq!(b.arg("task").as_u64(), Some(next), "tid {tid}: slice {k}");
+                    assert_eq!(b.arg("prev"), e.arg("task"), "tid {tid}: slice {}", k + 1);
+                }
+                None => assert!(
+                    b.arg("prev").is_null(),
+                    "tid {tid}: slice {} after idle",
+                    k + 1
+                ),
+            }
+        }
+    }
+    // Each track's slices, instants and flow starts come in time order.
+    for tid in 1..=workers + 1 {
+        let ts: Vec<u64> = events
+            .iter()
+            .filter(|e| e.tid() == tid && matches!(e.ph(), "X" | "i" | "s"))
+            .map(|e| e.ns("ts"))
+            .collect();
+        assert!(
+            ts.windows(2).all(|p| p[0] <= p[1]),
+            "tid {tid} out of order"
+        );
+    }
+    // Wakeups: on a worker's track the waker is that worker; outside, none.
+    for e in events
+        .iter()
+        .filter(|e| e.cat() == "wakeup" && e.ph() == "i")
+    {
+        match e.arg("waker").as_u64() {
+            Some(w) => assert_eq!(e.tid(), w + 1),
+            None => assert_eq!(e.tid(), workers + 1),
+        }
+        assert!(e.arg("target").as_u64().unwrap() < workers);
+    }
+    // Flows: each start has one finish, not earlier, where a run of the wakee starts.
+    let mut starts: HashMap<u64, u64> = HashMap::new();
+    for e in events.iter().filter(|e| e.ph() == "s") {
+        assert!(
+            starts
+                .insert(e.v["id"].as_u64().unwrap(), e.ns("ts"))
+                .is_none()
+        );
+    }
+    let run_starts: Vec<(u64, u64)> = events
+        .iter()
+        .filter(|e| e.ph() == "X")
+        .map(|e| (e.tid(), e.ns("ts")))
+        .collect();
+    let mut finished = 0;
+    for e in events.iter().filter(|e| e.ph() == "f") {
+        let s = starts[&e.v["id"].as_u64().unwrap()];
+        assert!(e.ns("ts") >= s, "a flow ends before it starts");
+        assert!(
+            run_starts.contains(&(e.tid(), e.ns("ts"))),
+            "a flow ends off a run start"
+        );
+        finished += 1;
+    }
+    assert_eq!(finished, starts.len());
+    doc
+}
+
+/// Counts of the instant events by category and `args[key]`.
+pub fn instants(doc: &Value, cat: &str, key: &str) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for v in doc["traceEvents"].as_array().unwrap() {
+        if v["ph"] == "i" && v["cat"] == cat {
+            *m.entry(v["args"][key].as_str().unwrap().to_string())
+                .or_default() += 1;
+        }
+    }
+    m
+}
+
+/// Run slices by their `reason`.
+pub fn run_reasons(doc: &Value) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for v in doc["traceEvents"].as_array().unwrap() {
+        if v["ph"] == "X" {
+            *m.entry(v["args"]["reason"].as_str().unwrap().to_string())
+                .or_default() += 1;
+        }
+    }
+    m
+}
+
+/// 32 tasks wake each other at random and block, yield or call `cond_resched`, `rounds`
+/// times each; the main thread (an outside waker) then unparks them until all have ended.
+pub fn storm(rt: &Runtime, seed: u64, rounds: u64) {
+    const TASKS: usize = 32;
+    let peers: Arc<Vec<OnceLock<Unparker>>> =
+        Arc::new((0..TASKS).map(|_| OnceLock::new()).collect());
+    let progress = Arc::new(AtomicU64::new(0));
+    let _dog = runtime_util::Watchdog::new("storm", Arc::clone(&progress), Duration::from_secs(5));
+    let handles: Vec<_> = (0..TASKS)
+        .map(|i| {
+            let (peers, progress) = (Arc::clone(&peers), Arc::clone(&progress));
+            rt.spawn(move || {
+                peers[i].set(lagom::task::current_unparker()).unwrap();
+                let mut rng = runtime_util::Rng(seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9));
+                for _ in 0..rounds {
+                    for _ in 0..=rng.below(2) {
+                        if let Some(u) = peers[rng.below(TASKS as u64) as usize].get() {
+                            u.unpark();
+                        }
+                    }
+                    match rng.below(4) {
+                        0 => lagom::task::yield_now(),
+                        1 => lagom::task::cond_resched(),
+                        _ => lagom::task::park(),
+                    }
+                    progress.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let unparkers: Vec<Unparker> = handles.iter().map(|h| h.unparker()).collect();
+    while !handles.iter().all(|h| h.is_finished()) {
+        for u in &unparkers {
+            u.unpark();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+        progress.fetch_add(1, Ordering::Relaxed);
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+}
