@@ -1,28 +1,37 @@
 //! Context round trip (switch to another context and back), lagom beside its peers in one run:
 //!
-//! * `lagom/switch` — lagom's switch as shipped: the main context switches into a fiber from
-//!   one call site, the fiber switches back from another (the shape of corosensei's
-//!   resume/yield); both have the default FP environment, so the FP control words are stored
-//!   and compared but not reloaded;
-//! * `lagom/switch_same_site` — both sides switch from the same call site, as every task of a
-//!   worker does from `schedule()`; every `ret` is then predicted;
+//! * `lagom/switch` — lagom's switch as shipped, in its default mode `FpControl::Preserve`:
+//!   the main context switches into a fiber from one call site, the fiber switches back from
+//!   another (the shape of corosensei's resume/yield); both have the default FP environment,
+//!   so the FP control words are read and compared but not reloaded;
+//! * `lagom/switch_assume_default` — the same with both contexts in
+//!   `FpControl::AssumeDefault`: the FP control registers are neither read nor written;
+//! * `lagom/direct_preserve`, `lagom/direct_assume_default` — the same two paths called
+//!   directly (`switch_preserve_fp`, `switch_assume_default_fp`) instead of through `switch`,
+//!   which branches on the context's mode: the cost of that branch;
 //! * `lagom/switch_fp_differs` — as `lagom/switch`, but the fiber runs with its own MXCSR
 //!   (round toward zero), so every switch takes the reload path (the cost a task that changes
 //!   its FP environment pays);
+//! * `lagom/switch_same_site` — both sides switch from the same call site, as every task of a
+//!   worker does from `schedule()`; every `ret` is then predicted;
 //! * `corosensei/resume_yield` — the bare-switch reference (it does not preserve FP control);
 //! * `may/yield_now` — a coroutine yielding to may's scheduler (one worker) and being resumed;
 //! * `variant/*` (x86_64) — alternatives to lagom's switch (an inline `asm!` block with
 //!   `clobber_abi`, resuming by `jmp`): `reload_always` (lagom's switch before it compared:
-//!   `ldmxcsr` + `fldcw` on every switch), `no_fp_control` (no FP control handling at all: the
-//!   floor), and `explicit_call_ret` (an out-of-line function that saves all six callee-saved
-//!   registers itself, entered by `call`, left by `ret`, FP control as lagom's).
+//!   `ldmxcsr` + `fldcw` on every switch), `no_fp_control` (no FP control handling at all and
+//!   no FP slot: the floor), and `explicit_call_ret` (an out-of-line function that saves all
+//!   six callee-saved registers itself, entered by `call`, left by `ret`, FP control as
+//!   lagom's `Preserve`).
 #![allow(missing_docs)]
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use lagom::arch::{Context, DefaultStack, Fiber, switch};
+use lagom::FpControl;
+use lagom::arch::{
+    Context, DefaultStack, Fiber, switch, switch_assume_default_fp, switch_preserve_fp,
+};
 
 /// Contexts of the lagom pair, reachable from the fiber's side.
 static mut MAIN: Context = Context::new();
@@ -40,15 +49,17 @@ fn ping(from: *mut Context, to: *const Context, n: u64) {
 /// How the fiber of a lagom pair switches back.
 #[derive(Clone, Copy, PartialEq)]
 enum Shape {
-    /// From its own call site, in the default FP environment.
+    /// With `switch`, from its own call site, in the default FP environment.
     OwnSite,
     /// Through `ping`, the site the main side uses too.
     SameSite,
     /// From its own call site, with a non-default MXCSR (round toward zero).
     FpDiffers,
+    /// With `switch_preserve_fp` / `switch_assume_default_fp` (by the mode), own call site.
+    Direct,
 }
 
-fn lagom_pair(shape: Shape) -> Fiber {
+fn lagom_pair(shape: Shape, mode: FpControl) -> Fiber {
     let mut fiber = Fiber::new(
         "bench",
         1,
@@ -65,14 +76,29 @@ fn lagom_pair(shape: Shape) -> Fiber {
                 // SAFETY: a valid MXCSR; this fiber does no floating-point arithmetic.
                 unsafe { core::arch::asm!("ldmxcsr [{}]", in(reg) &mxcsr) };
             }
+            if shape == Shape::Direct {
+                // One loop per mode, so that neither branches on the mode.
+                if mode == FpControl::Preserve {
+                    loop {
+                        // SAFETY: as above.
+                        unsafe { switch_preserve_fp(me, main) };
+                    }
+                }
+                loop {
+                    // SAFETY: as above.
+                    unsafe { switch_assume_default_fp(me, main) };
+                }
+            }
             loop {
                 // SAFETY: as above.
                 unsafe { switch(me, main) };
             }
         },
     );
-    // SAFETY: the fiber is not running; MAIN is a static.
+    fiber.set_fp_control(mode);
+    // SAFETY: the fiber is not running; MAIN is a static, this thread's context.
     unsafe {
+        (*&raw mut MAIN).set_fp_control(mode);
         FIB = fiber.context();
         fiber.set_parent(&raw const MAIN);
     }
@@ -82,22 +108,48 @@ fn lagom_pair(shape: Shape) -> Fiber {
 fn bench_round_trip(c: &mut Criterion) {
     let mut g = c.benchmark_group("context_round_trip");
 
-    for (name, shape) in [
-        ("lagom/switch", Shape::OwnSite),
-        ("lagom/switch_fp_differs", Shape::FpDiffers),
-    ] {
+    let pairs = [
+        ("lagom/switch", Shape::OwnSite, FpControl::Preserve),
+        (
+            "lagom/switch_assume_default",
+            Shape::OwnSite,
+            FpControl::AssumeDefault,
+        ),
+        ("lagom/direct_preserve", Shape::Direct, FpControl::Preserve),
+        (
+            "lagom/direct_assume_default",
+            Shape::Direct,
+            FpControl::AssumeDefault,
+        ),
+        (
+            "lagom/switch_fp_differs",
+            Shape::FpDiffers,
+            FpControl::Preserve,
+        ),
+    ];
+    for (name, shape, mode) in pairs {
         if shape == Shape::FpDiffers && !cfg!(target_arch = "x86_64") {
             continue; // sets MXCSR
         }
-        let fiber = lagom_pair(shape);
-        g.bench_function(name, |b| {
-            // SAFETY: MAIN is this thread's context, the fiber is suspended.
-            b.iter(|| unsafe { switch(&raw mut MAIN, fiber.context()) })
-        });
+        let fiber = lagom_pair(shape, mode);
+        match (shape, mode) {
+            (Shape::Direct, FpControl::Preserve) => g.bench_function(name, |b| {
+                // SAFETY: MAIN is this thread's context, the fiber is suspended.
+                b.iter(|| unsafe { switch_preserve_fp(&raw mut MAIN, fiber.context()) })
+            }),
+            (Shape::Direct, _) => g.bench_function(name, |b| {
+                // SAFETY: as above.
+                b.iter(|| unsafe { switch_assume_default_fp(&raw mut MAIN, fiber.context()) })
+            }),
+            _ => g.bench_function(name, |b| {
+                // SAFETY: as above.
+                b.iter(|| unsafe { switch(&raw mut MAIN, fiber.context()) })
+            }),
+        };
         std::mem::forget(fiber); // suspended forever: leak rather than unmap under it
     }
     {
-        let fiber = lagom_pair(Shape::SameSite);
+        let fiber = lagom_pair(Shape::SameSite, FpControl::Preserve);
         g.bench_function("lagom/switch_same_site", |b| {
             b.iter_custom(|iters| {
                 let t = Instant::now();
@@ -147,7 +199,21 @@ mod variants {
     //! Alternatives to lagom's x86_64 switch, for measurement only (bench-local, no CFI).
 
     use criterion::{BenchmarkGroup, measurement::WallTime};
-    use lagom::arch::{Context, DefaultStack, Stack};
+    use lagom::arch::{DefaultStack, Stack};
+
+    /// The variants' context: just the saved stack pointer.
+    #[repr(C)]
+    pub struct Context {
+        sp: *mut u64,
+    }
+
+    impl Context {
+        const fn new() -> Self {
+            Context {
+                sp: std::ptr::null_mut(),
+            }
+        }
+    }
 
     core::arch::global_asm!(
         // Explicit saves: an out-of-line function entered with `call`, saving all six
@@ -307,8 +373,7 @@ mod variants {
         let sp = (top - words.len() * 8) as *mut u64;
         // SAFETY: the words fit far inside the fresh stack.
         unsafe { sp.copy_from_nonoverlapping(words.as_ptr(), words.len()) };
-        // SAFETY: Context is one pointer (repr(C)).
-        unsafe { std::mem::transmute::<*mut u64, Context>(sp) }
+        Context { sp }
     }
 
     /// The ABI's default MXCSR and x87 control word, as lagom's frames hold them.

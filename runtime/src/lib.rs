@@ -44,6 +44,7 @@ pub mod topology;
 mod wake;
 mod worker;
 
+pub use arch::FpControl;
 pub use error::Error;
 pub use join_error::JoinError;
 pub use runtime::{Builder, DEFAULT_IDLE_SPIN, Runtime};

@@ -19,8 +19,8 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 use crate::Error;
-use crate::arch::DEFAULT_STACK_SIZE;
 use crate::arch::MIN_STACK_SIZE;
+use crate::arch::{DEFAULT_STACK_SIZE, FpControl};
 use crate::policy::{Features, MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, RqConfig};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::lock::Lock;
@@ -39,6 +39,7 @@ pub struct Builder {
     slice: Option<Duration>,
     stack_size: Option<usize>,
     idle_spin: Option<u32>,
+    fp_control: FpControl,
 }
 
 impl Builder {
@@ -72,6 +73,20 @@ impl Builder {
     /// How many times an idle worker polls its wakelist before sleeping on its futex.
     pub fn idle_spin(mut self, spins: u32) -> Builder {
         self.idle_spin = Some(spins);
+        self
+    }
+
+    /// How context switches treat the FP control state (MXCSR and the x87 control word on
+    /// x86_64, FPCR on aarch64) of every task and worker of this runtime.
+    ///
+    /// [`FpControl::Preserve`] (the default) gives each task its own state exactly.
+    /// [`FpControl::AssumeDefault`] promises that no task ever switches away (blocks, yields,
+    /// ends) with a non-default rounding mode, FTZ/DAZ or x87 precision, so the switch skips
+    /// reading and writing those registers; a task that breaks the promise leaks its state to
+    /// whatever runs next on its worker. Debug builds of lagom check the promise at every
+    /// switch and abort naming the task. See [`FpControl`].
+    pub fn fp_control(mut self, mode: FpControl) -> Builder {
+        self.fp_control = mode;
         self
     }
 
@@ -115,6 +130,7 @@ impl Builder {
             live_stacks: AtomicUsize::new(0),
             stack_size,
             idle_spin: self.idle_spin.unwrap_or(DEFAULT_IDLE_SPIN),
+            fp_control: self.fp_control,
             next_outside: AtomicUsize::new(0),
         });
         let mut rt = Runtime {

@@ -32,7 +32,7 @@ use alloc::vec::Vec;
 use core::cell::{Cell, RefCell};
 use core::ptr;
 
-use crate::arch::{Context, SignalStack, StackPool};
+use crate::arch::{Context, FpControl, SignalStack, StackPool};
 use crate::policy::{Features, RqConfig, RunQueue};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::kick::Kick;
@@ -90,6 +90,8 @@ pub(crate) struct Shared {
     pub(crate) stack_size: usize,
     /// Spin iterations before an idle worker sleeps.
     pub(crate) idle_spin: u32,
+    /// How switches treat the FP control state, for every context of this runtime.
+    pub(crate) fp_control: FpControl,
     /// Round-robin hint for spawns from outside.
     pub(crate) next_outside: AtomicUsize,
 }
