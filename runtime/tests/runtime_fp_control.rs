@@ -157,7 +157,10 @@ fn preserve_runtime_keeps_each_tasks_own_rounding_mode() {
     });
     let t = rt.shutdown().total();
     let switches = t.switches_voluntary + t.switches_involuntary;
-    assert!(switches >= STEPS, "only {switches} switches: the tasks did not interleave");
+    assert!(
+        switches >= STEPS,
+        "only {switches} switches: the tasks did not interleave"
+    );
     assert!(own.1, "round toward zero was not in force at all");
     assert_eq!(
         own.0, 0,
