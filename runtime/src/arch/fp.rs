@@ -8,7 +8,7 @@
 //! suspended it: the resume code lies in the switch that saved it.
 //!
 //! Mixing the modes among contexts that switch to one another is defined in one direction
-//! only. An `AssumeDefault` switch hands the resumed context the *default* words to compare
+//! only. An `AssumeDefault` switch hands the resumed context the *default* state to compare
 //! with (it never read the register, and the promise says that is what it holds), so a
 //! resumed `Preserve` context, or a fresh one, gets its own state back. A context suspended by
 //! an `AssumeDefault` switch restores nothing when resumed: resume it only from a context in
