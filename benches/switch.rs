@@ -64,6 +64,14 @@ enum Shape {
     Direct,
 }
 
+/// Sets the FP control mode of `MAIN`, this thread's context in every lagom pair: a fiber is
+/// resumed only by a switch of its own mode.
+fn set_main_mode(mode: FpControl) {
+    let main = &raw mut MAIN;
+    // SAFETY: single-threaded bench; nothing else borrows MAIN.
+    unsafe { (*main).set_fp_control(mode) };
+}
+
 fn lagom_pair(shape: Shape, mode: FpControl) -> Fiber {
     let mut fiber = Fiber::new(
         "bench",
@@ -101,9 +109,9 @@ fn lagom_pair(shape: Shape, mode: FpControl) -> Fiber {
         },
     );
     fiber.set_fp_control(mode);
+    set_main_mode(mode);
     // SAFETY: the fiber is not running; MAIN is a static, this thread's context.
     unsafe {
-        (*&raw mut MAIN).set_fp_control(mode);
         FIB = fiber.context();
         fiber.set_parent(&raw const MAIN);
     }
@@ -248,17 +256,22 @@ fn interleaved() {
         t.elapsed().as_nanos() as f64 / PER_ROUND as f64
     };
     for _ in 0..ROUNDS {
-        // SAFETY (the lagom closures): MAIN is this thread's context, set to the mode of the
-        // pair it switches to (a fiber is resumed only by a switch of its own mode).
-        unsafe { (*&raw mut MAIN).set_fp_control(FpControl::Preserve) };
-        let ns = time(&mut || unsafe { switch(&raw mut MAIN, preserve.context()) });
+        set_main_mode(FpControl::Preserve);
+        let ns = time(&mut || {
+            // SAFETY: MAIN is this thread's context (in the pair's mode), the fiber suspended.
+            unsafe { switch(&raw mut MAIN, preserve.context()) }
+        });
         best[0] = best[0].min(ns);
-        // SAFETY: as above.
-        unsafe { (*&raw mut MAIN).set_fp_control(FpControl::AssumeDefault) };
-        let ns = time(&mut || unsafe { switch(&raw mut MAIN, assume.context()) });
+        set_main_mode(FpControl::AssumeDefault);
+        let ns = time(&mut || {
+            // SAFETY: as above.
+            unsafe { switch(&raw mut MAIN, assume.context()) }
+        });
         best[1] = best[1].min(ns);
-        // SAFETY: as above (the direct path does not look at the mode).
-        let ns = time(&mut || unsafe { switch_assume_default_fp(&raw mut MAIN, direct.context()) });
+        let ns = time(&mut || {
+            // SAFETY: as above (the direct path does not look at the mode).
+            unsafe { switch_assume_default_fp(&raw mut MAIN, direct.context()) }
+        });
         best[2] = best[2].min(ns);
         if let Some(f) = floor {
             best[3] = best[3].min(time(&mut || f()));
