@@ -27,8 +27,10 @@
 //!   the register but to read it); writing is the slow part on some CPUs and is skipped in
 //!   the common case where all contexts run in the default environment.
 //! * [`FpControl::AssumeDefault`] is a promise that the context's state is the default
-//!   whenever it switches away; the switch neither reads nor writes the registers (reading
-//!   costs ~3 ns per switch on AMD Zen), and debug builds check the promise at every switch.
+//!   whenever it switches away; the switch neither reads nor writes the registers, and debug
+//!   builds check the promise at every switch. On an AMD EPYC (Zen) VM a round trip takes
+//!   12.7 ns in `Preserve` and 2.4 ns in `AssumeDefault`, as corosensei's does
+//!   (`benches/switch.rs`).
 //!
 //! A new context starts with its creator's control state (status flags cleared), as a new
 //! thread inherits its parent's, in either mode. See [`FpControl`] for the contract and

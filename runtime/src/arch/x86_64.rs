@@ -49,7 +49,10 @@
 //! is what is slow on AMD Zen (~7 ns of a ~10 ns round trip, the loads being nearly free
 //! there), and comparing costs ~2 ns more there than reloading blindly. Reading cannot be
 //! avoided without giving up exactness: a context may change MXCSR at any time, and nothing
-//! but `stmxcsr` tells the switch what it is now — hence the opt-in promise.
+//! but `stmxcsr` tells the switch what it is now — hence the opt-in promise. With it, on an
+//! AMD EPYC VM (fastest of interleaved rounds): `Preserve` 12.7 ns, `AssumeDefault` 2.4 ns
+//! (through `switch`, which branches on the mode, or called directly alike), corosensei
+//! 2.4 ns, no FP control handling and no slot at all 2.2 ns.
 //!
 //! Rust itself assumes the default FP environment wherever Rust code runs (`_mm_setcsr`
 //! documents changing it as undefined behaviour), so in a program that keeps to that rule
