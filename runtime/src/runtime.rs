@@ -19,8 +19,9 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 use crate::Error;
+use crate::arch::DEFAULT_STACK_SIZE;
+use crate::arch::FpControl;
 use crate::arch::MIN_STACK_SIZE;
-use crate::arch::{DEFAULT_STACK_SIZE, FpControl};
 use crate::policy::{Features, MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, RqConfig};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::lock::Lock;
