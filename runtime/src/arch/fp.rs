@@ -1,10 +1,9 @@
 //! The two ways a context switch treats the FP control state ([`FpControl`]), and the debug
 //! check that catches a context breaking the promise of [`FpControl::AssumeDefault`].
 //!
-//! The mode belongs to a [`Context`]: a switch away from a context takes the path its mode
-//! names (a branch in Rust on a field that does not change while the context runs, outside
-//! the asm), so the default path carries no test inside its asm and each path is its own
-//! straight line. What a suspended context needs when it is resumed is fixed by the path that
+//! The mode belongs to a [`Context`](super::Context): a switch away from a context takes the
+//! path its mode names (a branch in Rust on a field of the context, outside the asm), so the
+//! default path carries no test inside its asm and each path is its own straight line. What a suspended context needs when it is resumed is fixed by the path that
 //! suspended it: the resume code lies in the switch that saved it.
 //!
 //! Mixing the modes among contexts that switch to one another is defined in one direction

@@ -17,8 +17,9 @@
 //!
 //! The FP control state (MXCSR and the x87 control word on x86_64, FPCR on aarch64) is
 //! callee-saved in both ABIs. How a switch treats it is the running context's [`FpControl`]
-//! mode, chosen by [`switch`] with a branch in Rust on `from`'s mode (a field that does not
-//! change while the context runs), so each mode is its own straight line of asm:
+//! mode, chosen by [`switch`] with a branch in Rust on `from`'s mode (a field of the context,
+//! normally set once when it is made), so each mode is its own straight line of asm
+//! ([`switch_preserve_fp`] and [`switch_assume_default_fp`] name one path directly):
 //!
 //! * [`FpControl::Preserve`] (the default) keeps each context's state exactly: every switch
 //!   reads the outgoing context's state and stores it in its frame, and the resumed context
