@@ -46,6 +46,7 @@ pub mod trace;
 mod wake;
 mod worker;
 
+pub use arch::FpControl;
 pub use error::Error;
 pub use join_error::JoinError;
 pub use runtime::{Builder, DEFAULT_IDLE_SPIN, MAX_IDLE_SPIN, Runtime};

@@ -99,6 +99,7 @@ impl Model {
                 live_stacks: AtomicUsize::new(0),
                 stack_size: crate::arch::MIN_STACK_SIZE,
                 idle_spin: 0,
+                fp_control: crate::arch::FpControl::Preserve,
                 next_outside: AtomicUsize::new(0),
                 trace: None,
             }),

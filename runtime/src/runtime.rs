@@ -21,6 +21,7 @@ use core::time::Duration;
 
 use crate::Error;
 use crate::arch::DEFAULT_STACK_SIZE;
+use crate::arch::FpControl;
 use crate::arch::MIN_STACK_SIZE;
 use crate::policy::{Features, MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, RqConfig};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -48,6 +49,7 @@ pub struct Builder {
     idle_spin: Option<Duration>,
     tracing: bool,
     trace_capacity: Option<usize>,
+    fp_control: FpControl,
 }
 
 impl Builder {
@@ -116,6 +118,20 @@ impl Builder {
         self
     }
 
+    /// How context switches treat the FP control state (MXCSR and the x87 control word on
+    /// x86_64, FPCR on aarch64) of every task and worker of this runtime.
+    ///
+    /// [`FpControl::Preserve`] (the default) gives each task its own state exactly.
+    /// [`FpControl::AssumeDefault`] promises that no task ever switches away (blocks, yields,
+    /// ends) with a non-default rounding mode, FTZ/DAZ or x87 precision, so the switch skips
+    /// reading and writing those registers; a task that breaks the promise leaks its state to
+    /// whatever runs next on its worker. Debug builds of lagom check the promise at every
+    /// switch and abort naming the task. See [`FpControl`].
+    pub fn fp_control(mut self, mode: FpControl) -> Builder {
+        self.fp_control = mode;
+        self
+    }
+
     /// Checks the configuration and starts the workers.
     ///
     /// # Errors
@@ -172,6 +188,7 @@ impl Builder {
             stack_size,
             // At most MAX_IDLE_SPIN, so it fits in u64 nanoseconds.
             idle_spin: idle_spin.as_nanos() as u64,
+            fp_control: self.fp_control,
             next_outside: AtomicUsize::new(0),
             trace,
         });

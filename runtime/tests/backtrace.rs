@@ -1,10 +1,12 @@
 //! A backtrace captured inside a task names the task's own functions and continues past the
-//! switch into the frames of the driver that resumed the task (DWARF CFI of the trampoline).
+//! switch into the frames of the driver that resumed the task (DWARF CFI of the trampoline),
+//! in both FP control modes.
 
 mod fiber_util;
 
 use std::sync::{Arc, Mutex};
 
+use lagom::FpControl;
 use lagom::arch::{DefaultStack, Fiber};
 
 #[inline(never)]
@@ -21,13 +23,25 @@ fn task_inner_frame(out: &Mutex<String>) {
 }
 
 #[inline(never)]
-fn driver_frame_below_the_switch(fibers: &mut [Fiber]) {
-    fiber_util::run_round_robin(fibers, None);
+fn driver_frame_below_the_switch(fp: FpControl, fibers: &mut [Fiber]) {
+    fiber_util::run_round_robin_in(fp, fibers, None);
     std::hint::black_box(());
 }
 
 #[test]
 fn backtrace_inside_a_task_crosses_the_switch() {
+    backtrace_crosses_the_switch_in(FpControl::Preserve);
+}
+
+/// The `AssumeDefault` switch leaves a frame of the same shape, which the trampoline's CFI
+/// reads.
+#[test]
+fn backtrace_crosses_an_assume_default_switch() {
+    backtrace_crosses_the_switch_in(FpControl::AssumeDefault);
+}
+
+#[inline(never)]
+fn backtrace_crosses_the_switch_in(fp: FpControl) {
     let out = Arc::new(Mutex::new(String::new()));
     let o = out.clone();
     let mut fibers = vec![Fiber::new(
@@ -40,7 +54,7 @@ fn backtrace_inside_a_task_crosses_the_switch() {
             task_outer_frame(&o);
         },
     )];
-    driver_frame_below_the_switch(&mut fibers);
+    driver_frame_below_the_switch(fp, &mut fibers);
     assert!(fibers[0].take_outcome().unwrap().is_ok());
     let bt = out.lock().unwrap().clone();
     // Frame names in order, innermost first ("  12: path::name" lines).
@@ -68,7 +82,7 @@ fn backtrace_inside_a_task_crosses_the_switch() {
     // ...and past the switch: the driver's frames on the thread's own stack.
     let resume = pos("resume");
     let driver = pos("driver_frame_below_the_switch");
-    let test = pos("backtrace_inside_a_task_crosses_the_switch");
+    let test = pos("backtrace_crosses_the_switch_in");
     assert!(inner < outer && outer < entry && entry < trampoline, "{bt}");
     assert!(
         trampoline < resume && resume < driver && driver < test,

@@ -1,11 +1,16 @@
 //! Asm-level check that a switch preserves every callee-saved register and the FP control
 //! state of each context: three contexts (the test thread and two fibers) in a ring, each
 //! loading its own known values, switching to the next, and checking its values when
-//! resumed — millions of times, task to task directly.
+//! resumed — millions of times, task to task directly. Both FP control modes: `Preserve`
+//! with distinct, shared and default states; `AssumeDefault` with the default state (its
+//! promise), and, with `debug_assertions`, a context that breaks the promise aborts the
+//! process naming itself (checked in a child process).
 #![cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+use lagom::FpControl;
 use lagom::arch::{Context, DefaultStack, Fiber, switch};
 
 /// `lagom::arch::switch` behind a plain call: a function must preserve the callee-saved
@@ -46,6 +51,14 @@ mod regs {
     }
 
     pub const DEFAULT_FP: u64 = 0x1F80 | 0x037F << 32;
+
+    /// The FP control state now: MXCSR | x87 control word << 32.
+    pub fn fp_now() -> u64 {
+        let mut v = [0u32; 2];
+        // SAFETY: stores MXCSR and the x87 control word into the local array.
+        unsafe { core::arch::asm!("stmxcsr [{0}]", "fnstcw [{0} + 4]", in(reg) v.as_mut_ptr()) };
+        u64::from(v[0]) | u64::from(v[1] & 0xFFFF) << 32
+    }
 
     /// Drops what is status rather than state: the MXCSR exception flags (bits 0-5).
     pub fn fp_state(v: u64) -> u64 {
@@ -98,6 +111,14 @@ mod regs {
         }
     }
 
+    /// Round toward zero in MXCSR, and the state as lagom's abort message prints it.
+    pub fn set_non_default_fp() -> &'static str {
+        let v: u32 = 0x7F80;
+        // SAFETY: a valid MXCSR (all exceptions masked); the caller does no FP arithmetic.
+        unsafe { core::arch::asm!("ldmxcsr [{0}]", in(reg) &v) };
+        "0x37f00007f80"
+    }
+
     /// Puts the ABI default FP control back on this thread.
     pub fn reset_fp() {
         let v = DEFAULT_FP;
@@ -124,6 +145,14 @@ mod regs {
             super::Mode::Distinct => FP[who],
             super::Mode::Shared => 1 << 24 | 1 << 22,
         }
+    }
+
+    /// The FP control state now: FPCR.
+    pub fn fp_now() -> u64 {
+        let v: u64;
+        // SAFETY: reading FPCR has no side effects.
+        unsafe { core::arch::asm!("mrs {0}, fpcr", out(reg) v) };
+        v
     }
 
     /// FPCR has no status bits.
@@ -185,6 +214,13 @@ mod regs {
         }
     }
 
+    /// Round toward zero in FPCR, and the state as lagom's abort message prints it.
+    pub fn set_non_default_fp() -> &'static str {
+        // SAFETY: a valid FPCR (no traps enabled); the caller does no FP arithmetic.
+        unsafe { core::arch::asm!("msr fpcr, {0}", in(reg) 3u64 << 22) };
+        "0xc00000"
+    }
+
     /// Puts the default FPCR back on this thread.
     pub fn reset_fp() {
         // SAFETY: writing the Linux default FPCR.
@@ -223,24 +259,29 @@ impl Mode {
 /// Round trips of the ring: each is three switches.
 const ROUNDS: u64 = 1_000_000;
 
-/// One context's part of the ring: `ROUNDS` times load, switch to `to`, check.
-fn ring_side(who: usize, from: *mut Context, to: *const Context, failures: &AtomicU64) {
+/// One context's part of the ring: `rounds` times load, switch to `to`, check. In
+/// `AssumeDefault` the contexts keep the promise: they load the default FP control only.
+fn ring_side(who: usize, fp: FpControl, rounds: u64, ends: (usize, usize), failures: &AtomicU64) {
+    let (from, to) = (ends.0 as *mut Context, ends.1 as *const Context);
     let mut buf = [0u64; 64];
-    for round in 0..ROUNDS {
+    for round in 0..rounds {
         for (r, slot) in buf[..N].iter_mut().enumerate() {
             // Distinct in every register, context and round; never 0.
             *slot = ((who as u64 + 1) << 56)
                 | ((r as u64 + 1) << 48)
                 | (round.wrapping_mul(0x9E37_79B9) & 0xFFFF_FFFF_FFFF);
         }
-        buf[N] = regs::fp_control(who, round);
+        buf[N] = match fp {
+            FpControl::AssumeDefault => regs::DEFAULT_FP,
+            _ => regs::fp_control(who, round),
+        };
         // SAFETY: `from` is this context, `to` the suspended next one in the ring.
         unsafe { regs::load_switch_store(&mut buf, from, to) };
         let wrong = buf[GOT..GOT + N] != buf[..N] || regs::fp_state(buf[GOT + N]) != buf[N];
         // Report the first mismatch only (counting all of them).
         if wrong && failures.fetch_add(1, Ordering::Relaxed) == 0 {
             eprintln!(
-                "context {who} round {round}: expected {:x?}, got {:x?}",
+                "{fp:?}: context {who} round {round}: expected {:x?}, got {:x?}",
                 &buf[..=N],
                 &buf[GOT..=GOT + N]
             );
@@ -248,44 +289,41 @@ fn ring_side(who: usize, from: *mut Context, to: *const Context, failures: &Atom
     }
 }
 
-#[test]
-fn callee_saved_registers_and_fp_control_survive_millions_of_switches() {
-    static FAILURES: AtomicU64 = AtomicU64::new(0);
-    let mut main_ctx = Box::new(Context::new());
+/// Runs the ring (this thread and two fibers, every context in mode `fp`) for `rounds`
+/// round trips; returns the number of rounds in which some context found a register or its
+/// FP control state changed.
+fn ring(fp: FpControl, rounds: u64) -> u64 {
+    let failures = Arc::new(AtomicU64::new(0));
+    let mut main_ctx = Box::new(Context::with_fp_control(fp));
     let main_ptr: *mut Context = &mut *main_ctx;
-    // The fibers' contexts are known only once both exist: pass them through cells.
-    static F1: AtomicU64 = AtomicU64::new(0);
-    static F2: AtomicU64 = AtomicU64::new(0);
     let main_addr = main_ptr as usize;
-    let mut f1 = Fiber::new(
-        "ring-1",
-        1,
-        DefaultStack::with_default_size().unwrap(),
-        || {
-            let (me, next) = (
-                F1.load(Ordering::Relaxed) as *mut Context,
-                F2.load(Ordering::Relaxed) as *mut Context,
-            );
-            ring_side(1, me, next, &FAILURES);
-        },
-    );
-    let mut f2 = Fiber::new(
-        "ring-2",
-        2,
-        DefaultStack::with_default_size().unwrap(),
+    // The fibers' contexts are known only once both exist: pass them through cells.
+    let ctxs = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+    let side = |who: usize| {
+        let (ctxs, failures) = (Arc::clone(&ctxs), Arc::clone(&failures));
         move || {
-            let me = F2.load(Ordering::Relaxed) as *mut Context;
-            ring_side(2, me, main_addr as *mut Context, &FAILURES);
-        },
-    );
-    F1.store(f1.context() as u64, Ordering::Relaxed);
-    F2.store(f2.context() as u64, Ordering::Relaxed);
+            let me = ctxs[who - 1].load(Ordering::Relaxed);
+            let next = if who == 1 {
+                ctxs[1].load(Ordering::Relaxed)
+            } else {
+                main_addr
+            };
+            ring_side(who, fp, rounds, (me, next), &failures);
+        }
+    };
+    let stack = || DefaultStack::with_default_size().unwrap();
+    let mut f1 = Fiber::new("ring-1", 1, stack(), side(1));
+    let mut f2 = Fiber::new("ring-2", 2, stack(), side(2));
+    f1.set_fp_control(fp);
+    f2.set_fp_control(fp);
+    ctxs[0].store(f1.context() as usize, Ordering::Relaxed);
+    ctxs[1].store(f2.context() as usize, Ordering::Relaxed);
     // SAFETY: neither fiber runs yet; main_ctx outlives them.
     unsafe {
         f1.set_parent(main_ptr);
         f2.set_parent(main_ptr);
     }
-    ring_side(0, main_ptr, f1.context(), &FAILURES);
+    ring_side(0, fp, rounds, (main_addr, f1.context() as usize), &failures);
     // Both fibers are suspended inside their last switch; let each finish.
     for f in [&mut f1, &mut f2] {
         assert!(!f.is_finished());
@@ -293,11 +331,142 @@ fn callee_saved_registers_and_fp_control_survive_millions_of_switches() {
         unsafe { switch(main_ptr, f.context()) };
         assert!(f.take_outcome().unwrap().is_ok());
     }
-    assert_eq!(
-        FAILURES.load(Ordering::Relaxed),
-        0,
-        "registers or FP control were not preserved"
-    );
     // The last round may have left this thread on a non-default FP control; restore it.
     regs::reset_fp();
+    failures.load(Ordering::Relaxed)
+}
+
+#[test]
+fn preserve_keeps_registers_and_each_contexts_fp_control_over_millions_of_switches() {
+    let failures = ring(FpControl::Preserve, ROUNDS);
+    assert_eq!(failures, 0, "registers or FP control were not preserved");
+}
+
+#[test]
+fn assume_default_keeps_registers_and_the_default_fp_control() {
+    let failures = ring(FpControl::AssumeDefault, ROUNDS / 2);
+    assert_eq!(
+        failures, 0,
+        "registers or the default FP control were not kept"
+    );
+}
+
+/// The environment variable that selects a child scenario of the promise test.
+const CHILD_ENV: &str = "LAGOM_FP_PROMISE_CHILD";
+
+/// The child side of the promise tests: a context in the scenario's mode changes its FP
+/// control state and switches away (scenario `fiber-<mode>`: a fiber does it; `thread`: this
+/// thread's own context, in `AssumeDefault`, does it).
+#[test]
+fn child() {
+    let Ok(scenario) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let mode = match scenario.as_str() {
+        "fiber-preserve" => FpControl::Preserve,
+        _ => FpControl::AssumeDefault,
+    };
+    let mut main_ctx = Box::new(Context::with_fp_control(mode));
+    let main_ptr: *mut Context = &mut *main_ctx;
+    let main_addr = main_ptr as usize;
+    let me = Arc::new(AtomicUsize::new(0));
+    let me_in_fiber = Arc::clone(&me);
+    let in_fiber = scenario.starts_with("fiber");
+    let mut f = Fiber::new(
+        "fp-breaker",
+        9,
+        DefaultStack::with_default_size().unwrap(),
+        move || {
+            if in_fiber {
+                regs::set_non_default_fp();
+                let me = me_in_fiber.load(Ordering::Relaxed) as *mut Context;
+                // SAFETY: `me` is this fiber's context, main_addr the suspended test thread.
+                unsafe { switch(me, main_addr as *mut Context) };
+                regs::reset_fp();
+            }
+        },
+    );
+    f.set_fp_control(mode);
+    me.store(f.context() as usize, Ordering::Relaxed);
+    // SAFETY: the fiber is not running; main_ctx outlives it.
+    unsafe { f.set_parent(main_ptr) };
+    if !in_fiber {
+        regs::set_non_default_fp();
+    }
+    // SAFETY: main_ptr is this thread's context, the fiber is suspended (or fresh).
+    unsafe { switch(main_ptr, f.context()) };
+    let back = regs::fp_state(regs::fp_now());
+    // SAFETY: as above; the fiber ends and switches back.
+    unsafe { switch(main_ptr, f.context()) };
+    assert!(f.is_finished());
+    regs::reset_fp();
+    eprintln!(
+        "child scenario {scenario} returned; FP control after the first switch back: {back:#x}"
+    );
+}
+
+/// Runs a child scenario; returns (stderr, exit code, terminating signal).
+///
+/// Under an emulator (`qemu-aarch64`), set `LAGOM_TEST_RUNNER` to the runner command line:
+/// the child is then started through it, as cargo started this process.
+fn run_child(scenario: &str) -> (String, Option<i32>, Option<i32>) {
+    use std::os::unix::process::ExitStatusExt;
+    let exe = std::env::current_exe().unwrap();
+    let runner = std::env::var("LAGOM_TEST_RUNNER").unwrap_or_default();
+    let mut words = runner.split_whitespace();
+    let mut cmd = match words.next() {
+        Some(prog) => {
+            let mut c = std::process::Command::new(prog);
+            c.args(words).arg(&exe);
+            c
+        }
+        None => std::process::Command::new(&exe),
+    };
+    let out = cmd
+        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, scenario)
+        .output()
+        .expect("spawn the test binary");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (stderr, out.status.code(), out.status.signal())
+}
+
+#[test]
+#[cfg(debug_assertions)]
+fn assume_default_aborts_naming_the_task_that_changed_its_fp_control() {
+    let found = regs::set_non_default_fp();
+    regs::reset_fp();
+    let (stderr, _, signal) = run_child("fiber-assume-default");
+    let expected =
+        format!("lagom: task 'fp-breaker' (id 9) switched away with FP control state {found} (");
+    assert!(stderr.contains(&expected), "stderr was: {stderr}");
+    assert!(
+        stderr.contains("under FpControl::AssumeDefault"),
+        "stderr was: {stderr}"
+    );
+    assert_eq!(signal, Some(libc::SIGABRT), "stderr was: {stderr}");
+}
+
+#[test]
+#[cfg(debug_assertions)]
+fn assume_default_aborts_for_a_thread_context_too() {
+    let (stderr, _, signal) = run_child("thread");
+    assert!(
+        stderr.contains("lagom: a context that is not a task's"),
+        "stderr was: {stderr}"
+    );
+    assert_eq!(signal, Some(libc::SIGABRT), "stderr was: {stderr}");
+}
+
+/// The control of the two tests above: in `Preserve` the same fiber runs to its end, and the
+/// thread gets its own (default) state back while the fiber is suspended with its own.
+#[test]
+fn preserve_lets_a_context_change_its_fp_control() {
+    let (stderr, code, _) = run_child("fiber-preserve");
+    assert_eq!(code, Some(0), "stderr was: {stderr}");
+    let default = format!("{:#x}", regs::DEFAULT_FP);
+    assert!(
+        stderr.contains(&format!("after the first switch back: {default}\n")),
+        "stderr was: {stderr}"
+    );
 }

@@ -22,7 +22,7 @@ use core::ops::Range;
 use core::ptr::NonNull;
 
 use super::stack::{DefaultStack, Stack};
-use super::{Context, switch};
+use super::{Context, FpControl, switch};
 use crate::JoinError;
 
 /// What the overflow handler and diagnostics know about a task. Lives inside the fiber, at a
@@ -124,8 +124,13 @@ impl<S: Stack> Fiber<S> {
         // ends by switching away for the last time.
         let ctx =
             unsafe { super::init(&stack, fiber_main, inner.as_ptr().cast(), core::ptr::null()) };
-        // SAFETY: inner is a valid, exclusively owned allocation.
-        unsafe { (*inner.as_ptr()).ctx = ctx };
+        // SAFETY: inner is a valid, exclusively owned allocation; the context names the
+        // fiber's info (same allocation, so it lives as long as the context).
+        unsafe {
+            let p = inner.as_ptr();
+            (*p).ctx = ctx;
+            (*p).ctx.task = &raw const (*p).info;
+        }
         Fiber {
             inner,
             stack: ManuallyDrop::new(stack),
@@ -147,6 +152,21 @@ impl<S: Stack> Fiber<S> {
     pub unsafe fn set_parent(&mut self, parent: *const Context) {
         // SAFETY: forwarded contract; the stack carries a context made by init.
         unsafe { super::set_parent(&*self.stack, parent) }
+    }
+
+    /// How the fiber's switches away treat the FP control state (default:
+    /// [`FpControl::Preserve`]). Set it before the fiber first runs, or at any time it is
+    /// suspended; see [`FpControl`] for the promise [`FpControl::AssumeDefault`] makes.
+    pub fn set_fp_control(&mut self, mode: FpControl) {
+        // SAFETY: inner is valid; as for the other accessors, the owner does not touch the
+        // fiber while it runs (its code reaches Inner only through the entry argument).
+        unsafe { (*self.inner.as_ptr()).ctx.set_fp_control(mode) }
+    }
+
+    /// How the fiber's switches away treat the FP control state.
+    pub fn fp_control(&self) -> FpControl {
+        // SAFETY: inner is valid; only read.
+        unsafe { (*self.inner.as_ptr()).ctx.fp_control() }
     }
 
     /// Diagnostics for this task (what [`super::SignalStack::set_current`] publishes).

@@ -145,11 +145,12 @@ where
     let name = b.name.unwrap_or_else(|| format!("task-{id}"));
     let packet = Packet::<T>::new();
     let slot = Arc::clone(&packet);
-    let fiber = Fiber::new(name.clone(), id, stack, move || {
+    let mut fiber = Fiber::new(name.clone(), id, stack, move || {
         // First run: complete the switch that brought us here.
         worker::finish_task_switch();
         slot.set_value(f());
     });
+    fiber.set_fp_control(shared.fp_control);
     let mut se = SchedEntity::new(b.nice);
     if let Some(s) = b.slice {
         let ns = u64::try_from(s.as_nanos()).unwrap_or(u64::MAX);

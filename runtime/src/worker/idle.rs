@@ -63,10 +63,11 @@ pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
     // Pinning can fail in a restricted container; the worker then still runs, unpinned.
     let _ = crate::sys::thread::pin_to(os_cpu);
     let pool = StackPool::new(shared.stack_size, POOL_CAPACITY).expect("checked by build()");
+    let fp_control = shared.fp_control;
     let wt = Box::new(WorkerThread {
         shared,
         index,
-        idle_ctx: core::cell::UnsafeCell::new(Context::new()),
+        idle_ctx: core::cell::UnsafeCell::new(Context::with_fp_control(fp_control)),
         curr: Cell::new(ptr::null()),
         prev: Cell::new(ptr::null()),
         pool: RefCell::new(pool),

@@ -38,7 +38,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::cell::{Cell, RefCell};
 
-use crate::arch::{Context, SignalStack, StackPool};
+use crate::arch::{Context, FpControl, SignalStack, StackPool};
 use crate::policy::{Features, RqConfig, RunQueue};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::kick::Kick;
@@ -109,6 +109,8 @@ pub(crate) struct Shared {
     pub(crate) stack_size: usize,
     /// Nanoseconds an idle worker spins before it sleeps (0: sleep at once).
     pub(crate) idle_spin: u64,
+    /// How switches treat the FP control state, for every context of this runtime.
+    pub(crate) fp_control: FpControl,
     /// Round-robin hint for spawns from outside.
     pub(crate) next_outside: AtomicUsize,
     /// The trace recorder, if tracing is on (`trace/`).

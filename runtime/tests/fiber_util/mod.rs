@@ -4,6 +4,7 @@
 
 use std::cell::Cell;
 
+use lagom::FpControl;
 use lagom::arch::{Context, Fiber, SignalStack, Stack, switch};
 
 thread_local! {
@@ -25,7 +26,20 @@ pub fn yield_now() {
 /// finished. Returns the number of switches into fibers.
 #[inline(never)]
 pub fn run_round_robin<S: Stack>(fibers: &mut [Fiber<S>], signals: Option<&SignalStack>) -> u64 {
-    let mut idle = Box::new(Context::new());
+    run_round_robin_in(FpControl::Preserve, fibers, signals)
+}
+
+/// [`run_round_robin`] with the driver's context and every fiber in FP control mode `fp`.
+#[inline(never)]
+pub fn run_round_robin_in<S: Stack>(
+    fp: FpControl,
+    fibers: &mut [Fiber<S>],
+    signals: Option<&SignalStack>,
+) -> u64 {
+    for f in fibers.iter_mut() {
+        f.set_fp_control(fp);
+    }
+    let mut idle = Box::new(Context::with_fp_control(fp));
     let idle_ptr: *mut Context = &mut *idle;
     IDLE.set(idle_ptr);
     for f in fibers.iter_mut() {
