@@ -100,6 +100,7 @@ impl Builder {
                 minimum: MIN_STACK_SIZE,
             });
         }
+        crate::sys::time::calibrate();
         let mut cfg = RqConfig::for_cpus(cpus.len());
         cfg.features = features;
         if let Some(s) = self.slice {

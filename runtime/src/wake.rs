@@ -158,7 +158,7 @@ fn ttwu_runnable(shared: &Shared, t: &TaskRef) -> bool {
         }
         // SAFETY: the task is queued on this runqueue, whose lock is held.
         let h = unsafe { t.sched(|s| s.handle) }.expect("queued task has a handle");
-        let now = crate::sys::time::monotonic_ns();
+        let now = crate::sys::time::sched_clock();
         if rq.entity(h).sched_delayed && shared.features.is_enabled(Feature::TtwuDequeue) {
             // TTWU_DEQUEUE: finish the delayed dequeue and wake it like any sleeper, through
             // CPU selection (the caller's full path).
@@ -198,7 +198,7 @@ pub(crate) fn enqueue_on(
         w.stats.inc(&w.stats.spawns);
     }
     if Some(target) == local_idx {
-        let now = crate::sys::time::monotonic_ns();
+        let now = crate::sys::time::sched_clock();
         let mut rq = w.rq.lock();
         activate(w, &mut rq, t, now);
         if !spawn {
@@ -210,7 +210,7 @@ pub(crate) fn enqueue_on(
         }
         queue_wakelist(shared, target, t);
     } else {
-        let now = crate::sys::time::monotonic_ns();
+        let now = crate::sys::time::sched_clock();
         {
             let mut rq = w.rq.lock();
             activate(w, &mut rq, t, now);

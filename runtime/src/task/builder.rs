@@ -205,7 +205,7 @@ pub fn runtime() -> Option<Duration> {
     let t = worker::current_task()?;
     let w = wt.worker();
     let mut rq = w.rq.lock();
-    rq.update_curr(crate::sys::time::monotonic_ns());
+    rq.update_curr(crate::sys::time::sched_clock());
     // SAFETY: the running task's scheduling part belongs to this worker (it runs here).
     let h = unsafe { t.sched(|s| s.handle) }?;
     Some(Duration::from_nanos(rq.entity(h).sum_exec_runtime))
@@ -228,11 +228,14 @@ pub fn cond_resched() {
         return;
     }
     let w = wt.worker();
-    let now = crate::sys::time::monotonic_ns();
     let resched = w.need_resched.load(Ordering::Relaxed)
         || !w.wakelist.is_empty()
-        || wt.timers.borrow().next_deadline().is_some_and(|d| d <= now)
-        || w.rq.lock().task_tick(now);
+        || wt
+            .timers
+            .borrow()
+            .next_deadline()
+            .is_some_and(|d| d <= crate::sys::time::monotonic_ns())
+        || w.rq.lock().task_tick(crate::sys::time::sched_clock());
     if resched {
         worker::schedule(Reason::Preempt);
     }

@@ -62,8 +62,8 @@ fn idle_loop(wt: &WorkerThread) {
     let shared = &*wt.shared;
     let w = wt.worker();
     loop {
-        let now = crate::sys::time::monotonic_ns();
-        timer::fire(wt, now);
+        timer::fire(wt);
+        let now = crate::sys::time::sched_clock();
         let mut rq = w.rq.lock();
         drain(shared, wt.index, &mut rq, now);
         let next = pick(w, &mut rq, now);
@@ -127,7 +127,7 @@ fn idle_loop(wt: &WorkerThread) {
 /// outcome, drops the registry's reference.
 fn exit_task(wt: &WorkerThread, t: &Task) {
     let w = wt.worker();
-    let now = crate::sys::time::monotonic_ns();
+    let now = crate::sys::time::sched_clock();
     {
         let mut rq = w.rq.lock();
         // SAFETY: the task ran here, so its scheduling part belongs to this worker.
@@ -198,7 +198,7 @@ fn balance(wt: &WorkerThread) -> bool {
     let Some(h) = candidate else {
         return false;
     };
-    let now = crate::sys::time::monotonic_ns();
+    let now = crate::sys::time::sched_clock();
     let Dequeued::Removed { se, payload } = src_rq.dequeue(h, DequeueKind::Save, now) else {
         unreachable!("a Save dequeue is never delayed");
     };

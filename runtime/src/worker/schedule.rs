@@ -138,8 +138,8 @@ pub(crate) fn schedule(reason: Reason) {
     assert!(!prev.is_null(), "lagom: schedule from the idle task");
     // SAFETY: the registry keeps the running task alive.
     let prev_t = unsafe { &*prev };
-    let now = crate::sys::time::monotonic_ns();
-    timer::fire(wt, now);
+    timer::fire(wt);
+    let now = crate::sys::time::sched_clock();
     let w = wt.worker();
     let mut rq = w.rq.lock();
     drain(&wt.shared, wt.index, &mut rq, now);
