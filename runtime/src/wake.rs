@@ -72,9 +72,11 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
     if t.claim() == Claim::NotBlocked {
         return Woken::NotBlocked;
     }
-    let shared = Arc::clone(&t.shared);
+    // Borrowed, not cloned: `t` keeps it alive, and a clone would bounce the count's cache
+    // line between every waker.
+    let shared: &Shared = &t.shared;
     let local_idx = local()
-        .filter(|wt| Arc::ptr_eq(&wt.shared, &shared))
+        .filter(|wt| core::ptr::eq(&*wt.shared, shared))
         .map(|wt| wt.index);
     if t.on_rq.load(Ordering::Acquire) {
         // TTWU_QUEUE_DELAYED (spec §7.10): a delayed task on another worker is handed to
@@ -91,11 +93,11 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
                 t.wake_delayed.store(true, Ordering::Relaxed);
                 let w = &shared.workers[cpu];
                 w.stats.inc(&w.stats.runnable_queued);
-                queue_wakelist(&shared, cpu, Arc::clone(t));
+                queue_wakelist(shared, cpu, Arc::clone(t));
                 return Woken::Runnable;
             }
         }
-        if ttwu_runnable(&shared, t) {
+        if ttwu_runnable(shared, t) {
             return Woken::Runnable;
         }
     }
@@ -105,7 +107,7 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
         if Some(cpu) != local_idx {
             let w = &shared.workers[cpu];
             w.stats.inc(&w.stats.wakeups_on_cpu);
-            queue_wakelist(&shared, cpu, Arc::clone(t));
+            queue_wakelist(shared, cpu, Arc::clone(t));
             return Woken::Enqueued;
         }
     }
@@ -120,9 +122,9 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
     // which was just seen clear: no write runs now (loom checks that this read is ordered).
     let _ = t.loom_ctx.with(|c| unsafe { *c });
     let prev = t.cpu.load(Ordering::Relaxed);
-    let target = select_cpu(&shared, t, prev, local_idx);
+    let target = select_cpu(shared, t, prev, local_idx);
     t.cpu.store(target, Ordering::Relaxed);
-    enqueue_on(&shared, local_idx, target, Arc::clone(t), false);
+    enqueue_on(shared, local_idx, target, Arc::clone(t), false);
     Woken::Enqueued
 }
 
@@ -174,7 +176,7 @@ fn ttwu_runnable(shared: &Shared, t: &TaskRef) -> bool {
             w.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
         }
         t.state.store(crate::task::RUNNING, Ordering::Relaxed);
-        w.stats.inc(&w.stats.runnable_in_place);
+        w.stats.inc_owned(&w.stats.runnable_in_place);
         drop(rq);
         // An idle owner must run the requeued task (its need-resched is set too, but the
         // kick is what wakes a sleeping worker; cheap when it is not idle).
@@ -202,7 +204,7 @@ pub(crate) fn enqueue_on(
         let mut rq = w.rq.lock();
         activate(w, &mut rq, t, now);
         if !spawn {
-            w.stats.inc(&w.stats.wakeups_local);
+            w.stats.inc_owned(&w.stats.wakeups_local);
         }
     } else if shared.features.is_enabled(Feature::TtwuQueue) {
         if !spawn {

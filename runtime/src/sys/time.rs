@@ -124,7 +124,12 @@ mod real {
     /// published.
     pub(crate) fn calibrate() {
         if MODE
-            .compare_exchange(UNCALIBRATED, CALIBRATING, Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(
+                UNCALIBRATED,
+                CALIBRATING,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
             .is_err()
         {
             return;
@@ -187,6 +192,9 @@ mod tests {
             "sched_clock advanced {ds} ns while CLOCK_MONOTONIC advanced {dm} ns"
         );
         // Both clocks share their origin: they agree now to well within a millisecond.
-        assert!(s1.abs_diff(m1) < 1_000_000, "sched_clock {s1} vs monotonic {m1}");
+        assert!(
+            s1.abs_diff(m1) < 1_000_000,
+            "sched_clock {s1} vs monotonic {m1}"
+        );
     }
 }

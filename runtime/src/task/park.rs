@@ -77,9 +77,8 @@ pub fn current_unparker() -> Unparker {
 
 /// Blocks the calling task (or OS thread) until its unparker is called; may return spuriously.
 pub fn park() {
-    match worker::current_task() {
-        Some(t) => park_task(&t),
-        None => thread_parker().park(),
+    if worker::with_current_task(park_task).is_none() {
+        thread_parker().park();
     }
 }
 

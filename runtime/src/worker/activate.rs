@@ -69,8 +69,9 @@ pub(crate) fn activate(w: &Worker, rq: &mut RunQueue<TaskRef>, t: TaskRef, now: 
             (s.se, kind)
         })
     };
-    let task = Arc::clone(&t);
     let h = rq.enqueue(se, t, kind, now);
+    // Borrowed back from the runqueue, which now holds the reference.
+    let task = rq.payload(h);
     // SAFETY: as above.
     unsafe { task.sched(|s| s.handle = Some(h)) };
     task.on_rq.store(true, Ordering::Relaxed);

@@ -123,8 +123,8 @@ fn idle_loop(wt: &WorkerThread) {
     }
 }
 
-/// Frees a task whose fiber ended: completes its dequeue, gives its stack back, delivers its
-/// outcome, drops the registry's reference.
+/// Frees a task whose fiber ended: completes its dequeue, gives its stack back, takes it out
+/// of its registry, delivers its outcome, drops the registry's reference.
 fn exit_task(wt: &WorkerThread, t: &Task) {
     let w = wt.worker();
     let now = crate::sys::time::sched_clock();
@@ -153,13 +153,17 @@ fn exit_task(wt: &WorkerThread, t: &Task) {
     if let Some(stack) = fiber.into_stack() {
         wt.pool.borrow_mut().put(stack);
     }
-    wt.shared.live_stacks.fetch_sub(1, Ordering::Relaxed);
-    w.stats.inc(&w.stats.exits);
+    w.stats.inc_owned(&w.stats.exits);
+    // The registry's reference: held until the end, since it keeps `t` alive.
+    let me = {
+        let home = t.reg_home.load(Ordering::Relaxed);
+        let mut reg = wt.shared.workers[home].tasks.lock();
+        reg.stack_returned();
+        reg.remove(t.reg_slot.load(Ordering::Relaxed))
+    };
     if let Some(c) = completion {
         c.complete(outcome.and_then(Result::err));
     }
-    let me = wt.shared.registry.lock().remove(&t.id);
-    wt.shared.live_tasks.fetch_sub(1, Ordering::Release);
     drop(me);
 }
 

@@ -26,7 +26,6 @@ pub(crate) use schedule::{clear_on_cpu, put_prev};
 pub(crate) use stats::Counters;
 pub use stats::{Stats, WorkerStats};
 
-use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::cell::{Cell, RefCell};
@@ -39,7 +38,7 @@ use crate::sync::kick::Kick;
 use crate::sync::llist::LList;
 use crate::sync::lock::Lock;
 use crate::sys::thread::Key;
-use crate::task::{Task, TaskRef};
+use crate::task::{Registry, Task, TaskRef};
 
 /// The part of a worker that other threads reach: runqueue, wakelist, kick word, counters.
 pub(crate) struct Worker {
@@ -58,6 +57,8 @@ pub(crate) struct Worker {
     pub(crate) nr_running: AtomicUsize,
     /// Counters.
     pub(crate) stats: Counters,
+    /// The live tasks whose home this worker is (`task/registry.rs`).
+    pub(crate) tasks: Lock<Registry<TaskRef>>,
 }
 
 impl Worker {
@@ -70,6 +71,7 @@ impl Worker {
             need_resched: AtomicBool::new(false),
             nr_running: AtomicUsize::new(0),
             stats: Counters::default(),
+            tasks: Lock::new(Registry::default()),
         }
     }
 }
@@ -80,12 +82,6 @@ pub(crate) struct Shared {
     pub(crate) features: Features,
     /// Shutdown was requested.
     pub(crate) closing: AtomicBool,
-    /// Every live task (the owning reference, dropped when it is freed).
-    pub(crate) registry: Lock<BTreeMap<u64, TaskRef>>,
-    /// Tasks not yet freed.
-    pub(crate) live_tasks: AtomicUsize,
-    /// Task stacks mapped and not yet given back (to a pool or unmapped).
-    pub(crate) live_stacks: AtomicUsize,
     /// Stack size of tasks without their own.
     pub(crate) stack_size: usize,
     /// Spin iterations before an idle worker sleeps.
@@ -134,6 +130,20 @@ pub(crate) fn current_task() -> Option<TaskRef> {
         Arc::increment_strong_count(t);
         Some(Arc::from_raw(t))
     }
+}
+
+/// Runs `f` on the running task (`None` outside tasks), without taking a reference: the
+/// hot paths (`park`, `yield_now`, `cond_resched`) would otherwise pay two locked
+/// read-modify-writes on its count per call.
+pub(crate) fn with_current_task<R>(f: impl FnOnce(&Task) -> R) -> Option<R> {
+    let wt = local()?;
+    let t = wt.curr.get();
+    if t.is_null() {
+        return None;
+    }
+    // SAFETY: `t` is the calling task itself; the registry keeps it alive until it ends, and
+    // it cannot end while it is inside `f` (its fiber ends only when its closure returns).
+    Some(f(unsafe { &*t }))
 }
 
 impl WorkerThread {

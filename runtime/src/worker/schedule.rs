@@ -102,7 +102,7 @@ pub(crate) fn put_prev(
                 // Release: a waker that reads it (Acquire) knows the task passed its block
                 // decision (spec §7.10, step 1).
                 prev_t.sched_delayed.store(true, Ordering::Release);
-                w.stats.inc(&w.stats.delayed_dequeues);
+                w.stats.inc_owned(&w.stats.delayed_dequeues);
             }
             Dequeued::Removed { se, payload } => {
                 // SAFETY: as above.
@@ -149,7 +149,7 @@ pub(crate) fn schedule(reason: Reason) {
     if next == prev {
         return;
     }
-    w.stats.inc(match kind {
+    w.stats.inc_owned(match kind {
         SwitchKind::Voluntary => &w.stats.switches_voluntary,
         SwitchKind::Involuntary => &w.stats.switches_involuntary,
     });
@@ -201,7 +201,7 @@ pub(crate) fn clear_on_cpu(t: &Task) {
 pub(crate) fn block_current() {
     if let Some(wt) = local() {
         let w = wt.worker();
-        w.stats.inc(&w.stats.blocks);
+        w.stats.inc_owned(&w.stats.blocks);
     }
     schedule(Reason::Block);
 }
