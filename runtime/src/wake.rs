@@ -97,7 +97,7 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
                 return Woken::Runnable;
             }
         }
-        if ttwu_runnable(shared, t) {
+        if ttwu_runnable(shared, t, local_idx) {
             return Woken::Runnable;
         }
     }
@@ -142,8 +142,8 @@ pub(crate) fn select_cpu(shared: &Shared, t: &TaskRef, prev: usize, waker: Optio
 }
 
 /// The runnable wakeup (module doc, step 3). Returns `false` if the task left its runqueue
-/// before the lock was taken.
-fn ttwu_runnable(shared: &Shared, t: &TaskRef) -> bool {
+/// before the lock was taken. `local_idx` is the waker's worker, if it is one of `shared`'s.
+fn ttwu_runnable(shared: &Shared, t: &TaskRef, local_idx: Option<usize>) -> bool {
     loop {
         let cpu = t.cpu.load(Ordering::Acquire);
         let w = &shared.workers[cpu];
@@ -179,8 +179,9 @@ fn ttwu_runnable(shared: &Shared, t: &TaskRef) -> bool {
         w.stats.inc_owned(&w.stats.runnable_in_place);
         drop(rq);
         // An idle owner must run the requeued task (its need-resched is set too, but the
-        // kick is what wakes a sleeping worker; cheap when it is not idle).
-        if w.kick.kick() {
+        // kick is what wakes a sleeping worker). A waker on the owner itself is that worker,
+        // running: no kick (whose fence is the dearest step of a local wakeup).
+        if Some(cpu) != local_idx && w.kick.kick() {
             w.stats.inc(&w.stats.kicks);
         }
         return true;
