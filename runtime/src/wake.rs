@@ -201,7 +201,7 @@ pub(crate) fn enqueue_on(
         w.stats.inc(&w.stats.spawns);
     }
     if Some(target) == local_idx {
-        let now = crate::sys::time::sched_clock();
+        let now = crate::worker::sched_now();
         let mut rq = w.rq.lock();
         activate(w, &mut rq, t, now);
         if !spawn {

@@ -48,6 +48,7 @@ pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
         idle_ctx: core::cell::UnsafeCell::new(Context::new()),
         curr: Cell::new(ptr::null()),
         prev: Cell::new(ptr::null()),
+        clock: Cell::new(0),
         pool: RefCell::new(pool),
         timers: RefCell::new(timer::Timers::default()),
         signals: SignalStack::install().ok(),
@@ -61,9 +62,13 @@ pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
 fn idle_loop(wt: &WorkerThread) {
     let shared = &*wt.shared;
     let w = wt.worker();
+    // The clock of a task's exit, reused by the pick that follows it (one read per call).
+    let mut exit_now = None;
     loop {
         timer::fire(wt);
-        let now = crate::sys::time::sched_clock();
+        let now = exit_now
+            .take()
+            .unwrap_or_else(crate::sys::time::sched_clock);
         let mut rq = w.rq.lock();
         drain(shared, wt.index, &mut rq, now);
         let next = pick(w, &mut rq, now);
@@ -81,7 +86,7 @@ fn idle_loop(wt: &WorkerThread) {
             finish_task_switch();
             if !ended.is_null() {
                 // SAFETY: the registry keeps it alive until exit_task removes it.
-                exit_task(wt, unsafe { &*ended });
+                exit_now = Some(exit_task(wt, unsafe { &*ended }));
             }
             continue;
         }
@@ -124,8 +129,9 @@ fn idle_loop(wt: &WorkerThread) {
 }
 
 /// Frees a task whose fiber ended: completes its dequeue, gives its stack back, takes it out
-/// of its registry, delivers its outcome, drops the registry's reference.
-fn exit_task(wt: &WorkerThread, t: &Task) {
+/// of its registry, delivers its outcome, drops the registry's reference. Returns the clock
+/// time it ran at, which the wakeup of its joiner also used (`WorkerThread::clock`).
+fn exit_task(wt: &WorkerThread, t: &Task) -> u64 {
     let w = wt.worker();
     let now = crate::sys::time::sched_clock();
     {
@@ -162,9 +168,12 @@ fn exit_task(wt: &WorkerThread, t: &Task) {
         reg.remove(t.reg_slot.load(Ordering::Relaxed))
     };
     if let Some(c) = completion {
+        wt.clock.set(now);
         c.complete(outcome.and_then(Result::err));
+        wt.clock.set(0);
     }
     drop(me);
+    now
 }
 
 /// Newly idle balance (module doc). Returns whether a task was pulled.

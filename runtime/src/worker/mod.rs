@@ -100,6 +100,11 @@ pub(crate) struct WorkerThread {
     curr: Cell<*const Task>,
     /// The task being switched away from, for `finish_task_switch`.
     prev: Cell<*const Task>,
+    /// The scheduler-clock time of the runtime call in progress on this thread, when it
+    /// spans several runqueue operations (a task's exit and the wakeup of its joiner), so
+    /// that they read the clock once, as the kernel's `rq_clock` within one `__schedule`;
+    /// 0 otherwise. See [`sched_now`].
+    clock: Cell<u64>,
     pub(crate) pool: RefCell<StackPool>,
     pub(crate) timers: RefCell<timer::Timers>,
     signals: Option<SignalStack>,
@@ -144,6 +149,15 @@ pub(crate) fn with_current_task<R>(f: impl FnOnce(&Task) -> R) -> Option<R> {
     // SAFETY: `t` is the calling task itself; the registry keeps it alive until it ends, and
     // it cannot end while it is inside `f` (its fiber ends only when its closure returns).
     Some(f(unsafe { &*t }))
+}
+
+/// The scheduler clock for a runqueue operation on the calling thread: the time of the
+/// runtime call in progress if it published one (`WorkerThread::clock`), else a fresh read.
+pub(crate) fn sched_now() -> u64 {
+    match local().map(|wt| wt.clock.get()) {
+        Some(now) if now != 0 => now,
+        _ => crate::sys::time::sched_clock(),
+    }
 }
 
 impl WorkerThread {
