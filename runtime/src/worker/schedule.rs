@@ -141,6 +141,9 @@ pub(crate) fn schedule(reason: Reason) {
     timer::fire(wt);
     let now = crate::sys::time::sched_clock();
     let w = wt.worker();
+    if reason == Reason::Block {
+        w.stats.inc_owned(&w.stats.blocks);
+    }
     let mut rq = w.rq.lock();
     drain(&wt.shared, wt.index, &mut rq, now);
     rq.update_curr(now);
@@ -199,9 +202,5 @@ pub(crate) fn clear_on_cpu(t: &Task) {
 
 /// The running task blocks (its state is set): schedule away until woken.
 pub(crate) fn block_current() {
-    if let Some(wt) = local() {
-        let w = wt.worker();
-        w.stats.inc_owned(&w.stats.blocks);
-    }
     schedule(Reason::Block);
 }
