@@ -77,8 +77,8 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
     {
         let wt = local().ok_or(Error::NotInTask)?;
-        let shared = Arc::clone(&wt.shared);
-        spawn_inner(&shared, Some(wt), self, f)
+        // Borrowed: the worker thread outlives this call, which does not switch.
+        spawn_inner(&wt.shared, Some(wt), self, f)
     }
 }
 
