@@ -51,7 +51,10 @@ fn main() {
     };
     let mut b = Runtime::builder();
     if let Some(w) = workers {
-        let allowed = Runtime::builder().build().unwrap_or_else(|e| fail(e)).worker_cpus();
+        let allowed = Runtime::builder()
+            .build()
+            .unwrap_or_else(|e| fail(e))
+            .worker_cpus();
         b = b.worker_cpus(allowed.into_iter().take(w.max(1)));
     }
     let rt = b.build().unwrap_or_else(|e| fail(e));

@@ -12,7 +12,7 @@
 //!   it is [`monotonic_ns`].
 //!
 //! Calibration (once per process, at the first `Runtime` build): read the TSC and
-//! `CLOCK_MONOTONIC` together, spin for [`CALIBRATION_NS`], read both again; the ratio is the
+//! `CLOCK_MONOTONIC` together, spin for 2 ms, read both again; the ratio is the
 //! rate (each pair bracketed by TSC reads, keeping the tightest of a few tries, so the error
 //! is a few tens of ns over the window: about 10 ppm). The scale is anchored at the first
 //! pair, so the two clocks agree there and drift apart only by that error.
@@ -55,15 +55,14 @@ pub(crate) const LOOM_NOW: u64 = 1_000_000_000;
 #[cfg(not(loom))]
 pub(crate) use real::{calibrate, sched_clock};
 
-/// How long calibration watches both clocks.
-#[cfg(not(loom))]
-pub(crate) const CALIBRATION_NS: u64 = 2_000_000;
-
 #[cfg(all(not(loom), target_arch = "x86_64"))]
 mod real {
     use core::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
-    use super::{CALIBRATION_NS, monotonic_ns};
+    use super::monotonic_ns;
+
+    /// How long calibration watches both clocks.
+    const CALIBRATION_NS: u64 = 2_000_000;
 
     /// Not calibrated yet: [`sched_clock`] reads `CLOCK_MONOTONIC`.
     const UNCALIBRATED: u8 = 0;
