@@ -16,14 +16,17 @@ use std::time::Instant;
 
 use lagom::Runtime;
 use lagom::task::{Builder, Unparker};
-use lagom_examples::usage_error;
+use lagom_examples::{thread_cpu_time, usage_error};
 
 const USAGE: &str =
     "usage: pipe [--cross] [--json] [-n N] [--idle-spin-us S] [--gap-us G] [--trace FILE]
 
 Two tasks pass a turn back and forth N times (default 1000000) through park/unpark.
   --cross           one task on each of two workers (default: both on one worker)
-  --json            print {\"mode\", \"round_trips\", \"round_trip_ns\"} on one line
+  --json            print {\"mode\", \"round_trips\", \"round_trip_ns\", \"round_trip_cpu_ns\"}
+                    on one line (cpu: the first task's worker thread's CPU time; in
+                    same-worker mode it covers both tasks and is not inflated by other
+                    processes taking the CPU away)
   --idle-spin-us S  how long (µs) an idle worker spins before it sleeps on its futex
   --gap-us G        the first task computes G µs before each hand-off, so the other
                     worker goes idle (the idle-spin trade-off: wake latency vs idle CPU)
@@ -102,7 +105,7 @@ fn main() {
     let gap = std::time::Duration::from_micros(args.gap_us);
     let turn = Arc::new(AtomicU64::new(0));
     let peers: Arc<[OnceLock<Unparker>; 2]> = Arc::new(Default::default());
-    let start: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
+    let start: Arc<OnceLock<(Instant, std::time::Duration)>> = Arc::new(OnceLock::new());
     let player = |me: u64| {
         let (turn, peers, start) = (Arc::clone(&turn), Arc::clone(&peers), Arc::clone(&start));
         move || {
@@ -116,7 +119,7 @@ fn main() {
                 lagom::task::yield_now();
             };
             if me == 0 {
-                let _ = start.set(Instant::now());
+                let _ = start.set((Instant::now(), thread_cpu_time()));
             }
             for i in 0..n {
                 let mine = 2 * i + me;
@@ -132,6 +135,9 @@ fn main() {
                 turn.store(mine + 1, Ordering::Release);
                 other.unpark();
             }
+            // The first task's worker thread's CPU time over the round trips (all but the
+            // partner's last half turn).
+            (me == 0).then(|| thread_cpu_time() - start.get().expect("started").1)
         }
     };
     let cpu0 = process_cpu_time();
@@ -141,11 +147,12 @@ fn main() {
     let b = rt
         .spawn_with(Builder::new().name("pong").cpus([cpu_b]), player(1))
         .expect("spawn");
-    a.join().expect("ping");
+    let worker_cpu = a.join().expect("ping").expect("the first task measures");
     b.join().expect("pong");
-    let elapsed = start.get().expect("started").elapsed();
+    let elapsed = start.get().expect("started").0.elapsed();
     let cpu = process_cpu_time() - cpu0;
     let ns = elapsed.as_nanos() as f64 / n as f64;
+    let cpu_ns = worker_cpu.as_nanos() as f64 / n as f64;
     let mode = if args.cross {
         "cross-worker"
     } else {
@@ -172,10 +179,14 @@ fn main() {
     if args.json {
         println!(
             "{}",
-            serde_json::json!({"mode": mode, "round_trips": n, "round_trip_ns": ns})
+            serde_json::json!({"mode": mode, "round_trips": n, "round_trip_ns": ns,
+                               "round_trip_cpu_ns": cpu_ns})
         );
     } else {
-        println!("{mode}: {n} round trips, {ns:.1} ns per round trip ({elapsed:?} total)");
+        println!(
+            "{mode}: {n} round trips, {ns:.1} ns per round trip ({elapsed:?} total), \
+             {cpu_ns:.1} ns of the first task's worker thread's CPU time per round trip"
+        );
         if !gap.is_zero() {
             let busy = gap.as_secs_f64() * n as f64;
             println!(

@@ -22,13 +22,11 @@
 //! `sys/time.rs`, later than any time a model passes, so that every execution replays the
 //! same decisions.
 
-use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::sync::Arc;
 
 use crate::policy::{Features, Pick, RqConfig, SchedEntity};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use crate::sync::lock::Lock;
 use crate::task::{self, Complete, JoinHandle, Packet, ParkStep, RUNNING, Task, TaskRef, Unparker};
 use crate::worker::{self, Reason, Shared, Worker};
 use crate::{JoinError, WorkerStats};
@@ -94,9 +92,6 @@ impl Model {
                 workers: (0..workers).map(|i| Worker::new(i, cfg)).collect(),
                 features,
                 closing: AtomicBool::new(false),
-                registry: Lock::new(BTreeMap::new()),
-                live_tasks: AtomicUsize::new(0),
-                live_stacks: AtomicUsize::new(0),
                 stack_size: crate::arch::MIN_STACK_SIZE,
                 idle_spin: 0,
                 fp_control: crate::arch::FpControl::Preserve,

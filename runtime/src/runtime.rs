@@ -13,7 +13,6 @@
 //! are zero.
 
 use alloc::boxed::Box;
-use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -25,7 +24,6 @@ use crate::arch::FpControl;
 use crate::arch::MIN_STACK_SIZE;
 use crate::policy::{Features, MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, RqConfig};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use crate::sync::lock::Lock;
 use crate::sys::thread::Thread;
 use crate::task::{Builder as TaskBuilder, JoinHandle};
 use crate::trace::{DEFAULT_TRACE_CAPACITY, Recorder, Trace};
@@ -165,6 +163,7 @@ impl Builder {
                 maximum: MAX_IDLE_SPIN,
             });
         }
+        crate::sys::time::calibrate();
         let mut cfg = RqConfig::for_cpus(cpus.len());
         cfg.features = features;
         if let Some(s) = self.slice {
@@ -182,9 +181,6 @@ impl Builder {
             workers: cpus.iter().map(|&c| Worker::new(c, cfg)).collect(),
             features,
             closing: AtomicBool::new(false),
-            registry: Lock::new(BTreeMap::new()),
-            live_tasks: AtomicUsize::new(0),
-            live_stacks: AtomicUsize::new(0),
             stack_size,
             // At most MAX_IDLE_SPIN, so it fits in u64 nanoseconds.
             idle_spin: idle_spin.as_nanos() as u64,
@@ -310,6 +306,12 @@ impl Runtime {
 
     /// A snapshot of every worker's counters and the live task and stack counts.
     pub fn stats(&self) -> Stats {
+        let (mut live_tasks, mut live_stacks) = (0, 0);
+        for w in &self.shared.workers {
+            let reg = w.tasks.lock();
+            live_tasks += reg.tasks();
+            live_stacks += reg.stacks();
+        }
         Stats {
             workers: self
                 .shared
@@ -317,8 +319,8 @@ impl Runtime {
                 .iter()
                 .map(|w| w.stats.snapshot(w.os_cpu))
                 .collect(),
-            live_tasks: self.shared.live_tasks.load(Ordering::Acquire),
-            live_stacks: self.shared.live_stacks.load(Ordering::Acquire),
+            live_tasks,
+            live_stacks,
         }
     }
 
@@ -376,21 +378,23 @@ impl Runtime {
             let old = core::mem::replace(&mut *w.rq.lock(), crate::policy::RunQueue::new(cfg));
             drop(old);
         }
-        let tasks = core::mem::take(&mut *self.shared.registry.lock());
-        for (_, t) in tasks {
-            // SAFETY: every worker has stopped: nobody else touches the task's parts.
-            let (fiber, completion) = unsafe { t.sched(|s| (s.fiber.take(), s.completion.take())) };
-            if let Some(f) = fiber {
-                // SAFETY: the fiber is suspended and will never be resumed; nothing refers
-                // into its stack any more (every worker stopped, its wait nodes are
-                // unreachable).
-                drop(unsafe { f.into_stack_abandoned() });
-                self.shared.live_stacks.fetch_sub(1, Ordering::Relaxed);
+        for w in &self.shared.workers {
+            let tasks = w.tasks.lock().take_all();
+            for t in tasks {
+                // SAFETY: every worker has stopped: nobody else touches the task's parts.
+                let (fiber, completion) =
+                    unsafe { t.sched(|s| (s.fiber.take(), s.completion.take())) };
+                if let Some(f) = fiber {
+                    // SAFETY: the fiber is suspended and will never be resumed; nothing refers
+                    // into its stack any more (every worker stopped, its wait nodes are
+                    // unreachable).
+                    drop(unsafe { f.into_stack_abandoned() });
+                    w.tasks.lock().stack_returned();
+                }
+                if let Some(c) = completion {
+                    c.cancel();
+                }
             }
-            if let Some(c) = completion {
-                c.cancel();
-            }
-            self.shared.live_tasks.fetch_sub(1, Ordering::Release);
         }
     }
 }

@@ -77,9 +77,11 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
     if t.claim() == Claim::NotBlocked {
         return Woken::NotBlocked;
     }
-    let shared = Arc::clone(&t.shared);
+    // Borrowed, not cloned: `t` keeps it alive, and a clone would bounce the count's cache
+    // line between every waker.
+    let shared: &Shared = &t.shared;
     let local_idx = local()
-        .filter(|wt| Arc::ptr_eq(&wt.shared, &shared))
+        .filter(|wt| core::ptr::eq(&*wt.shared, shared))
         .map(|wt| wt.index);
     if t.on_rq.load(Ordering::Acquire) {
         // TTWU_QUEUE_DELAYED (spec §7.10): a delayed task on another worker is handed to
@@ -95,13 +97,13 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
                     .store(local_idx.unwrap_or(usize::MAX), Ordering::Relaxed);
                 t.wake_delayed.store(true, Ordering::Relaxed);
                 let w = &shared.workers[cpu];
-                trace::wakeup(&shared, t, cpu, WakePath::DelayedQueued);
+                trace::wakeup(shared, t, cpu, WakePath::DelayedQueued);
                 w.stats.inc(&w.stats.runnable_queued);
-                queue_wakelist(&shared, cpu, Arc::clone(t));
+                queue_wakelist(shared, cpu, Arc::clone(t));
                 return Woken::Runnable;
             }
         }
-        if ttwu_runnable(&shared, t) {
+        if ttwu_runnable(shared, t, local_idx) {
             return Woken::Runnable;
         }
     }
@@ -114,9 +116,9 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
         let cpu = (cpu + 1) % shared.workers.len();
         if Some(cpu) != local_idx {
             let w = &shared.workers[cpu];
-            trace::wakeup(&shared, t, cpu, WakePath::OnCpu);
+            trace::wakeup(shared, t, cpu, WakePath::OnCpu);
             w.stats.inc(&w.stats.wakeups_on_cpu);
-            queue_wakelist(&shared, cpu, Arc::clone(t));
+            queue_wakelist(shared, cpu, Arc::clone(t));
             return Woken::Enqueued;
         }
     }
@@ -134,10 +136,10 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
     // which was just seen clear: no write runs now (loom checks that this read is ordered).
     let _ = t.loom_ctx.with(|c| unsafe { *c });
     let prev = t.cpu.load(Ordering::Relaxed);
-    let target = select_cpu(&shared, t, prev, local_idx);
-    trace::migrate(&shared, t, prev, target, MigrateCause::Wakeup);
+    let target = select_cpu(shared, t, prev, local_idx);
+    trace::migrate(shared, t, prev, target, MigrateCause::Wakeup);
     t.cpu.store(target, Ordering::Relaxed);
-    enqueue_on(&shared, local_idx, target, Arc::clone(t), false);
+    enqueue_on(shared, local_idx, target, Arc::clone(t), false);
     Woken::Enqueued
 }
 
@@ -155,8 +157,8 @@ pub(crate) fn select_cpu(shared: &Shared, t: &TaskRef, prev: usize, waker: Optio
 }
 
 /// The runnable wakeup (module doc, step 3). Returns `false` if the task left its runqueue
-/// before the lock was taken.
-fn ttwu_runnable(shared: &Shared, t: &TaskRef) -> bool {
+/// before the lock was taken. `local_idx` is the waker's worker, if it is one of `shared`'s.
+fn ttwu_runnable(shared: &Shared, t: &TaskRef, local_idx: Option<usize>) -> bool {
     loop {
         let cpu = t.cpu.load(Ordering::Acquire);
         let w = &shared.workers[cpu];
@@ -177,7 +179,7 @@ fn ttwu_runnable(shared: &Shared, t: &TaskRef) -> bool {
         }
         // SAFETY: the task is queued on this runqueue, whose lock is held.
         let h = unsafe { t.sched(|s| s.handle) }.expect("queued task has a handle");
-        let now = crate::sys::time::monotonic_ns();
+        let now = crate::sys::time::sched_clock();
         if rq.entity(h).sched_delayed && shared.features.is_enabled(Feature::TtwuDequeue) {
             // TTWU_DEQUEUE: finish the delayed dequeue and wake it like any sleeper, through
             // CPU selection (the caller's full path).
@@ -194,11 +196,12 @@ fn ttwu_runnable(shared: &Shared, t: &TaskRef) -> bool {
         }
         t.state.store(crate::task::RUNNING, Ordering::Relaxed);
         trace::wakeup(shared, t, cpu, WakePath::RunnableInPlace);
-        w.stats.inc(&w.stats.runnable_in_place);
+        w.stats.inc_owned(&w.stats.runnable_in_place);
         drop(rq);
         // An idle owner must run the requeued task (its need-resched is set too, but the
-        // kick is what wakes a sleeping worker; cheap when it is not idle).
-        if w.kick.kick() {
+        // kick is what wakes a sleeping worker). A waker on the owner itself is that worker,
+        // running: no kick (whose fence is the dearest step of a local wakeup).
+        if Some(cpu) != local_idx && w.kick.kick() {
             w.stats.inc(&w.stats.kicks);
         }
         return true;
@@ -219,11 +222,11 @@ pub(crate) fn enqueue_on(
         w.stats.inc(&w.stats.spawns);
     }
     if Some(target) == local_idx {
-        let now = crate::sys::time::monotonic_ns();
+        let now = crate::worker::sched_now();
         let mut rq = w.rq.lock();
         activate(w, &mut rq, t, now);
         if !spawn {
-            w.stats.inc(&w.stats.wakeups_local);
+            w.stats.inc_owned(&w.stats.wakeups_local);
         }
     } else if shared.features.is_enabled(Feature::TtwuQueue) {
         if !spawn {
@@ -231,7 +234,7 @@ pub(crate) fn enqueue_on(
         }
         queue_wakelist(shared, target, t);
     } else {
-        let now = crate::sys::time::monotonic_ns();
+        let now = crate::sys::time::sched_clock();
         {
             let mut rq = w.rq.lock();
             activate(w, &mut rq, t, now);

@@ -39,7 +39,8 @@ pub struct TaskInfo {
 }
 
 impl TaskInfo {
-    /// The task's name.
+    /// The task's name; empty for a task spawned without one, which reports print as
+    /// `task-<id>`.
     pub fn name(&self) -> &str {
         // SAFETY: name_ptr/len describe the fiber's name String, alive and unchanged as long
         // as the fiber (and so this info).
@@ -290,8 +291,13 @@ unsafe extern "C" fn fiber_main(arg: *mut u8) -> ! {
 /// Runs the closure, catching a panic.
 #[cfg(feature = "std")]
 fn run(f: Box<dyn FnOnce() + Send>, info: &TaskInfo) -> Result<(), JoinError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
-        .map_err(|payload| JoinError::panicked(String::from(info.name()), info.id(), payload))
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| {
+        let name = match info.name() {
+            "" => alloc::format!("task-{}", info.id()),
+            named => String::from(named),
+        };
+        JoinError::panicked(name, info.id(), payload)
+    })
 }
 
 /// Runs the closure; a panic unwinding out of it prints the task and aborts.
@@ -304,7 +310,7 @@ fn run(f: Box<dyn FnOnce() + Send>, info: &TaskInfo) -> Result<(), JoinError> {
             use crate::sys::signal::{abort, write_stderr};
             let mut buf = [0u8; 20];
             write_stderr(b"task '");
-            write_stderr(self.0.name().as_bytes());
+            super::overflow::write_name(self.0, &mut buf);
             write_stderr(b"' (id ");
             write_stderr(super::overflow::fmt_u64(self.0.id(), &mut buf));
             write_stderr(

@@ -170,13 +170,23 @@ fn on_fault(addr: usize) {
     }
     let mut buf = [0u8; 20];
     signal::write_stderr(b"task '");
-    signal::write_stderr(info.name().as_bytes());
+    write_name(info, &mut buf);
     signal::write_stderr(b"' (id ");
     signal::write_stderr(fmt_u64(info.id(), &mut buf));
     signal::write_stderr(b") has overflowed its stack (");
     signal::write_stderr(fmt_u64((info.stack_size() / 1024) as u64, &mut buf));
     signal::write_stderr(b" KiB)\n");
     signal::abort();
+}
+
+/// Writes the task's name to stderr, `task-<id>` for an unnamed task, without allocating.
+pub(crate) fn write_name(info: &TaskInfo, buf: &mut [u8; 20]) {
+    if info.name().is_empty() {
+        signal::write_stderr(b"task-");
+        signal::write_stderr(fmt_u64(info.id(), buf));
+    } else {
+        signal::write_stderr(info.name().as_bytes());
+    }
 }
 
 /// Formats `n` in decimal into `buf`, without allocating.

@@ -34,7 +34,8 @@ impl Builder {
         Builder::default()
     }
 
-    /// The task's name (default `task-<id>`).
+    /// The task's name (default `task-<id>`; an empty name reads as the default too). Unnamed
+    /// tasks cost no allocation for it: the default is only formatted when asked for.
     pub fn name(mut self, name: impl Into<String>) -> Builder {
         self.name = Some(name.into());
         self
@@ -76,8 +77,8 @@ impl Builder {
         F: FnOnce() -> T + Send + 'static,
     {
         let wt = local().ok_or(Error::NotInTask)?;
-        let shared = Arc::clone(&wt.shared);
-        spawn_inner(&shared, Some(wt), self, f)
+        // Borrowed: the worker thread outlives this call, which does not switch.
+        spawn_inner(&wt.shared, Some(wt), self, f)
     }
 }
 
@@ -140,9 +141,10 @@ where
         (None, Some(wt)) => wt.pool.borrow_mut().get()?,
         (None, None) => DefaultStack::new(shared.stack_size)?,
     };
-    shared.live_stacks.fetch_add(1, Ordering::Relaxed);
     let id = next_id();
-    let name = b.name.unwrap_or_else(|| format!("task-{id}"));
+    // Empty for unnamed tasks (no allocation); `current()`, panics and the overflow report
+    // print `task-<id>` for it.
+    let name = b.name.unwrap_or_default();
     let packet = Packet::<T>::new();
     let slot = Arc::clone(&packet);
     let mut fiber = Fiber::new(name.clone(), id, stack, move || {
@@ -165,13 +167,18 @@ where
         packet.clone(),
         Arc::clone(shared),
     ));
-    shared.live_tasks.fetch_add(1, Ordering::Relaxed);
-    shared.registry.lock().insert(id, Arc::clone(&task));
     crate::trace::spawn(shared, &task);
     let local_idx = local.map(|wt| wt.index);
     let prev = local_idx.unwrap_or_else(|| {
         shared.next_outside.fetch_add(1, Ordering::Relaxed) % shared.workers.len()
     });
+    {
+        // The registry's reference; home and slot are published with the task (registry.rs).
+        let mut reg = shared.workers[prev].tasks.lock();
+        let slot = reg.insert(Arc::clone(&task));
+        task.reg_home.store(prev, Ordering::Relaxed);
+        task.reg_slot.store(slot, Ordering::Relaxed);
+    }
     let target = crate::wake::select_cpu(shared, &task, prev, local_idx);
     task.cpu.store(target, Ordering::Relaxed);
     crate::wake::enqueue_on(shared, local_idx, target, Arc::clone(&task), true);
@@ -191,11 +198,15 @@ pub struct CurrentTask {
 
 /// The calling task (`None` outside tasks).
 pub fn current() -> Option<CurrentTask> {
-    let t = worker::current_task()?;
     let wt = local()?;
+    let t = worker::current_task()?;
     Some(CurrentTask {
         id: t.id,
-        name: t.name.clone(),
+        name: if t.name.is_empty() {
+            format!("task-{}", t.id)
+        } else {
+            t.name.clone()
+        },
         cpu: wt.worker().os_cpu,
     })
 }
@@ -207,7 +218,7 @@ pub fn runtime() -> Option<Duration> {
     let t = worker::current_task()?;
     let w = wt.worker();
     let mut rq = w.rq.lock();
-    rq.update_curr(crate::sys::time::monotonic_ns());
+    rq.update_curr(crate::sys::time::sched_clock());
     // SAFETY: the running task's scheduling part belongs to this worker (it runs here).
     let h = unsafe { t.sched(|s| s.handle) }?;
     Some(Duration::from_nanos(rq.entity(h).sum_exec_runtime))
@@ -216,26 +227,30 @@ pub fn runtime() -> Option<Duration> {
 /// Gives up the rest of the calling task's request and lets the worker pick again
 /// (`sched_yield`). Outside tasks it does nothing.
 pub fn yield_now() {
-    if worker::current_task().is_some() {
+    if worker::with_current_task(|_| ()).is_some() {
         worker::schedule(Reason::Yield);
     }
 }
 
 /// The cheap tick: charges the running task and switches away if it used up its request,
 /// a wakeup asked for preemption, or wakeups wait on this worker's wakelist; every few
-/// milliseconds it also runs the periodic load balance, which may pull tasks to this worker. Long compute loops
-/// call it. Outside tasks it does nothing.
+/// milliseconds it also runs the periodic load balance, which may pull tasks to this worker.
+/// Long compute loops call it. Outside tasks it does nothing.
 pub fn cond_resched() {
     let Some(wt) = local() else { return };
-    if worker::current_task().is_none() {
+    if worker::with_current_task(|_| ()).is_none() {
         return;
     }
     let w = wt.worker();
-    let now = crate::sys::time::monotonic_ns();
+    let now = crate::sys::time::sched_clock();
     worker::balance_tick(wt, now);
     let resched = w.need_resched.load(Ordering::Relaxed)
         || !w.wakelist.is_empty()
-        || wt.timers.borrow().next_deadline().is_some_and(|d| d <= now)
+        || wt
+            .timers
+            .borrow()
+            .next_deadline()
+            .is_some_and(|d| d <= crate::sys::time::monotonic_ns())
         || w.rq.lock().task_tick(now);
     if resched {
         worker::schedule(Reason::Preempt);

@@ -47,6 +47,7 @@
 mod builder;
 mod join;
 mod park;
+mod registry;
 
 pub(crate) use builder::spawn_inner;
 pub use builder::{Builder, CurrentTask, cond_resched, current, runtime, sleep, spawn, yield_now};
@@ -58,6 +59,7 @@ pub(crate) use park::unpark_task;
 #[cfg(loom)]
 pub(crate) use park::{ParkStep, prepare_park};
 pub use park::{Unparker, current_unparker, park};
+pub(crate) use registry::Registry;
 
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -128,6 +130,11 @@ pub(crate) struct Task {
     pub(crate) wake_delayed: AtomicBool,
     /// The waker's worker index for a delayed wakeup (`usize::MAX`: from outside).
     pub(crate) wake_cpu: AtomicUsize,
+    /// The worker whose registry holds the task, and its slot there (`registry.rs`): written
+    /// by the spawner under that registry's lock before the first enqueue publishes the task.
+    pub(crate) reg_home: AtomicUsize,
+    /// See `reg_home`.
+    pub(crate) reg_slot: AtomicUsize,
     /// Scheduling state (module doc).
     pub(crate) sched: UnsafeCell<Sched>,
     /// The fiber's saved context; stable for the task's life.
@@ -156,8 +163,8 @@ unsafe impl Send for Task {}
 // SAFETY: as for Send.
 unsafe impl Sync for Task {}
 
-/// The reference-counted task pointer. A runqueue, a wakelist, a worker's `curr` and the
-/// runtime's registry each hold one while the task is theirs.
+/// The reference-counted task pointer. A runqueue, a wakelist and a worker registry
+/// (`registry.rs`) each hold one while the task is theirs.
 pub(crate) type TaskRef = Arc<Task>;
 
 // SAFETY: `link` is a field of `Task`; `from_node` subtracts its offset.
@@ -196,6 +203,8 @@ impl Task {
             sched_delayed: AtomicBool::new(false),
             wake_delayed: AtomicBool::new(false),
             wake_cpu: AtomicUsize::new(usize::MAX),
+            reg_home: AtomicUsize::new(usize::MAX),
+            reg_slot: AtomicUsize::new(usize::MAX),
             sched: UnsafeCell::new(Sched {
                 se,
                 handle: None,

@@ -5,7 +5,8 @@
 //!
 //! Each parker has a token (`true`: an unpark is pending). Inside a task:
 //!
-//! * **park**: consume the token (`swap(false, Acquire)`) and return if it was set; else
+//! * **park**: consume the token (`swap(false, Acquire)`, after a plain look that skips the
+//!   locked swap when no token is there) and return if it was set; else
 //!   announce the sleep ([`Task::set_blocked`]: store `BLOCKED`, `fence(SeqCst)`), re-check the
 //!   token, and if it is set cancel the sleep (`BLOCKED → RUNNING`, unless a waker claimed the
 //!   task first); otherwise `schedule()` switches away. Loop.
@@ -77,9 +78,8 @@ pub fn current_unparker() -> Unparker {
 
 /// Blocks the calling task (or OS thread) until its unparker is called; may return spuriously.
 pub fn park() {
-    match worker::current_task() {
-        Some(t) => park_task(&t),
-        None => thread_parker().park(),
+    if worker::with_current_task(park_task).is_none() {
+        thread_parker().park();
     }
 }
 
@@ -98,7 +98,10 @@ pub(crate) enum ParkStep {
 
 /// The sleeper's side up to `schedule()` (module doc).
 pub(crate) fn prepare_park(task: &Task) -> ParkStep {
-    if task.token.swap(false, Ordering::Acquire) {
+    // Look before consuming: the swap is a locked instruction, and a sleeper usually finds no
+    // token. A token set just after the look is found by the re-check below, as one set just
+    // after the swap would be.
+    if task.token.load(Ordering::Relaxed) && task.token.swap(false, Ordering::Acquire) {
         return ParkStep::Return;
     }
     task.set_blocked();

@@ -20,6 +20,12 @@ use crate::task::{RUNNING, TaskRef};
 /// entry is forwarded there (the chase, `balance.rs`).
 pub(crate) fn drain(shared: &Shared, me: usize, rq: &mut RunQueue<TaskRef>, now: u64) {
     let w = &shared.workers[me];
+    // Look before taking: most drains find the list empty, and the swap is a locked
+    // instruction. An entry pushed after this look waits for the next drain (or the idle
+    // re-check), as one pushed just after the swap would.
+    if w.wakelist.is_empty() {
+        return;
+    }
     for t in w.wakelist.take_all() {
         // SAFETY: pushed from `Arc::into_raw` by `queue_wakelist`; the list gives it back once.
         let t = unsafe { Arc::from_raw(t.as_ptr().cast_const()) };
@@ -86,8 +92,9 @@ pub(crate) fn activate(w: &Worker, rq: &mut RunQueue<TaskRef>, t: TaskRef, now: 
             (s.se, kind)
         })
     };
-    let task = Arc::clone(&t);
     let h = rq.enqueue(se, t, kind, now);
+    // Borrowed back from the runqueue, which now holds the reference.
+    let task = rq.payload(h);
     // SAFETY: as above.
     unsafe { task.sched(|s| s.handle = Some(h)) };
     task.on_rq.store(true, Ordering::Relaxed);

@@ -70,6 +70,7 @@ pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
         idle_ctx: core::cell::UnsafeCell::new(Context::with_fp_control(fp_control)),
         curr: Cell::new(ptr::null()),
         prev: Cell::new(ptr::null()),
+        clock: Cell::new(0),
         pool: RefCell::new(pool),
         timers: RefCell::new(timer::Timers::default()),
         signals: SignalStack::install().ok(),
@@ -84,9 +85,13 @@ pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
 fn idle_loop(wt: &WorkerThread) {
     let shared = &*wt.shared;
     let w = wt.worker();
+    // The clock of a task's exit, reused by the pick that follows it (one read per call).
+    let mut exit_now = None;
     loop {
-        let now = crate::sys::time::monotonic_ns();
-        timer::fire(wt, now);
+        timer::fire(wt);
+        let now = exit_now
+            .take()
+            .unwrap_or_else(crate::sys::time::sched_clock);
         let mut rq = w.rq.lock();
         drain(shared, wt.index, &mut rq, now);
         let next = pick(w, &mut rq, now);
@@ -105,7 +110,7 @@ fn idle_loop(wt: &WorkerThread) {
             finish_task_switch();
             if !ended.is_null() {
                 // SAFETY: the registry keeps it alive until exit_task removes it.
-                exit_task(wt, unsafe { &*ended });
+                exit_now = Some(exit_task(wt, unsafe { &*ended }));
             }
             continue;
         }
@@ -114,7 +119,7 @@ fn idle_loop(wt: &WorkerThread) {
         if shared.closing.load(Ordering::Acquire) && empty && w.wakelist.is_empty() {
             return;
         }
-        if balance::newidle_balance(shared, wt.index, crate::sys::time::monotonic_ns()) {
+        if balance::newidle_balance(shared, wt.index, crate::sys::time::sched_clock()) {
             continue;
         }
         let has_work = || {
@@ -168,12 +173,13 @@ fn spin(wt: &WorkerThread, has_work: &impl Fn() -> bool) -> bool {
     }
 }
 
-/// Frees a task whose fiber ended: completes its dequeue, gives its stack back, delivers its
-/// outcome, drops the registry's reference.
-fn exit_task(wt: &WorkerThread, t: &Task) {
+/// Frees a task whose fiber ended: completes its dequeue, gives its stack back, takes it out
+/// of its registry, delivers its outcome, drops the registry's reference. Returns the clock
+/// time it ran at, which the wakeup of its joiner also used (`WorkerThread::clock`).
+fn exit_task(wt: &WorkerThread, t: &Task) -> u64 {
     crate::trace::switch(wt, Some(t), None, SwitchReason::Exit);
     let w = wt.worker();
-    let now = crate::sys::time::monotonic_ns();
+    let now = crate::sys::time::sched_clock();
     {
         let mut rq = w.rq.lock();
         // SAFETY: the task ran here, so its scheduling part belongs to this worker.
@@ -199,12 +205,19 @@ fn exit_task(wt: &WorkerThread, t: &Task) {
     if let Some(stack) = fiber.into_stack() {
         wt.pool.borrow_mut().put(stack);
     }
-    wt.shared.live_stacks.fetch_sub(1, Ordering::Relaxed);
-    w.stats.inc(&w.stats.exits);
+    w.stats.inc_owned(&w.stats.exits);
+    // The registry's reference: held until the end, since it keeps `t` alive.
+    let me = {
+        let home = t.reg_home.load(Ordering::Relaxed);
+        let mut reg = wt.shared.workers[home].tasks.lock();
+        reg.stack_returned();
+        reg.remove(t.reg_slot.load(Ordering::Relaxed))
+    };
     if let Some(c) = completion {
+        wt.clock.set(now);
         c.complete(outcome.and_then(Result::err));
+        wt.clock.set(0);
     }
-    let me = wt.shared.registry.lock().remove(&t.id);
-    wt.shared.live_tasks.fetch_sub(1, Ordering::Release);
     drop(me);
+    now
 }

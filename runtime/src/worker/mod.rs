@@ -33,7 +33,6 @@ pub(crate) use schedule::{clear_on_cpu, put_prev};
 pub(crate) use stats::Counters;
 pub use stats::{Stats, WorkerStats};
 
-use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::cell::{Cell, RefCell};
@@ -45,7 +44,7 @@ use crate::sync::kick::Kick;
 use crate::sync::llist::LList;
 use crate::sync::lock::Lock;
 use crate::sys::thread::Key;
-use crate::task::{Task, TaskRef};
+use crate::task::{Registry, Task, TaskRef};
 
 /// The part of a worker that other threads reach: runqueue, wakelist, kick word, counters.
 pub(crate) struct Worker {
@@ -67,6 +66,8 @@ pub(crate) struct Worker {
     pub(crate) load: AtomicU64,
     /// Counters.
     pub(crate) stats: Counters,
+    /// The live tasks whose home this worker is (`task/registry.rs`).
+    pub(crate) tasks: Lock<Registry<TaskRef>>,
 }
 
 impl Worker {
@@ -80,6 +81,7 @@ impl Worker {
             nr_running: AtomicUsize::new(0),
             load: AtomicU64::new(0),
             stats: Counters::default(),
+            tasks: Lock::new(Registry::default()),
         }
     }
 }
@@ -99,12 +101,6 @@ pub(crate) struct Shared {
     pub(crate) features: Features,
     /// Shutdown was requested.
     pub(crate) closing: AtomicBool,
-    /// Every live task (the owning reference, dropped when it is freed).
-    pub(crate) registry: Lock<BTreeMap<u64, TaskRef>>,
-    /// Tasks not yet freed.
-    pub(crate) live_tasks: AtomicUsize,
-    /// Task stacks mapped and not yet given back (to a pool or unmapped).
-    pub(crate) live_stacks: AtomicUsize,
     /// Stack size of tasks without their own.
     pub(crate) stack_size: usize,
     /// Nanoseconds an idle worker spins before it sleeps (0: sleep at once).
@@ -127,6 +123,11 @@ pub(crate) struct WorkerThread {
     curr: Cell<*const Task>,
     /// The task being switched away from, for `finish_task_switch`.
     prev: Cell<*const Task>,
+    /// The scheduler-clock time of the runtime call in progress on this thread, when it
+    /// spans several runqueue operations (a task's exit and the wakeup of its joiner), so
+    /// that they read the clock once, as the kernel's `rq_clock` within one `__schedule`;
+    /// 0 otherwise. See [`sched_now`].
+    clock: Cell<u64>,
     pub(crate) pool: RefCell<StackPool>,
     pub(crate) timers: RefCell<timer::Timers>,
     signals: Option<SignalStack>,
@@ -158,6 +159,29 @@ pub(crate) fn current_task() -> Option<TaskRef> {
     unsafe {
         Arc::increment_strong_count(t);
         Some(Arc::from_raw(t))
+    }
+}
+
+/// Runs `f` on the running task (`None` outside tasks), without taking a reference: the
+/// hot paths (`park`, `yield_now`, `cond_resched`) would otherwise pay two locked
+/// read-modify-writes on its count per call.
+pub(crate) fn with_current_task<R>(f: impl FnOnce(&Task) -> R) -> Option<R> {
+    let wt = local()?;
+    let t = wt.curr.get();
+    if t.is_null() {
+        return None;
+    }
+    // SAFETY: `t` is the calling task itself; the registry keeps it alive until it ends, and
+    // it cannot end while it is inside `f` (its fiber ends only when its closure returns).
+    Some(f(unsafe { &*t }))
+}
+
+/// The scheduler clock for a runqueue operation on the calling thread: the time of the
+/// runtime call in progress if it published one (`WorkerThread::clock`), else a fresh read.
+pub(crate) fn sched_now() -> u64 {
+    match local().map(|wt| wt.clock.get()) {
+        Some(now) if now != 0 => now,
+        _ => crate::sys::time::sched_clock(),
     }
 }
 

@@ -138,7 +138,7 @@ pub(crate) fn put_prev(
                 // Release: a waker that reads it (Acquire) knows the task passed its block
                 // decision (spec §7.10, step 1).
                 prev_t.sched_delayed.store(true, Ordering::Release);
-                w.stats.inc(&w.stats.delayed_dequeues);
+                w.stats.inc_owned(&w.stats.delayed_dequeues);
             }
             Dequeued::Removed { se, payload } => {
                 // SAFETY: as above.
@@ -174,10 +174,13 @@ pub(crate) fn schedule(reason: Reason) {
     assert!(!prev.is_null(), "lagom: schedule from the idle task");
     // SAFETY: the registry keeps the running task alive.
     let prev_t = unsafe { &*prev };
-    let now = crate::sys::time::monotonic_ns();
-    timer::fire(wt, now);
+    timer::fire(wt);
+    let now = crate::sys::time::sched_clock();
     balance_tick(wt, now);
     let w = wt.worker();
+    if reason == Reason::Block {
+        w.stats.inc_owned(&w.stats.blocks);
+    }
     let mut rq = w.rq.lock();
     drain(&wt.shared, wt.index, &mut rq, now);
     rq.update_curr(now);
@@ -186,7 +189,7 @@ pub(crate) fn schedule(reason: Reason) {
     if next == prev {
         return;
     }
-    w.stats.inc(match kind {
+    w.stats.inc_owned(match kind {
         SwitchKind::Voluntary => &w.stats.switches_voluntary,
         SwitchKind::Involuntary => &w.stats.switches_involuntary,
     });
@@ -238,9 +241,5 @@ pub(crate) fn clear_on_cpu(t: &Task) {
 
 /// The running task blocks (its state is set): schedule away until woken.
 pub(crate) fn block_current() {
-    if let Some(wt) = local() {
-        let w = wt.worker();
-        w.stats.inc(&w.stats.blocks);
-    }
     schedule(Reason::Block);
 }

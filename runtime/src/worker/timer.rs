@@ -49,11 +49,17 @@ impl Timers {
     }
 }
 
-/// Unparks every task whose deadline has passed (outside any runqueue lock).
-pub(crate) fn fire(wt: &WorkerThread, now: u64) {
+/// Unparks every task whose deadline has passed (outside any runqueue lock). The deadlines
+/// are on the exact clock (`monotonic_ns`), which is read only when a timer is armed: the
+/// scheduler's own clock (`sched_clock`) may drift from it.
+pub(crate) fn fire(wt: &WorkerThread) {
     let due: Vec<TaskRef> = {
         let mut t = wt.timers.borrow_mut();
-        if t.next_deadline().is_none_or(|d| d > now) {
+        let Some(first) = t.next_deadline() else {
+            return;
+        };
+        let now = crate::sys::time::monotonic_ns();
+        if first > now {
             return;
         }
         let mut due = Vec::new();
