@@ -62,12 +62,13 @@ fn series(seed: u64, n: u64) -> f64 {
 const TASKS: u64 = 32;
 const STEPS: u64 = 200;
 
-/// `TASKS` tasks on (up to) two workers each compute `series` one term per step, yielding
+/// `TASKS` tasks, half pinned to each of (up to) two workers, each compute `series` one term per step, yielding
 /// after each; they check the FP control state at every resume. Returns the results, the
 /// number of resumes that found a non-default state, and the number of switches.
 fn workload(mode: FpControl) -> (Vec<f64>, u64, u64) {
+    let cpus = runtime_util::two_cpus();
     let rt = Runtime::builder()
-        .worker_cpus(runtime_util::two_cpus())
+        .worker_cpus(cpus.clone())
         .stack_size(64 * 1024)
         .fp_control(mode)
         .build()
@@ -80,7 +81,11 @@ fn workload(mode: FpControl) -> (Vec<f64>, u64, u64) {
         let hs: Vec<_> = (0..TASKS)
             .map(|seed| {
                 let (w, p) = (Arc::clone(&w), Arc::clone(&progress));
-                lagom::task::spawn(move || {
+                // Half on each worker, pinned: every yield then switches to another task,
+                // however the OS schedules the two worker threads (unpinned, a balancer
+                // could hand one worker's tasks to the other one at a time).
+                let cpu = cpus[seed as usize % cpus.len()];
+                lagom::task::Builder::new().cpus([cpu]).spawn(move || {
                     let mut sum = 0.0;
                     for k in 1..=STEPS {
                         sum += 1.0 / (k as f64 + seed as f64 / 7.0);
@@ -95,7 +100,7 @@ fn workload(mode: FpControl) -> (Vec<f64>, u64, u64) {
             })
             .collect();
         hs.into_iter()
-            .map(|h| h.join().unwrap())
+            .map(|h| h.expect("spawn").join().unwrap())
             .collect::<Vec<_>>()
     });
     let t = rt.shutdown().total();
