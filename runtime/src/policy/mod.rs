@@ -60,6 +60,7 @@ mod prefetch;
 mod runqueue;
 mod select;
 mod tree;
+mod tree_check;
 pub mod vtime;
 mod weight;
 

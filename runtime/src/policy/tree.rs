@@ -1,11 +1,27 @@
-//! The runqueue's timeline: an augmented AVL tree ordered by virtual deadline.
+//! The runqueue's timeline: an augmented B-tree ordered by virtual deadline.
 //!
-//! Each node also keeps, for its whole subtree, the minimum vruntime (a heap property that
-//! lets a pick skip subtrees without an eligible entity), and the minimum and maximum slice
-//! (for RUN_TO_PARITY's protection and the lag clamp). Nodes live in a `Vec` indexed like the
-//! runqueue's slab, linked by `u32` indices with parent links, so insertion, removal by index
-//! and the pick descent are O(log n) with no recursion and no allocation (the vector grows
-//! only when the slab does).
+//! Each node holds up to [`B`] items in deadline order. In a leaf an item is one queued
+//! entity (its deadline, vruntime, slice, slab index and delayed flag); in an inner node an
+//! item summarises one child subtree: its first deadline (the separator), and over the whole
+//! subtree the minimum vruntime (a heap property that lets a pick skip subtrees without an
+//! eligible entity) and the minimum and maximum slice (for RUN_TO_PARITY's protection and the
+//! lag clamp). Every node but the root holds at least [`MIN`] items, and all leaves are at
+//! the same depth, so the height is at most `1 + log_MIN(n)`: four levels at 100 000
+//! entities, where a binary tree has seventeen to twenty.
+//!
+//! Why a B-tree: the common runqueue traffic is "take the leftmost, put the used-up entity
+//! back at the end". A binary tree does that with a left-spine removal and a right-spine
+//! insertion, each rebalancing with rotations that read nodes the walk last touched about n
+//! operations ago: on a large runqueue those are cache misses that no prefetch predicts.
+//! Here the entities about to be picked sit next to each other in the leftmost leaf (the next
+//! picks are known, so their entities can be prefetched early), the leftmost leaf stays hot
+//! until it is used up, and a structural change (merge, borrow, split) happens about once
+//! every [`MIN`] operations, on a sibling that can be prefetched before it is needed.
+//!
+//! Nodes live in a pool indexed by `u32`, with a parent link each; a slab-indexed side array
+//! (`leaf_of`) maps an entity to its leaf, so removal by index is O(log n) (plus a scan of at
+//! most [`B`] items per level) with no recursion. The pool is reserved for the largest tree
+//! the slab can hold whenever the slab grows, so insertion and removal never allocate.
 //!
 //! The tree stores its own copy of each entity's deadline, vruntime and slice, taken at
 //! insertion: an entity's keys must not change while it is in the tree (remove, change,
@@ -13,299 +29,462 @@
 //!
 //! Equal deadlines go to the right of existing ones ("after existing equals").
 
-use alloc::format;
-use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::prefetch::prefetch;
 use super::vtime::{vbefore, vmin};
 
-/// "No node".
+/// "No node" / "no entity".
 pub(crate) const NIL: u32 = u32::MAX;
 
-/// One tree node: links, the entity's keys, and the subtree augmentation (one cache line).
-#[derive(Clone, Copy, Debug)]
-#[repr(C, align(64))]
-pub(crate) struct Link {
-    left: u32,
-    right: u32,
-    parent: u32,
-    height: u8,
-    /// Height of the left subtree minus height of the right one (kept so that a rebalance
-    /// decides on a child without touching the grandchildren).
-    bal: i8,
+/// Items per node at most.
+pub(super) const B: usize = 16;
+/// Items per node at least, except in the root.
+pub(super) const MIN: usize = B / 2;
+
+/// An entity (in a leaf) or the summary of a child subtree (in an inner node).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Item {
+    /// Deadline of the entity, or the first deadline of the subtree.
+    pub(super) key: u64,
+    /// Vruntime of the entity, or the minimum over the subtree.
+    pub(super) minv: u64,
+    /// Slice of the entity, or the minimum over the subtree.
+    pub(super) mins: u64,
+    /// Slice of the entity, or the maximum over the subtree.
+    pub(super) maxs: u64,
+    /// Slab index of the entity, or the child node.
+    pub(super) id: u32,
     /// The entity is delayed (kept here so that a pick need not touch the entity).
-    pub delayed: bool,
-    /// The entity's virtual deadline (the key).
-    pub deadline: u64,
-    /// The entity's vruntime.
-    pub vruntime: u64,
-    slice: u64,
-    /// Minimum vruntime over the subtree.
-    pub min_vruntime: u64,
-    /// Minimum slice over the subtree.
-    pub min_slice: u64,
-    /// Maximum slice over the subtree.
-    pub max_slice: u64,
+    pub(super) delayed: bool,
 }
 
-const EMPTY: Link = Link {
-    left: NIL,
-    right: NIL,
-    parent: NIL,
-    height: 0,
-    bal: 0,
+const NO_ITEM: Item = Item {
+    key: 0,
+    minv: 0,
+    mins: 0,
+    maxs: 0,
+    id: NIL,
     delayed: false,
-    deadline: 0,
-    vruntime: 0,
-    slice: 0,
-    min_vruntime: 0,
-    min_slice: 0,
-    max_slice: 0,
 };
 
-/// The augmented tree over node indices.
-#[derive(Debug, Default)]
+/// One node: a sorted run of items.
+#[derive(Clone, Debug)]
+#[repr(C, align(64))]
+pub(super) struct Node {
+    pub(super) items: [Item; B],
+    pub(super) parent: u32,
+    pub(super) len: u8,
+    pub(super) leaf: bool,
+}
+
+impl Node {
+    #[inline]
+    pub(super) fn items(&self) -> &[Item] {
+        &self.items[..self.len as usize]
+    }
+
+    /// The node's summary as its parent stores it (`id` is the node's own index).
+    #[inline]
+    pub(super) fn summary(&self, id: u32) -> Item {
+        let it = self.items();
+        let mut s = Item {
+            id,
+            delayed: false,
+            ..it[0]
+        };
+        for x in &it[1..] {
+            s.minv = vmin(s.minv, x.minv);
+            s.mins = s.mins.min(x.mins);
+            s.maxs = s.maxs.max(x.maxs);
+        }
+        s
+    }
+
+    /// The summary after item `old` was replaced by `new` (or removed), given the summary
+    /// `s` from before (see [`Tree::update_up`]).
+    #[inline]
+    fn resummary(&self, s: &Item, old: &Item, new: Option<&Item>) -> Item {
+        let it = self.items();
+        Item {
+            key: it[0].key,
+            minv: redo(it, s.minv, old.minv, new.map(|n| n.minv), |x| x.minv, vmin),
+            mins: redo(
+                it,
+                s.mins,
+                old.mins,
+                new.map(|n| n.mins),
+                |x| x.mins,
+                u64::min,
+            ),
+            maxs: redo(
+                it,
+                s.maxs,
+                old.maxs,
+                new.map(|n| n.maxs),
+                |x| x.maxs,
+                u64::max,
+            ),
+            ..*s
+        }
+    }
+
+    /// Position of the item with index `id` (which must be here).
+    #[inline]
+    fn find(&self, id: u32) -> usize {
+        match self.items().iter().position(|x| x.id == id) {
+            Some(j) => j,
+            None => unreachable!("item {id} is not in its node"),
+        }
+    }
+
+    /// Number of items with a key at or before `key`: where an item with that key goes
+    /// (after existing equals).
+    #[inline]
+    fn upper_bound(&self, key: u64) -> usize {
+        self.items()
+            .iter()
+            .position(|x| vbefore(key, x.key))
+            .unwrap_or(self.len as usize)
+    }
+}
+
+/// One aggregate (`ext` is min or max) after a value `old` was replaced by `new` or
+/// removed, given the aggregate `s` from before and the items now: unchanged unless `old`
+/// held it and `new` does not reach it; then a scan, which stops early at an item that still
+/// holds it.
+#[inline(always)]
+fn redo(
+    it: &[Item],
+    s: u64,
+    old: u64,
+    new: Option<u64>,
+    get: impl Fn(&Item) -> u64,
+    ext: impl Fn(u64, u64) -> u64,
+) -> u64 {
+    match new {
+        Some(n) if old != s || ext(s, n) == n => ext(s, n),
+        None if old != s => s,
+        _ => {
+            let mut m = get(&it[0]);
+            for x in it {
+                let v = get(x);
+                if v == s {
+                    return s;
+                }
+                m = ext(m, v);
+            }
+            m
+        }
+    }
+}
+
+/// What the tree knows of one queued entity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Entry {
+    /// Slab index.
+    pub index: u32,
+    /// Deadline (the key).
+    pub deadline: u64,
+    /// Vruntime.
+    pub vruntime: u64,
+    /// Delayed flag.
+    pub delayed: bool,
+}
+
+impl Entry {
+    fn of(x: &Item) -> Entry {
+        Entry {
+            index: x.id,
+            deadline: x.key,
+            vruntime: x.minv,
+            delayed: x.delayed,
+        }
+    }
+}
+
+/// The augmented tree over slab indices.
+#[derive(Debug)]
 pub(crate) struct Tree {
-    links: Vec<Link>,
-    root: u32,
-    leftmost: u32,
-    /// The last node: a runnable entity that used up its request usually goes there, so an
-    /// insertion checks it before descending.
-    rightmost: u32,
-    len: usize,
+    pub(super) nodes: Vec<Node>,
+    /// Pool nodes not in use.
+    pub(super) spare: Vec<u32>,
+    /// Entity index → its leaf (or [`NIL`]).
+    pub(super) leaf_of: Vec<u32>,
+    pub(super) root: u32,
+    /// The leftmost leaf (holds the earliest deadlines).
+    pub(super) first_leaf: u32,
+    /// The rightmost leaf: a runnable entity that used up its request usually goes there,
+    /// so an insertion checks it before descending.
+    pub(super) last_leaf: u32,
+    /// The root's summary (valid while the tree is not empty).
+    pub(super) top: Item,
+    pub(super) len: usize,
+}
+
+impl Default for Tree {
+    fn default() -> Tree {
+        Tree::new()
+    }
+}
+
+/// The most nodes a tree of `n` entities can use: at most `n / MIN` leaves (one if fewer),
+/// at most a `1 / MIN` share of the level below on each inner level, plus one per level
+/// for rounding.
+pub(super) fn max_nodes(n: usize) -> usize {
+    let leaves = (n / MIN).max(1);
+    leaves + leaves / (MIN - 1) + 16
 }
 
 impl Tree {
     pub(crate) fn new() -> Tree {
         Tree {
-            links: Vec::new(),
+            nodes: Vec::new(),
+            spare: Vec::new(),
+            leaf_of: Vec::new(),
             root: NIL,
-            leftmost: NIL,
-            rightmost: NIL,
+            first_leaf: NIL,
+            last_leaf: NIL,
+            top: NO_ITEM,
             len: 0,
         }
     }
 
-    /// Makes room for node indices below `n` (called when the slab grows).
+    /// Makes room for entity indices below `n` (called when the slab grows), and reserves
+    /// the node pool for the largest tree of `n` entities so that no tree operation
+    /// allocates.
     pub(crate) fn reserve_index(&mut self, n: usize) {
-        if self.links.len() < n {
-            self.links.resize(n, EMPTY);
+        if self.leaf_of.len() < n {
+            self.leaf_of.resize(n, NIL);
         }
+        self.nodes
+            .reserve(max_nodes(n).saturating_sub(self.nodes.len()));
     }
 
-    /// Reserves memory for node indices below `n` without creating them.
+    /// Reserves memory for entity indices below `n` without creating them.
     pub(crate) fn reserve_capacity(&mut self, n: usize) {
-        self.links.reserve(n.saturating_sub(self.links.len()));
+        self.leaf_of.reserve(n.saturating_sub(self.leaf_of.len()));
+        self.nodes
+            .reserve(max_nodes(n).saturating_sub(self.nodes.len()));
     }
 
-    pub(crate) fn root(&self) -> Option<&Link> {
-        (self.root != NIL).then(|| &self.links[self.root as usize])
+    /// Smallest slice in the tree, `u64::MAX` if empty.
+    #[inline]
+    pub(crate) fn min_slice(&self) -> u64 {
+        if self.root == NIL {
+            u64::MAX
+        } else {
+            self.top.mins
+        }
     }
 
+    /// Largest slice in the tree, 0 if empty.
+    #[inline]
+    pub(crate) fn max_slice(&self) -> u64 {
+        if self.root == NIL { 0 } else { self.top.maxs }
+    }
+
+    /// The entity with the earliest deadline, or [`NIL`].
+    #[inline]
     pub(crate) fn leftmost(&self) -> u32 {
-        self.leftmost
+        self.upcoming(0)
     }
 
-    /// The in-order successor of the leftmost node, or [`NIL`]. The leftmost node has no left
-    /// child, so by AVL balance its right subtree is at most one leaf: the successor is that
-    /// leaf or else the parent, found without reading any other node.
-    pub(crate) fn leftmost_successor(&self) -> u32 {
-        if self.leftmost == NIL {
-            return NIL;
-        }
-        let n = &self.links[self.leftmost as usize];
-        if n.right != NIL { n.right } else { n.parent }
-    }
-
-    /// Hints the CPU to fetch the nodes that removing the leftmost node will read besides
-    /// itself and its parent (both warm from the last removal): its successor (which becomes
-    /// the leftmost) and its sibling (which the parent's fix-up and a rotation there read).
-    /// Returns the successor.
+    /// The entity `k` places after the leftmost one if it is in the leftmost leaf, else
+    /// [`NIL`]. Every leaf but a lone root holds at least [`MIN`] entities.
     #[inline]
-    pub(crate) fn prefetch_leftmost_removal(&self) -> u32 {
-        let s = self.leftmost_successor();
-        if s != NIL {
-            prefetch(&self.links[s as usize]);
-            let p = self.links[self.leftmost as usize].parent;
-            if p != NIL && self.links[p as usize].right != NIL {
-                prefetch(&self.links[self.links[p as usize].right as usize]);
-            }
+    pub(crate) fn upcoming(&self, k: usize) -> u32 {
+        match self.nodes.get(self.first_leaf as usize) {
+            Some(n) if k < n.len as usize => n.items[k].id,
+            _ => NIL,
         }
-        s
     }
 
-    pub(crate) fn link(&self, i: u32) -> &Link {
-        &self.links[i as usize]
-    }
-
+    /// Hints the CPU to fetch the leaf that removals from the left will merge with or borrow
+    /// from once the leftmost leaf runs short (its right sibling), a few removals early.
     #[inline]
-    fn h(&self, i: u32) -> u32 {
-        if i == NIL {
-            0
-        } else {
-            self.links[i as usize].height as u32
+    pub(crate) fn prefetch_left_sibling_leaf(&self) {
+        let Some(f) = self.nodes.get(self.first_leaf as usize) else {
+            return;
+        };
+        if f.len as usize > MIN + 1 {
+            return;
         }
-    }
-
-    /// Recomputes height, balance and augmentation of `i` from its children; returns whether
-    /// the height changed and whether the augmentation changed (what `i`'s parent reads).
-    #[inline(always)]
-    fn update(&mut self, i: u32) -> (bool, bool) {
-        let links = &mut self.links[..];
-        let n = &links[i as usize];
-        let (l, r) = (n.left, n.right);
-        let (mut minv, mut mins, mut maxs) = (n.vruntime, n.slice, n.slice);
-        let (mut hl, mut hr) = (0u8, 0u8);
-        if l != NIL {
-            let c = &links[l as usize];
-            minv = vmin(minv, c.min_vruntime);
-            mins = mins.min(c.min_slice);
-            maxs = maxs.max(c.max_slice);
-            hl = c.height;
-        }
-        if r != NIL {
-            let c = &links[r as usize];
-            minv = vmin(minv, c.min_vruntime);
-            mins = mins.min(c.min_slice);
-            maxs = maxs.max(c.max_slice);
-            hr = c.height;
-        }
-        let height = hl.max(hr) + 1;
-        let n = &mut links[i as usize];
-        let height_changed = n.height != height;
-        let aug_changed = (n.min_vruntime != minv) | (n.min_slice != mins) | (n.max_slice != maxs);
-        n.min_vruntime = minv;
-        n.min_slice = mins;
-        n.max_slice = maxs;
-        n.height = height;
-        n.bal = hl as i8 - hr as i8;
-        (height_changed, aug_changed)
-    }
-
-    /// Recomputes only the augmentation of `i` (its children kept their heights); returns
-    /// whether it changed.
-    #[inline(always)]
-    fn update_aug(&mut self, i: u32) -> bool {
-        let links = &mut self.links[..];
-        let n = &links[i as usize];
-        let (l, r) = (n.left, n.right);
-        let (mut minv, mut mins, mut maxs) = (n.vruntime, n.slice, n.slice);
-        for c in [l, r] {
-            if c != NIL {
-                let c = &links[c as usize];
-                minv = vmin(minv, c.min_vruntime);
-                mins = mins.min(c.min_slice);
-                maxs = maxs.max(c.max_slice);
+        if let Some(p) = self.nodes.get(f.parent as usize)
+            && p.len > 1
+            && let Some(s) = self.nodes.get(p.items[1].id as usize)
+        {
+            for line in s.items.chunks(3) {
+                prefetch(&line[0]);
             }
         }
-        let n = &mut links[i as usize];
-        if (n.min_vruntime, n.min_slice, n.max_slice) == (minv, mins, maxs) {
-            return false;
-        }
-        n.min_vruntime = minv;
-        n.min_slice = mins;
-        n.max_slice = maxs;
-        true
     }
 
-    /// Points `parent`'s child link (or the root) that held `old` at `new`.
+    /// The tree's entry for entity `i`, which must be in the tree.
     #[inline]
-    fn replace_child(&mut self, parent: u32, old: u32, new: u32) {
-        if parent == NIL {
-            self.root = new;
-        } else if self.links[parent as usize].left == old {
-            self.links[parent as usize].left = new;
-        } else {
-            self.links[parent as usize].right = new;
+    pub(crate) fn get(&self, i: u32) -> Entry {
+        if let Some(f) = self.nodes.get(self.first_leaf as usize)
+            && f.items[0].id == i
+        {
+            return Entry::of(&f.items[0]);
         }
-        if new != NIL {
-            self.links[new as usize].parent = parent;
-        }
+        let n = &self.nodes[self.leaf_of[i as usize] as usize];
+        Entry::of(&n.items[n.find(i)])
     }
 
-    fn rotate_left(&mut self, x: u32) -> u32 {
-        let y = self.links[x as usize].right;
-        let yl = self.links[y as usize].left;
-        let xp = self.links[x as usize].parent;
-        self.links[x as usize].right = yl;
-        if yl != NIL {
-            self.links[yl as usize].parent = x;
-        }
-        self.replace_child(xp, x, y);
-        self.links[y as usize].left = x;
-        self.links[x as usize].parent = y;
-        self.update(x);
-        self.update(y);
-        y
-    }
-
-    fn rotate_right(&mut self, x: u32) -> u32 {
-        let y = self.links[x as usize].left;
-        let yr = self.links[y as usize].right;
-        let xp = self.links[x as usize].parent;
-        self.links[x as usize].left = yr;
-        if yr != NIL {
-            self.links[yr as usize].parent = x;
-        }
-        self.replace_child(xp, x, y);
-        self.links[y as usize].right = x;
-        self.links[x as usize].parent = y;
-        self.update(x);
-        self.update(y);
-        y
-    }
-
-    /// Walks from `i` towards the root, restoring AVL balance and the augmentation. A node's
-    /// height and augmentation depend only on its children, so the walk stops at the first
-    /// node whose values did not change (and that was not rotated), once it has passed
-    /// `force` (a node whose stored values are known to be stale, or [`NIL`]). Above the first
-    /// node (past `force`) that was not rotated and kept its height, no node can need a
-    /// rotation or a new height, so the rest of the walk recomputes the augmentation alone:
-    /// after removing the leftmost entity that is usually the minimum vruntime, up to the root.
-    fn fix_up(&mut self, mut i: u32, mut force: u32) {
-        while i != NIL {
-            let (height_changed, aug_changed) = self.update(i);
-            let n = &self.links[i as usize];
-            let (l, r, bf) = (n.left, n.right, n.bal);
-            let rotated = if bf > 1 {
-                if self.links[l as usize].bal < 0 {
-                    self.rotate_left(l);
-                }
-                i = self.rotate_right(i);
-                true
-            } else if bf < -1 {
-                if self.links[r as usize].bal > 0 {
-                    self.rotate_right(r);
-                }
-                i = self.rotate_left(i);
-                true
-            } else {
-                false
-            };
-            if i == force {
-                force = NIL;
-            }
-            if !rotated && !height_changed && force == NIL {
-                if !aug_changed {
-                    return;
-                }
-                i = self.links[i as usize].parent;
-                break;
-            }
-            i = self.links[i as usize].parent;
-        }
-        while i != NIL && self.update_aug(i) {
-            i = self.links[i as usize].parent;
-        }
-    }
-
-    /// Marks node `i` (in the tree) delayed or not.
+    /// Marks entity `i` (in the tree) delayed or not.
     pub(crate) fn set_delayed(&mut self, i: u32, delayed: bool) {
-        self.links[i as usize].delayed = delayed;
+        let x = self.leaf_of[i as usize] as usize;
+        let j = self.nodes[x].find(i);
+        self.nodes[x].items[j].delayed = delayed;
     }
 
-    /// Inserts node `i` with the given keys. `i` must not be in the tree.
+    // ----- node pool and item moves -------------------------------------------------------
+
+    fn alloc(&mut self, leaf: bool) -> u32 {
+        let node = Node {
+            items: [NO_ITEM; B],
+            parent: NIL,
+            len: 0,
+            leaf,
+        };
+        match self.spare.pop() {
+            Some(x) => {
+                self.nodes[x as usize] = node;
+                x
+            }
+            None => {
+                debug_assert!(
+                    self.nodes.len() < self.nodes.capacity(),
+                    "pool not reserved"
+                );
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as u32
+            }
+        }
+    }
+
+    fn release(&mut self, x: u32) {
+        self.nodes[x as usize].len = 0;
+        self.spare.push(x);
+    }
+
+    /// Records that item `j` of node `x` now lives in `x`.
+    #[inline]
+    fn adopt(&mut self, x: u32, j: usize) {
+        let n = &self.nodes[x as usize];
+        let id = n.items[j].id;
+        if n.leaf {
+            self.leaf_of[id as usize] = x;
+        } else {
+            self.nodes[id as usize].parent = x;
+        }
+    }
+
+    /// Inserts `item` at position `j` of node `x`, which has room.
+    #[inline]
+    fn put(&mut self, x: u32, j: usize, item: Item) {
+        let n = &mut self.nodes[x as usize];
+        let len = n.len as usize;
+        n.items.copy_within(j..len, j + 1);
+        n.items[j] = item;
+        n.len += 1;
+        self.adopt(x, j);
+    }
+
+    /// Removes and returns item `j` of node `x`.
+    #[inline]
+    fn take(&mut self, x: u32, j: usize) -> Item {
+        let n = &mut self.nodes[x as usize];
+        let len = n.len as usize;
+        let item = n.items[j];
+        n.items.copy_within(j + 1..len, j);
+        n.len -= 1;
+        item
+    }
+
+    /// Recomputes the summaries from node `x` up, stopping at the first one that did not
+    /// change (a summary depends only on the node's items).
+    fn refresh_up(&mut self, mut x: u32) {
+        loop {
+            let n = &self.nodes[x as usize];
+            let s = n.summary(x);
+            let p = n.parent;
+            if p == NIL {
+                self.top = s;
+                return;
+            }
+            let pn = &mut self.nodes[p as usize];
+            let j = pn.find(x);
+            if pn.items[j] == s {
+                return;
+            }
+            pn.items[j] = s;
+            x = p;
+        }
+    }
+
+    /// Propagates a change in node `x` upwards: its item `old` was replaced by `new`, or
+    /// removed (`new` is `None`). At each level the node's summary is redone from the one
+    /// stored above it, rescanning an aggregate only if `old` held its extreme and `new` does
+    /// not; the walk stops at the first summary that did not change.
+    fn update_up(&mut self, mut x: u32, mut old: Item, mut new: Option<Item>) {
+        loop {
+            let p = self.nodes[x as usize].parent;
+            let (s, j) = if p == NIL {
+                (self.top, 0)
+            } else {
+                let j = self.nodes[p as usize].find(x);
+                (self.nodes[p as usize].items[j], j)
+            };
+            let r = self.nodes[x as usize].resummary(&s, &old, new.as_ref());
+            if p == NIL {
+                self.top = r;
+                return;
+            }
+            if r == s {
+                return;
+            }
+            self.nodes[p as usize].items[j] = r;
+            (x, old, new) = (p, s, Some(r));
+        }
+    }
+
+    /// Folds `item`, just put into node `x`, into the summaries from `x` up, stopping at
+    /// the first one that did not change: an insertion can only lower a minimum, raise a
+    /// maximum or give a subtree an earlier first key, so no node needs a rescan.
+    fn fold_up(&mut self, mut x: u32, item: &Item) {
+        let fold = |s: Item| Item {
+            key: if vbefore(item.key, s.key) {
+                item.key
+            } else {
+                s.key
+            },
+            minv: vmin(s.minv, item.minv),
+            mins: s.mins.min(item.mins),
+            maxs: s.maxs.max(item.maxs),
+            ..s
+        };
+        loop {
+            let p = self.nodes[x as usize].parent;
+            if p == NIL {
+                self.top = fold(self.top);
+                return;
+            }
+            let pn = &mut self.nodes[p as usize];
+            let j = pn.find(x);
+            let s = fold(pn.items[j]);
+            if pn.items[j] == s {
+                return;
+            }
+            pn.items[j] = s;
+            x = p;
+        }
+    }
+
+    // ----- insertion ------------------------------------------------------------------------
+
+    /// Inserts entity `i` with the given keys. `i` must not be in the tree.
     pub(crate) fn insert(
         &mut self,
         i: u32,
@@ -314,305 +493,197 @@ impl Tree {
         slice: u64,
         delayed: bool,
     ) {
-        self.links[i as usize] = Link {
+        let item = Item {
+            key: deadline,
+            minv: vruntime,
+            mins: slice,
+            maxs: slice,
+            id: i,
             delayed,
-            deadline,
-            vruntime,
-            slice,
-            min_vruntime: vruntime,
-            min_slice: slice,
-            max_slice: slice,
-            height: 1,
-            ..EMPTY
         };
         self.len += 1;
-        let mut parent = NIL;
-        let mut cur = self.root;
-        let mut go_left = false;
-        let mut leftmost = true;
-        if self.rightmost != NIL && !vbefore(deadline, self.links[self.rightmost as usize].deadline)
-        {
-            // At or after the last key: the new node is the right child of the last node.
-            parent = self.rightmost;
-            cur = NIL;
-            leftmost = false;
+        if self.root == NIL {
+            let x = self.alloc(true);
+            (self.root, self.first_leaf, self.last_leaf) = (x, x, x);
+            self.put(x, 0, item);
+            self.top = self.nodes[x as usize].summary(x);
+            return;
         }
-        let mut rightmost = true;
-        while cur != NIL {
-            parent = cur;
-            let n = &self.links[cur as usize];
-            go_left = vbefore(deadline, n.deadline);
-            if go_left {
-                cur = n.left;
-                rightmost = false;
-            } else {
-                cur = n.right;
-                leftmost = false;
-            }
-        }
-        self.links[i as usize].parent = parent;
-        if parent == NIL {
-            self.root = i;
-        } else if go_left {
-            self.links[parent as usize].left = i;
+        // At or after the last key: the end of the last leaf.
+        let last = &self.nodes[self.last_leaf as usize];
+        let (x, j) = if !vbefore(deadline, last.items[last.len as usize - 1].key) {
+            (self.last_leaf, last.len as usize)
         } else {
-            self.links[parent as usize].right = i;
-        }
-        if leftmost {
-            self.leftmost = i;
-        }
-        if rightmost {
-            self.rightmost = i;
-        }
-        self.fix_up(parent, NIL);
-    }
-
-    fn min_of(&self, mut i: u32) -> u32 {
-        while self.links[i as usize].left != NIL {
-            i = self.links[i as usize].left;
-        }
-        i
-    }
-
-    fn max_of(&self, mut i: u32) -> u32 {
-        while self.links[i as usize].right != NIL {
-            i = self.links[i as usize].right;
-        }
-        i
-    }
-
-    /// Removes node `i`, which must be in the tree.
-    pub(crate) fn remove(&mut self, i: u32) {
-        let n = self.links[i as usize];
-        if self.leftmost == i {
-            // The leftmost node has no left child: its successor is the minimum of its right
-            // subtree, or else its parent.
-            self.leftmost = if n.right != NIL {
-                self.min_of(n.right)
-            } else {
-                n.parent
-            };
-        }
-        if self.rightmost == i {
-            // Mirror image: the predecessor of the last node.
-            self.rightmost = if n.left != NIL {
-                self.max_of(n.left)
-            } else {
-                n.parent
-            };
-        }
-        self.len -= 1;
-        let start;
-        let mut force = NIL;
-        if n.left == NIL || n.right == NIL {
-            let child = if n.left != NIL { n.left } else { n.right };
-            self.replace_child(n.parent, i, child);
-            start = n.parent;
-        } else {
-            let s = self.min_of(n.right);
-            if s == n.right {
-                start = s;
-            } else {
-                let sp = self.links[s as usize].parent;
-                let sr = self.links[s as usize].right;
-                self.links[sp as usize].left = sr;
-                if sr != NIL {
-                    self.links[sr as usize].parent = sp;
+            let mut x = self.root;
+            loop {
+                let n = &self.nodes[x as usize];
+                let j = n.upper_bound(deadline);
+                if n.leaf {
+                    break (x, j);
                 }
-                self.links[s as usize].right = n.right;
-                self.links[n.right as usize].parent = s;
-                start = sp;
+                x = n.items[j.saturating_sub(1)].id;
             }
-            self.links[s as usize].left = n.left;
-            self.links[n.left as usize].parent = s;
-            self.replace_child(n.parent, i, s);
-            // `s` now sits where `i` was: give it `i`'s values (what its parent saw), and
-            // recompute at least up to it.
-            let sl = &mut self.links[s as usize];
-            sl.height = n.height;
-            sl.bal = n.bal;
-            sl.min_vruntime = n.min_vruntime;
-            sl.min_slice = n.min_slice;
-            sl.max_slice = n.max_slice;
-            force = s;
-        }
-        self.links[i as usize] = EMPTY;
-        self.fix_up(start, force);
+        };
+        self.insert_at(x, j, item);
     }
 
-    /// The eligible node with the earliest deadline (`pick_eevdf` steps 5–6), or [`NIL`].
-    ///
-    /// `eligible(v)` must be monotone: if it holds for v, it holds for every earlier v. Then a
-    /// left subtree whose minimum vruntime is eligible holds an eligible node, and every node
-    /// there has an earlier deadline than anything to the right.
-    #[inline]
-    pub(crate) fn pick(&self, eligible: impl Fn(u64) -> bool) -> u32 {
-        if self.leftmost != NIL && eligible(self.links[self.leftmost as usize].vruntime) {
-            return self.leftmost;
+    /// Puts `item` at position `j` of node `x`, splitting full nodes on the way up.
+    fn insert_at(&mut self, mut x: u32, mut j: usize, mut item: Item) {
+        // Splits only re-partition items: above the last node changed, the one new entity is
+        // what the summaries gain.
+        let entity = item;
+        loop {
+            if (self.nodes[x as usize].len as usize) < B {
+                self.put(x, j, item);
+                self.fold_up(x, &entity);
+                return;
+            }
+            let y = self.split(x);
+            if j > MIN {
+                self.put(y, j - MIN, item);
+            } else {
+                self.put(x, j, item);
+            }
+            let sx = self.nodes[x as usize].summary(x);
+            let sy = self.nodes[y as usize].summary(y);
+            let p = self.nodes[x as usize].parent;
+            if p == NIL {
+                let r = self.alloc(false);
+                self.put(r, 0, sx);
+                self.put(r, 1, sy);
+                self.root = r;
+                self.top = self.nodes[r as usize].summary(r);
+                return;
+            }
+            let pj = self.nodes[p as usize].find(x);
+            self.nodes[p as usize].items[pj] = sx;
+            (x, j, item) = (p, pj + 1, sy);
         }
-        let mut i = self.root;
-        while i != NIL {
-            let n = &self.links[i as usize];
-            if n.left != NIL && eligible(self.links[n.left as usize].min_vruntime) {
-                i = n.left;
+    }
+
+    /// Moves the upper half of full node `x` into a new right sibling, which it returns (not
+    /// yet linked into the parent).
+    fn split(&mut self, x: u32) -> u32 {
+        let y = self.alloc(self.nodes[x as usize].leaf);
+        let upper = self.nodes[x as usize].items;
+        let yn = &mut self.nodes[y as usize];
+        yn.items[..B - MIN].copy_from_slice(&upper[MIN..]);
+        yn.len = (B - MIN) as u8;
+        self.nodes[x as usize].len = MIN as u8;
+        for j in 0..B - MIN {
+            self.adopt(y, j);
+        }
+        if self.last_leaf == x {
+            self.last_leaf = y;
+        }
+        y
+    }
+
+    // ----- removal --------------------------------------------------------------------------
+
+    /// Removes entity `i`, which must be in the tree.
+    pub(crate) fn remove(&mut self, i: u32) {
+        let f = self.first_leaf;
+        let (mut x, j) = if self.nodes[f as usize].items[0].id == i {
+            (f, 0)
+        } else {
+            let x = self.leaf_of[i as usize];
+            (x, self.nodes[x as usize].find(i))
+        };
+        // What left node `x`, until a merge makes its parent the node that changed.
+        let mut removed = Some(self.take(x, j));
+        self.leaf_of[i as usize] = NIL;
+        self.len -= 1;
+        loop {
+            let n = &self.nodes[x as usize];
+            let (len, p) = (n.len as usize, n.parent);
+            if p == NIL {
+                if len == 0 {
+                    self.release(x);
+                    (self.root, self.first_leaf, self.last_leaf) = (NIL, NIL, NIL);
+                } else if !n.leaf && len == 1 {
+                    // The root kept one child: the child becomes the root.
+                    let c = n.items[0].id;
+                    self.release(x);
+                    self.root = c;
+                    self.nodes[c as usize].parent = NIL;
+                    self.top = self.nodes[c as usize].summary(c);
+                } else {
+                    self.top = n.summary(x);
+                }
+                return;
+            }
+            if len >= MIN {
+                match removed {
+                    Some(old) => self.update_up(x, old, None),
+                    None => self.refresh_up(x),
+                }
+                return;
+            }
+            // Too short: merge with a sibling (the right one if there is one), or borrow
+            // one item from it if both do not fit one node.
+            let pn = &self.nodes[p as usize];
+            let pj = pn.find(x);
+            let (jl, l, r) = if pj + 1 < pn.len as usize {
+                (pj, x, pn.items[pj + 1].id)
+            } else {
+                (pj - 1, pn.items[pj - 1].id, x)
+            };
+            let (ll, rl) = (
+                self.nodes[l as usize].len as usize,
+                self.nodes[r as usize].len as usize,
+            );
+            if ll + rl <= B {
+                let moved = self.nodes[r as usize].items;
+                self.nodes[l as usize].items[ll..ll + rl].copy_from_slice(&moved[..rl]);
+                self.nodes[l as usize].len = (ll + rl) as u8;
+                for k in ll..ll + rl {
+                    self.adopt(l, k);
+                }
+                self.release(r);
+                if self.last_leaf == r {
+                    self.last_leaf = l;
+                }
+                self.nodes[p as usize].items[jl] = self.nodes[l as usize].summary(l);
+                self.take(p, jl + 1);
+                (x, removed) = (p, None);
                 continue;
             }
-            if eligible(n.vruntime) {
-                return i;
-            }
-            i = n.right;
-        }
-        NIL
-    }
-
-    /// Checks links, order, balance, heights, augmentation, the leftmost cache and the count.
-    /// Returns the in-order node list.
-    pub(crate) fn check(&self) -> Result<Vec<u32>, String> {
-        let mut order = Vec::with_capacity(self.len);
-        if self.root != NIL && self.links[self.root as usize].parent != NIL {
-            return Err(format!("root {} has a parent", self.root));
-        }
-        // Iterative in-order walk.
-        let mut stack = Vec::new();
-        let mut cur = self.root;
-        while cur != NIL || !stack.is_empty() {
-            while cur != NIL {
-                stack.push(cur);
-                cur = self.links[cur as usize].left;
-            }
-            let i = stack.pop().unwrap_or(NIL);
-            order.push(i);
-            cur = self.links[i as usize].right;
-            if order.len() > self.len {
-                return Err(format!("more than {} nodes reachable (cycle?)", self.len));
-            }
-        }
-        if order.len() != self.len {
-            return Err(format!(
-                "{} nodes reachable, {} counted",
-                order.len(),
-                self.len
-            ));
-        }
-        if self.leftmost != order.first().copied().unwrap_or(NIL) {
-            return Err(format!(
-                "leftmost cache {} is not the first node",
-                self.leftmost
-            ));
-        }
-        if self.rightmost != order.last().copied().unwrap_or(NIL) {
-            return Err(format!(
-                "rightmost cache {} is not the last node",
-                self.rightmost
-            ));
-        }
-        if self.leftmost_successor() != order.get(1).copied().unwrap_or(NIL) {
-            return Err(format!(
-                "leftmost successor {} is not the second node",
-                self.leftmost_successor()
-            ));
-        }
-        for w in order.windows(2) {
-            let (a, b) = (&self.links[w[0] as usize], &self.links[w[1] as usize]);
-            if vbefore(b.deadline, a.deadline) {
-                return Err(format!(
-                    "deadline order broken between {} and {}",
-                    w[0], w[1]
-                ));
-            }
-        }
-        for &i in &order {
-            let n = &self.links[i as usize];
-            let (mut minv, mut mins, mut maxs, mut hh) = (n.vruntime, n.slice, n.slice, 0);
-            for c in [n.left, n.right] {
-                if c == NIL {
-                    continue;
-                }
-                let cn = &self.links[c as usize];
-                if cn.parent != i {
-                    return Err(format!("node {c} has parent {} not {i}", cn.parent));
-                }
-                minv = vmin(minv, cn.min_vruntime);
-                mins = mins.min(cn.min_slice);
-                maxs = maxs.max(cn.max_slice);
-                hh = hh.max(cn.height);
-            }
-            if n.height as u32 != hh as u32 + 1 {
-                return Err(format!("node {i} height {} != {}", n.height, hh + 1));
-            }
-            let bf = self.h(n.left) as i64 - self.h(n.right) as i64;
-            if bf != n.bal as i64 {
-                return Err(format!("node {i} balance {} should be {bf}", n.bal));
-            }
-            if bf.abs() > 1 {
-                return Err(format!("node {i} balance factor {bf}"));
-            }
-            if n.min_vruntime != minv || n.min_slice != mins || n.max_slice != maxs {
-                return Err(format!(
-                    "node {i} augmentation (min_v {}, min_s {}, max_s {}) should be ({minv}, {mins}, {maxs})",
-                    n.min_vruntime, n.min_slice, n.max_slice
-                ));
-            }
-        }
-        Ok(order)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use alloc::vec;
-
-    fn xorshift(s: &mut u64) -> u64 {
-        *s ^= *s << 13;
-        *s ^= *s >> 7;
-        *s ^= *s << 17;
-        *s
-    }
-
-    /// Random inserts and removals (with duplicate keys and wrapped virtual times), the tree
-    /// checked after every operation against its definition.
-    #[test]
-    fn random_operations_keep_order_balance_and_augmentation() {
-        let mut s = 0x2545_f491_4f6c_dd1d_u64;
-        let mut t = Tree::new();
-        let n = 300;
-        t.reserve_index(n);
-        let mut inside = vec![false; n];
-        for op in 0..20_000 {
-            let i = (xorshift(&mut s) % n as u64) as u32;
-            if inside[i as usize] {
-                t.remove(i);
+            if x == l {
+                let item = self.take(r, 0);
+                self.put(l, ll, item);
             } else {
-                let base = u64::MAX - 5_000;
-                let d = base.wrapping_add(xorshift(&mut s) % 10_000);
-                let v = base.wrapping_add(xorshift(&mut s) % 10_000);
-                t.insert(i, d, v, xorshift(&mut s) % 7, false);
+                let item = self.take(l, ll - 1);
+                self.put(r, 0, item);
             }
-            inside[i as usize] ^= true;
-            if let Err(e) = t.check() {
-                panic!("after op {op} on node {i}: {e}");
-            }
+            self.nodes[p as usize].items[jl] = self.nodes[l as usize].summary(l);
+            self.nodes[p as usize].items[jl + 1] = self.nodes[r as usize].summary(r);
+            self.refresh_up(p);
+            return;
         }
     }
 
-    /// A million sequential inserts stay within the AVL height bound (no recursion anywhere).
-    #[test]
-    fn a_million_nodes_stay_shallow() {
-        let n = 1_000_000u32;
-        let mut t = Tree::new();
-        t.reserve_index(n as usize);
-        for i in 0..n {
-            t.insert(i, i as u64, (n - i) as u64, 1, false);
+    // ----- pick -----------------------------------------------------------------------------
+
+    /// The eligible entity with the earliest deadline (`pick_eevdf` steps 5–6), if any.
+    ///
+    /// `eligible(v)` must be monotone: if it holds for v, it holds for every earlier v. Then
+    /// the first item (in deadline order) whose subtree minimum vruntime is eligible holds an
+    /// eligible entity, and every entity there has an earlier deadline than anything after.
+    #[inline]
+    pub(crate) fn pick(&self, eligible: impl Fn(u64) -> bool) -> Option<Entry> {
+        let f = self.nodes.get(self.first_leaf as usize)?;
+        if eligible(f.items[0].minv) {
+            return Some(Entry::of(&f.items[0]));
         }
-        let h = t.root().map_or(0, |r| r.height);
-        // AVL: height < 1.45 log2(n + 2).
-        assert!((h as f64) < 1.45 * ((n + 2) as f64).log2(), "height {h}");
-        assert_eq!(t.root().map(|r| r.min_vruntime), Some(1));
-        for i in (0..n).step_by(2) {
-            t.remove(i);
+        let mut x = self.root;
+        loop {
+            let n = &self.nodes[x as usize];
+            let item = n.items().iter().find(|x| eligible(x.minv))?;
+            if n.leaf {
+                return Some(Entry::of(item));
+            }
+            x = item.id;
         }
-        assert_eq!(t.len, n as usize / 2);
-        assert_eq!(t.link(t.leftmost()).deadline, 1);
     }
 }
