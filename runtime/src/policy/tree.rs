@@ -40,7 +40,7 @@ pub(crate) const NIL: u32 = u32::MAX;
 /// Items per node at most.
 pub(super) const B: usize = 16;
 /// Items per node at least, except in the root.
-pub(super) const MIN: usize = B / 2;
+pub(super) const MIN: usize = B / 4;
 
 /// An entity (in a leaf) or the summary of a child subtree (in an inner node).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -538,9 +538,13 @@ impl Tree {
                 self.fold_up(x, &entity);
                 return;
             }
-            let y = self.split(x);
-            if j > MIN {
-                self.put(y, j - MIN, item);
+            // An append (the common case: a used-up request goes to the end) leaves the
+            // node as full as the new one allows, so that steady appends fill nodes to
+            // (B - MIN + 1) / B rather than half; any other insertion splits in the middle.
+            let at = if j == B { B - MIN + 1 } else { B / 2 };
+            let y = self.split(x, at);
+            if j > at {
+                self.put(y, j - at, item);
             } else {
                 self.put(x, j, item);
             }
@@ -561,16 +565,16 @@ impl Tree {
         }
     }
 
-    /// Moves the upper half of full node `x` into a new right sibling, which it returns (not
-    /// yet linked into the parent).
-    fn split(&mut self, x: u32) -> u32 {
+    /// Moves the items of full node `x` from position `at` on into a new right sibling,
+    /// which it returns (not yet linked into the parent).
+    fn split(&mut self, x: u32, at: usize) -> u32 {
         let y = self.alloc(self.nodes[x as usize].leaf);
         let upper = self.nodes[x as usize].items;
         let yn = &mut self.nodes[y as usize];
-        yn.items[..B - MIN].copy_from_slice(&upper[MIN..]);
-        yn.len = (B - MIN) as u8;
-        self.nodes[x as usize].len = MIN as u8;
-        for j in 0..B - MIN {
+        yn.items[..B - at].copy_from_slice(&upper[at..]);
+        yn.len = (B - at) as u8;
+        self.nodes[x as usize].len = at as u8;
+        for j in 0..B - at {
             self.adopt(y, j);
         }
         if self.last_leaf == x {
