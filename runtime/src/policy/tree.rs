@@ -230,11 +230,13 @@ impl Default for Tree {
 }
 
 /// The most nodes a tree of `n` entities can use: at most `n / MIN` leaves (one if fewer),
-/// at most a `1 / MIN` share of the level below on each inner level, plus one per level
-/// for rounding.
+/// at most a `1 / MIN` share of the level below on each inner level (together at most
+/// `leaves / (MIN - 1)`), plus one per level for rounding (fewer than 32 levels for any `n`
+/// below 2^64). A tree operation never holds more nodes midway than at its end: insertion
+/// only adds nodes, removal only frees them.
 pub(super) fn max_nodes(n: usize) -> usize {
     let leaves = (n / MIN).max(1);
-    leaves + leaves / (MIN - 1) + 16
+    leaves + leaves / (MIN - 1) + 32
 }
 
 impl Tree {
