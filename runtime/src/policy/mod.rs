@@ -60,7 +60,6 @@ mod prefetch;
 mod runqueue;
 mod select;
 mod tree;
-mod tree_check;
 pub mod vtime;
 mod weight;
 

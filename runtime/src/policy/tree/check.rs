@@ -5,8 +5,8 @@ use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::tree::{B, MIN, NIL, Tree};
-use super::vtime::vbefore;
+use super::super::vtime::vbefore;
+use super::{B, MIN, NIL, Tree};
 
 impl Tree {
     /// Checks links, order, fill, depth, summaries (the augmentation), the leaf map, the
@@ -114,8 +114,8 @@ impl Tree {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tree::{Entry, max_nodes};
-    use super::super::vtime::vmin;
+    use super::super::super::vtime::vmin;
+    use super::super::{Entry, max_nodes};
     use super::*;
 
     fn xorshift(s: &mut u64) -> u64 {
