@@ -49,7 +49,7 @@ impl<T> RunQueue<T> {
                 return Err(format!("curr {i} is in the tree"));
             }
             let se = self.se(i);
-            let l = self.tree.link(i);
+            let l = self.tree.get(i);
             if l.deadline != se.deadline
                 || l.vruntime != se.vruntime
                 || l.delayed != se.sched_delayed

@@ -256,7 +256,7 @@ impl<T> RunQueue<T> {
         let se = self.se(i);
         let (v, w) = (se.vruntime, se.weight);
         debug_assert_eq!(
-            self.tree.link(i).vruntime,
+            self.tree.get(i).vruntime,
             v,
             "vruntime changed while in the tree"
         );
@@ -318,7 +318,7 @@ impl<T> RunQueue<T> {
 
     /// Smallest slice among queued entities (`cfs_rq_min_slice`), `u64::MAX` if none.
     pub(super) fn min_slice(&self) -> u64 {
-        let mut s = self.tree.root().map_or(u64::MAX, |r| r.min_slice);
+        let mut s = self.tree.min_slice();
         if self.curr != NIL && self.se(self.curr).on_rq {
             s = s.min(self.se(self.curr).slice);
         }
@@ -327,7 +327,7 @@ impl<T> RunQueue<T> {
 
     /// Largest slice among queued entities (`cfs_rq_max_slice`), 0 if none.
     pub(super) fn max_slice(&self) -> u64 {
-        let mut s = self.tree.root().map_or(0, |r| r.max_slice);
+        let mut s = self.tree.max_slice();
         if self.curr != NIL && self.se(self.curr).on_rq {
             s = s.max(self.se(self.curr).slice);
         }

@@ -1,0 +1,149 @@
+//! The node pool, moving items between nodes, and carrying a change of a node's summary up
+//! to the root.
+
+use super::super::vtime::{vbefore, vmin};
+use super::node::{Item, NO_ITEM, Node};
+use super::{B, NIL, Tree};
+
+impl Tree {
+    pub(super) fn alloc(&mut self, leaf: bool) -> u32 {
+        let node = Node {
+            items: [NO_ITEM; B],
+            parent: NIL,
+            len: 0,
+            leaf,
+        };
+        match self.spare.pop() {
+            Some(x) => {
+                self.nodes[x as usize] = node;
+                x
+            }
+            None => {
+                debug_assert!(
+                    self.nodes.len() < self.nodes.capacity(),
+                    "pool not reserved"
+                );
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as u32
+            }
+        }
+    }
+
+    pub(super) fn release(&mut self, x: u32) {
+        self.nodes[x as usize].len = 0;
+        self.spare.push(x);
+    }
+
+    /// Records that item `j` of node `x` now lives in `x`.
+    #[inline]
+    pub(super) fn adopt(&mut self, x: u32, j: usize) {
+        let n = &self.nodes[x as usize];
+        let id = n.items[j].id;
+        if n.leaf {
+            self.leaf_of[id as usize] = x;
+        } else {
+            self.nodes[id as usize].parent = x;
+        }
+    }
+
+    /// Inserts `item` at position `j` of node `x`, which has room.
+    #[inline]
+    pub(super) fn put(&mut self, x: u32, j: usize, item: Item) {
+        let n = &mut self.nodes[x as usize];
+        let len = n.len as usize;
+        n.items.copy_within(j..len, j + 1);
+        n.items[j] = item;
+        n.len += 1;
+        self.adopt(x, j);
+    }
+
+    /// Removes and returns item `j` of node `x`.
+    #[inline]
+    pub(super) fn take(&mut self, x: u32, j: usize) -> Item {
+        let n = &mut self.nodes[x as usize];
+        let len = n.len as usize;
+        let item = n.items[j];
+        n.items.copy_within(j + 1..len, j);
+        n.len -= 1;
+        item
+    }
+
+    /// Recomputes the summaries from node `x` up, stopping at the first one that did not
+    /// change (a summary depends only on the node's items).
+    pub(super) fn refresh_up(&mut self, mut x: u32) {
+        loop {
+            let n = &self.nodes[x as usize];
+            let s = n.summary(x);
+            let p = n.parent;
+            if p == NIL {
+                self.top = s;
+                return;
+            }
+            let pn = &mut self.nodes[p as usize];
+            let j = pn.find(x);
+            if pn.items[j] == s {
+                return;
+            }
+            pn.items[j] = s;
+            x = p;
+        }
+    }
+
+    /// Propagates a change in node `x` upwards: its item `old` was replaced by `new`, or
+    /// removed (`new` is `None`). At each level the node's summary is redone from the one
+    /// stored above it, rescanning an aggregate only if `old` held its extreme and `new` does
+    /// not; the walk stops at the first summary that did not change.
+    pub(super) fn update_up(&mut self, mut x: u32, mut old: Item, mut new: Option<Item>) {
+        loop {
+            let p = self.nodes[x as usize].parent;
+            let (s, j) = if p == NIL {
+                (self.top, 0)
+            } else {
+                let j = self.nodes[p as usize].find(x);
+                (self.nodes[p as usize].items[j], j)
+            };
+            let r = self.nodes[x as usize].resummary(&s, &old, new.as_ref());
+            if p == NIL {
+                self.top = r;
+                return;
+            }
+            if r == s {
+                return;
+            }
+            self.nodes[p as usize].items[j] = r;
+            (x, old, new) = (p, s, Some(r));
+        }
+    }
+
+    /// Folds `item`, just put into node `x`, into the summaries from `x` up, stopping at
+    /// the first one that did not change: an insertion can only lower a minimum, raise a
+    /// maximum or give a subtree an earlier first key, so no node needs a rescan.
+    pub(super) fn fold_up(&mut self, mut x: u32, item: &Item) {
+        let fold = |s: Item| Item {
+            key: if vbefore(item.key, s.key) {
+                item.key
+            } else {
+                s.key
+            },
+            minv: vmin(s.minv, item.minv),
+            mins: s.mins.min(item.mins),
+            maxs: s.maxs.max(item.maxs),
+            ..s
+        };
+        loop {
+            let p = self.nodes[x as usize].parent;
+            if p == NIL {
+                self.top = fold(self.top);
+                return;
+            }
+            let pn = &mut self.nodes[p as usize];
+            let j = pn.find(x);
+            let s = fold(pn.items[j]);
+            if pn.items[j] == s {
+                return;
+            }
+            pn.items[j] = s;
+            x = p;
+        }
+    }
+}
