@@ -5,12 +5,12 @@ mod runtime_util;
 mod trace_util;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use lagom::Runtime;
-use lagom::task::{Builder, Unparker};
+use lagom::task::Builder;
 use lagom::trace::TraceEventKind;
 use serde_json::Value;
 use trace_util::{check_json, instants, run_reasons, storm};
@@ -98,40 +98,8 @@ fn a_pinned_task_runs_only_on_its_workers_track() {
         .tracing(true)
         .build()
         .unwrap();
-    let n = 2000u64;
-    let turn = Arc::new(AtomicU64::new(0));
-    let _dog = runtime_util::Watchdog::new("ping-pong", Arc::clone(&turn), Duration::from_secs(5));
-    let peer: Arc<[OnceLock<Unparker>; 2]> = Arc::new(Default::default());
-    let player = |me: u64| {
-        let (turn, peer) = (Arc::clone(&turn), Arc::clone(&peer));
-        move || {
-            peer[me as usize]
-                .set(lagom::task::current_unparker())
-                .unwrap();
-            let other = loop {
-                if let Some(o) = peer[1 - me as usize].get() {
-                    break o.clone();
-                }
-                lagom::task::yield_now();
-            };
-            for i in 0..n {
-                while turn.load(Ordering::Acquire) != 2 * i + me {
-                    lagom::task::park();
-                }
-                turn.store(2 * i + me + 1, Ordering::Release);
-                other.unpark();
-            }
-        }
-    };
+    runtime_util::pinned_ping_pong(&rt, 2000);
     let last = *cpus.last().unwrap();
-    let a = rt
-        .spawn_with(Builder::new().name("ping").cpus([cpus[0]]), player(0))
-        .unwrap();
-    let b = rt
-        .spawn_with(Builder::new().name("pong").cpus([last]), player(1))
-        .unwrap();
-    a.join().unwrap();
-    b.join().unwrap();
     let (st, trace) = rt.shutdown_with_trace();
     let doc = check_json(&trace);
     let tid_of = |cpu: usize| cpus.iter().position(|&c| c == cpu).unwrap() as u64 + 1;

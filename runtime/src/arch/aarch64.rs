@@ -49,71 +49,71 @@ global_asm!(
     ".globl lagom_switch_no_fp",
     ".type lagom_switch_no_fp, %function",
     "lagom_switch:",
-    ".cfi_startproc",           // CFA = sp, return address in x30 (both entries)
-    "mrs x9, fpcr",             // x9 = our FP control register (Preserve)
-    "b 3f",                     // to the common body
+    ".cfi_startproc", // CFA = sp, return address in x30 (both entries)
+    "mrs x9, fpcr",   // x9 = our FP control register (Preserve)
+    "b 3f",           // to the common body
     "lagom_switch_no_fp:",
-    "mov x9, xzr",              // x9 = 0, the default: not read (AssumeDefault promises it)
-    "3:",                       // common body: x9 = the FPCR this context suspends with
-    "sub sp, sp, #176",         // room for the whole frame
-    ".cfi_def_cfa_offset 176",  // CFA = sp + 176
+    "mov x9, xzr",      // x9 = 0, the default: not read (AssumeDefault promises it)
+    "3:",               // common body: x9 = the FPCR this context suspends with
+    "sub sp, sp, #176", // room for the whole frame
+    ".cfi_def_cfa_offset 176", // CFA = sp + 176
     "stp x29, x30, [sp, #160]", // frame pointer and return address
-    ".cfi_offset x29, -16",     // x29 at CFA - 16
-    ".cfi_offset x30, -8",      // x30 at CFA - 8
+    ".cfi_offset x29, -16", // x29 at CFA - 16
+    ".cfi_offset x30, -8", // x30 at CFA - 8
     "stp x27, x28, [sp, #144]", // x27, x28
-    ".cfi_offset x27, -32",     // x27 at CFA - 32
-    ".cfi_offset x28, -24",     // x28 at CFA - 24
+    ".cfi_offset x27, -32", // x27 at CFA - 32
+    ".cfi_offset x28, -24", // x28 at CFA - 24
     "stp x25, x26, [sp, #128]", // x25, x26
-    ".cfi_offset x25, -48",     // x25 at CFA - 48
-    ".cfi_offset x26, -40",     // x26 at CFA - 40
+    ".cfi_offset x25, -48", // x25 at CFA - 48
+    ".cfi_offset x26, -40", // x26 at CFA - 40
     "stp x23, x24, [sp, #112]", // x23, x24
-    ".cfi_offset x23, -64",     // x23 at CFA - 64
-    ".cfi_offset x24, -56",     // x24 at CFA - 56
-    "stp x21, x22, [sp, #96]",  // x21, x22
-    ".cfi_offset x21, -80",     // x21 at CFA - 80
-    ".cfi_offset x22, -72",     // x22 at CFA - 72
-    "stp x19, x20, [sp, #80]",  // x19, x20
-    ".cfi_offset x19, -96",     // x19 at CFA - 96
-    ".cfi_offset x20, -88",     // x20 at CFA - 88
-    "stp d14, d15, [sp, #64]",  // d14, d15
-    ".cfi_offset 78, -112",     // d14 (DWARF 78) at CFA - 112
-    ".cfi_offset 79, -104",     // d15 (DWARF 79) at CFA - 104
-    "stp d12, d13, [sp, #48]",  // d12, d13
-    ".cfi_offset 76, -128",     // d12 at CFA - 128
-    ".cfi_offset 77, -120",     // d13 at CFA - 120
-    "stp d10, d11, [sp, #32]",  // d10, d11
-    ".cfi_offset 74, -144",     // d10 at CFA - 144
-    ".cfi_offset 75, -136",     // d11 at CFA - 136
-    "stp d8, d9, [sp, #16]",    // d8, d9
-    ".cfi_offset 72, -160",     // d8 at CFA - 160
-    ".cfi_offset 73, -152",     // d9 at CFA - 152
-    "stp x9, xzr, [sp]",        // store x9, with a zero pad word
-    "mov x10, sp",              // sp cannot be stored directly
-    "str x10, [x0]",            // from->sp = sp: this context is now suspended
-    "ldr x10, [x1]",            // x10 = to->sp
-    "mov sp, x10",              // we now run on the other stack
-    "ldr x10, [sp]",            // the resumed context's FPCR
-    "cmp x9, x10",              // same as ours?
-    "b.ne 2f",                  // no: reload it (out of line)
-    "1:",                       // the resumed context's frame has our shape
-    ".cfi_remember_state",      // the slow path resumes with this CFI state
-    "ldp d8, d9, [sp, #16]",    // restore d8, d9
-    "ldp d10, d11, [sp, #32]",  // d10, d11
-    "ldp d12, d13, [sp, #48]",  // d12, d13
-    "ldp d14, d15, [sp, #64]",  // d14, d15
-    "ldp x19, x20, [sp, #80]",  // x19, x20
-    "ldp x21, x22, [sp, #96]",  // x21, x22
+    ".cfi_offset x23, -64", // x23 at CFA - 64
+    ".cfi_offset x24, -56", // x24 at CFA - 56
+    "stp x21, x22, [sp, #96]", // x21, x22
+    ".cfi_offset x21, -80", // x21 at CFA - 80
+    ".cfi_offset x22, -72", // x22 at CFA - 72
+    "stp x19, x20, [sp, #80]", // x19, x20
+    ".cfi_offset x19, -96", // x19 at CFA - 96
+    ".cfi_offset x20, -88", // x20 at CFA - 88
+    "stp d14, d15, [sp, #64]", // d14, d15
+    ".cfi_offset 78, -112", // d14 (DWARF 78) at CFA - 112
+    ".cfi_offset 79, -104", // d15 (DWARF 79) at CFA - 104
+    "stp d12, d13, [sp, #48]", // d12, d13
+    ".cfi_offset 76, -128", // d12 at CFA - 128
+    ".cfi_offset 77, -120", // d13 at CFA - 120
+    "stp d10, d11, [sp, #32]", // d10, d11
+    ".cfi_offset 74, -144", // d10 at CFA - 144
+    ".cfi_offset 75, -136", // d11 at CFA - 136
+    "stp d8, d9, [sp, #16]", // d8, d9
+    ".cfi_offset 72, -160", // d8 at CFA - 160
+    ".cfi_offset 73, -152", // d9 at CFA - 152
+    "stp x9, xzr, [sp]", // store x9, with a zero pad word
+    "mov x10, sp",      // sp cannot be stored directly
+    "str x10, [x0]",    // from->sp = sp: this context is now suspended
+    "ldr x10, [x1]",    // x10 = to->sp
+    "mov sp, x10",      // we now run on the other stack
+    "ldr x10, [sp]",    // the resumed context's FPCR
+    "cmp x9, x10",      // same as ours?
+    "b.ne 2f",          // no: reload it (out of line)
+    "1:",               // the resumed context's frame has our shape
+    ".cfi_remember_state", // the slow path resumes with this CFI state
+    "ldp d8, d9, [sp, #16]", // restore d8, d9
+    "ldp d10, d11, [sp, #32]", // d10, d11
+    "ldp d12, d13, [sp, #48]", // d12, d13
+    "ldp d14, d15, [sp, #64]", // d14, d15
+    "ldp x19, x20, [sp, #80]", // x19, x20
+    "ldp x21, x22, [sp, #96]", // x21, x22
     "ldp x23, x24, [sp, #112]", // x23, x24
     "ldp x25, x26, [sp, #128]", // x25, x26
     "ldp x27, x28, [sp, #144]", // x27, x28
     "ldp x29, x30, [sp, #160]", // frame pointer and return address
-    "add sp, sp, #176",         // drop the frame
-    ".cfi_def_cfa_offset 0",    // CFA = sp
-    "ret",                      // return into the resumed context (x30)
-    "2:",                       // slow path: FPCR differs
-    ".cfi_restore_state",       // CFA = sp + 176 again
-    "msr fpcr, x10",            // load the resumed context's FPCR
-    "b 1b",                     // continue restoring
+    "add sp, sp, #176", // drop the frame
+    ".cfi_def_cfa_offset 0", // CFA = sp
+    "ret",              // return into the resumed context (x30)
+    "2:",               // slow path: FPCR differs
+    ".cfi_restore_state", // CFA = sp + 176 again
+    "msr fpcr, x10",    // load the resumed context's FPCR
+    "b 1b",             // continue restoring
     ".cfi_endproc",
     ".size lagom_switch, . - lagom_switch",
     ".size lagom_switch_no_fp, . - lagom_switch_no_fp",

@@ -3,12 +3,8 @@
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use lagom::Runtime;
-use lagom::task::Unparker;
 use lagom::trace::Trace;
 use serde_json::Value;
 
@@ -192,42 +188,5 @@ pub fn run_reasons(doc: &Value) -> BTreeMap<String, u64> {
 /// 32 tasks wake each other at random and block, yield or call `cond_resched`, `rounds`
 /// times each; the main thread (an outside waker) then unparks them until all have ended.
 pub fn storm(rt: &Runtime, seed: u64, rounds: u64) {
-    const TASKS: usize = 32;
-    let peers: Arc<Vec<OnceLock<Unparker>>> =
-        Arc::new((0..TASKS).map(|_| OnceLock::new()).collect());
-    let progress = Arc::new(AtomicU64::new(0));
-    let _dog = runtime_util::Watchdog::new("storm", Arc::clone(&progress), Duration::from_secs(5));
-    let handles: Vec<_> = (0..TASKS)
-        .map(|i| {
-            let (peers, progress) = (Arc::clone(&peers), Arc::clone(&progress));
-            rt.spawn(move || {
-                peers[i].set(lagom::task::current_unparker()).unwrap();
-                let mut rng = runtime_util::Rng(seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9));
-                for _ in 0..rounds {
-                    for _ in 0..=rng.below(2) {
-                        if let Some(u) = peers[rng.below(TASKS as u64) as usize].get() {
-                            u.unpark();
-                        }
-                    }
-                    match rng.below(4) {
-                        0 => lagom::task::yield_now(),
-                        1 => lagom::task::cond_resched(),
-                        _ => lagom::task::park(),
-                    }
-                    progress.fetch_add(1, Ordering::Relaxed);
-                }
-            })
-        })
-        .collect();
-    let unparkers: Vec<Unparker> = handles.iter().map(|h| h.unparker()).collect();
-    while !handles.iter().all(|h| h.is_finished()) {
-        for u in &unparkers {
-            u.unpark();
-        }
-        std::thread::sleep(Duration::from_millis(1));
-        progress.fetch_add(1, Ordering::Relaxed);
-    }
-    for h in handles {
-        h.join().unwrap();
-    }
+    runtime_util::storm(rt, seed, 32, 2, runtime_util::Stop::Rounds(rounds));
 }
