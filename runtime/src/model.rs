@@ -387,7 +387,9 @@ impl<T: Send> ModelExit<T> {
     /// the worker that frees the task takes its completion and delivers the outcome
     /// (`Complete::complete`, which unparks a registered joiner), as `exit_task` does.
     pub fn finish(self, v: T) {
-        self.slot.set_value(v);
+        // SAFETY: the task's one store; `complete` follows below on this thread, as on the
+        // worker thread that frees a real task.
+        unsafe { self.slot.set_value(v) };
         // SAFETY: the task runs on this thread's worker, which owns its scheduling part.
         let completion = unsafe { self.task.sched(|s| s.completion.take()) };
         completion.expect("a task ends once").complete(None);

@@ -113,3 +113,45 @@ impl Key {
         unsafe { libc::pthread_getspecific(self.key()) as *const () }
     }
 }
+
+/// The calling thread's one runtime pointer (the worker thread's state), read on every runtime
+/// call. With `std` it is a `thread_local!` with a constant initialiser: the compiler's own
+/// TLS, one load at a fixed offset from the thread pointer, where a [`Key`] costs a call into
+/// `pthread_getspecific` (issue #5: ~3 % of a spawn+join). Without `std`, and under loom
+/// (whose threads need the same slot semantics as the `Key` path the models were built on),
+/// it is a [`Key`].
+pub(crate) mod runtime_ptr {
+    #[cfg(all(feature = "std", not(loom)))]
+    std::thread_local! {
+        static SLOT: core::cell::Cell<*const ()> = const { core::cell::Cell::new(core::ptr::null()) };
+    }
+
+    /// Sets the calling thread's pointer.
+    #[cfg(all(feature = "std", not(loom)))]
+    #[inline]
+    pub(crate) fn set(p: *const ()) {
+        SLOT.with(|s| s.set(p));
+    }
+
+    /// The calling thread's pointer (null if never set).
+    #[cfg(all(feature = "std", not(loom)))]
+    #[inline]
+    pub(crate) fn get() -> *const () {
+        SLOT.with(core::cell::Cell::get)
+    }
+
+    #[cfg(not(all(feature = "std", not(loom))))]
+    static SLOT: super::Key = super::Key::new(None);
+
+    /// Sets the calling thread's pointer.
+    #[cfg(not(all(feature = "std", not(loom))))]
+    pub(crate) fn set(p: *const ()) {
+        SLOT.set(p);
+    }
+
+    /// The calling thread's pointer (null if never set).
+    #[cfg(not(all(feature = "std", not(loom))))]
+    pub(crate) fn get() -> *const () {
+        SLOT.get()
+    }
+}

@@ -76,7 +76,10 @@ impl Builder {
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
     {
-        let wt = local().ok_or(Error::NotInTask)?;
+        // A `let else`, not `ok_or`: that would build (and drop) the error on every spawn.
+        let Some(wt) = local() else {
+            return Err(Error::NotInTask);
+        };
         // Borrowed: the worker thread outlives this call, which does not switch.
         spawn_inner(&wt.shared, Some(wt), self, f)
     }
@@ -150,7 +153,10 @@ where
     let mut fiber = Fiber::new(name.clone(), id, stack, move || {
         // First run: complete the switch that brought us here.
         worker::finish_task_switch();
-        slot.set_value(f());
+        let v = f();
+        // SAFETY: the task's one store, just before its fiber ends; its worker's `exit_task`
+        // then calls `complete` on this OS thread.
+        unsafe { slot.set_value(v) };
     });
     fiber.set_fp_control(shared.fp_control);
     let mut se = SchedEntity::new(b.nice);

@@ -43,7 +43,6 @@ use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::kick::Kick;
 use crate::sync::llist::LList;
 use crate::sync::lock::Lock;
-use crate::sys::thread::Key;
 use crate::task::{Registry, Task, TaskRef};
 
 /// The part of a worker that other threads reach: runqueue, wakelist, kick word, counters.
@@ -113,7 +112,8 @@ pub(crate) struct Shared {
     pub(crate) trace: Option<alloc::boxed::Box<crate::trace::Recorder>>,
 }
 
-/// The thread-local part of a worker, reachable from its OS thread only (through `LOCAL`).
+/// The thread-local part of a worker, reachable from its OS thread only (through
+/// `sys::thread::runtime_ptr`).
 pub(crate) struct WorkerThread {
     pub(crate) shared: Arc<Shared>,
     pub(crate) index: usize,
@@ -135,14 +135,12 @@ pub(crate) struct WorkerThread {
     pub(crate) next_balance: Cell<u64>,
 }
 
-static LOCAL: Key = Key::new(None);
-
 /// The calling worker thread's state, `None` on other threads.
 ///
 /// The reference must not be kept across a switch: the calling task may resume on another
 /// worker. Every function re-fetches it after `schedule()`.
 pub(crate) fn local() -> Option<&'static WorkerThread> {
-    let p = LOCAL.get().cast::<WorkerThread>();
+    let p = crate::sys::thread::runtime_ptr::get().cast::<WorkerThread>();
     // SAFETY: set by worker_main to its boxed WorkerThread, which outlives every task run on
     // the thread, and cleared before it is dropped.
     (!p.is_null()).then(|| unsafe { &*p })
