@@ -72,17 +72,52 @@ enum State {
     Finished,
 }
 
-/// The part of a fiber the fiber's own code reaches through the entry argument.
+/// The part of a fiber the fiber's own code reaches through the entry argument. It is the
+/// head of a [`WithClosure`], so that the closure shares its allocation (one allocation per
+/// fiber instead of two, issue #5); `run` and `free` are that type's monomorphic functions.
 struct Inner {
     ctx: Context,
     info: TaskInfo,
     /// Owns the bytes `info` points at.
     _name: String,
-    entry: Option<Box<dyn FnOnce() + Send + 'static>>,
+    /// Takes the closure out of the enclosing `WithClosure` and runs it (`None`: already
+    /// taken), catching a panic.
+    run: unsafe fn(*mut Inner) -> Option<Result<(), JoinError>>,
+    /// Frees the enclosing `WithClosure` (and the closure, if never run).
+    free: unsafe fn(*mut Inner),
     state: State,
     outcome: Option<Result<(), JoinError>>,
     /// The stack's base, below which lies the parent link.
     stack_base: NonNull<u8>,
+}
+
+/// The fiber's one allocation: its [`Inner`] first (`repr(C)`, so a pointer to it is a
+/// pointer to the whole), then the closure.
+#[repr(C)]
+struct WithClosure<F> {
+    inner: Inner,
+    f: Option<F>,
+}
+
+/// `Inner::run` for closures of type `F`.
+///
+/// # Safety
+/// `p` is the `Inner` of a live `WithClosure<F>`, not accessed by anyone else meanwhile.
+unsafe fn run_closure<F: FnOnce()>(p: *mut Inner) -> Option<Result<(), JoinError>> {
+    let w = p.cast::<WithClosure<F>>();
+    // SAFETY: per contract, `w` is a live WithClosure<F> that only we access.
+    let f = unsafe { (*w).f.take() }?;
+    // SAFETY: as above; the info is never written after `Fiber::new`.
+    Some(run(f, unsafe { &(*p).info }))
+}
+
+/// `Inner::free` for closures of type `F`.
+///
+/// # Safety
+/// `p` is the `Inner` of a `WithClosure<F>` leaked from a `Box` by `Fiber::new`; freed once.
+unsafe fn free_closure<F>(p: *mut Inner) {
+    // SAFETY: per contract.
+    drop(unsafe { Box::from_raw(p.cast::<WithClosure<F>>()) });
 }
 
 /// A closure running on its own stack, with its saved context and outcome.
@@ -104,23 +139,27 @@ impl<S: Stack> Fiber<S> {
     {
         let name = name.into();
         let guard = stack.guard();
-        let inner = Box::new(Inner {
-            ctx: Context::new(),
-            info: TaskInfo {
-                name_ptr: name.as_ptr(),
-                name_len: name.len(),
-                id,
-                stack_size: stack.size(),
-                guard_start: guard.start,
-                guard_end: guard.end,
+        let inner = Box::new(WithClosure {
+            inner: Inner {
+                ctx: Context::new(),
+                info: TaskInfo {
+                    name_ptr: name.as_ptr(),
+                    name_len: name.len(),
+                    id,
+                    stack_size: stack.size(),
+                    guard_start: guard.start,
+                    guard_end: guard.end,
+                },
+                _name: name,
+                run: run_closure::<F>,
+                free: free_closure::<F>,
+                state: State::NotStarted,
+                outcome: None,
+                stack_base: stack.base(),
             },
-            _name: name,
-            entry: Some(Box::new(f)),
-            state: State::NotStarted,
-            outcome: None,
-            stack_base: stack.base(),
+            f: Some(f),
         });
-        let inner = NonNull::from(Box::leak(inner));
+        let inner = NonNull::from(Box::leak(inner)).cast::<Inner>();
         // SAFETY: the stack is fresh and owned by the fiber; fiber_main never returns and
         // ends by switching away for the last time.
         let ctx =
@@ -208,8 +247,9 @@ impl<S: Stack> Fiber<S> {
     pub fn into_stack(self) -> Option<S> {
         let mut this = ManuallyDrop::new(self);
         let reusable = this.state() != State::Running;
-        // SAFETY: inner came from Box::leak in new and is freed exactly once, here.
-        drop(unsafe { Box::from_raw(this.inner.as_ptr()) });
+        // SAFETY: inner came from Box::leak in new (as a WithClosure, which `free` frees) and
+        // is freed exactly once, here.
+        unsafe { ((*this.inner.as_ptr()).free)(this.inner.as_ptr()) };
         // SAFETY: the stack is taken exactly once; `this` is never dropped.
         let stack = unsafe { ManuallyDrop::take(&mut this.stack) };
         if reusable {
@@ -230,8 +270,9 @@ impl<S: Stack> Fiber<S> {
     /// node or borrowed value living there is reachable by any thread).
     pub unsafe fn into_stack_abandoned(self) -> S {
         let mut this = ManuallyDrop::new(self);
-        // SAFETY: inner came from Box::leak in new and is freed exactly once, here.
-        drop(unsafe { Box::from_raw(this.inner.as_ptr()) });
+        // SAFETY: inner came from Box::leak in new (as a WithClosure, which `free` frees) and
+        // is freed exactly once, here.
+        unsafe { ((*this.inner.as_ptr()).free)(this.inner.as_ptr()) };
         // SAFETY: the stack is taken exactly once; `this` is never dropped.
         unsafe { ManuallyDrop::take(&mut this.stack) }
     }
@@ -240,8 +281,9 @@ impl<S: Stack> Fiber<S> {
 impl<S: Stack> Drop for Fiber<S> {
     fn drop(&mut self) {
         let reusable = self.state() != State::Running;
-        // SAFETY: inner came from Box::leak in new and is freed exactly once, here.
-        drop(unsafe { Box::from_raw(self.inner.as_ptr()) });
+        // SAFETY: inner came from Box::leak in new (as a WithClosure, which `free` frees) and
+        // is freed exactly once, here.
+        unsafe { ((*self.inner.as_ptr()).free)(self.inner.as_ptr()) };
         if reusable {
             // SAFETY: dropped exactly once; nothing runs on it.
             unsafe { ManuallyDrop::drop(&mut self.stack) };
@@ -267,16 +309,13 @@ impl<S: Stack> core::fmt::Debug for Fiber<S> {
 /// the fiber runs.
 unsafe extern "C" fn fiber_main(arg: *mut u8) -> ! {
     let inner = arg.cast::<Inner>();
-    // SAFETY: per contract; the owner does not touch inner while we run.
-    let f = unsafe {
+    // SAFETY: per contract; the owner does not touch inner while we run, and `run` is the
+    // function made for the closure type of the WithClosure that `inner` heads.
+    let outcome = unsafe {
         (*inner).state = State::Running;
-        (*inner).entry.take()
-    };
-    let outcome = match f {
-        // SAFETY: inner is valid (contract).
-        Some(f) => run(f, unsafe { &(*inner).info }),
-        None => Ok(()),
-    };
+        ((*inner).run)(inner)
+    }
+    .unwrap_or(Ok(()));
     // SAFETY: per contract; the parent link was set before the fiber was first resumed.
     unsafe {
         (*inner).outcome = Some(outcome);
@@ -290,7 +329,7 @@ unsafe extern "C" fn fiber_main(arg: *mut u8) -> ! {
 
 /// Runs the closure, catching a panic.
 #[cfg(feature = "std")]
-fn run(f: Box<dyn FnOnce() + Send>, info: &TaskInfo) -> Result<(), JoinError> {
+fn run(f: impl FnOnce(), info: &TaskInfo) -> Result<(), JoinError> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| {
         let name = match info.name() {
             "" => alloc::format!("task-{}", info.id()),
@@ -302,7 +341,7 @@ fn run(f: Box<dyn FnOnce() + Send>, info: &TaskInfo) -> Result<(), JoinError> {
 
 /// Runs the closure; a panic unwinding out of it prints the task and aborts.
 #[cfg(not(feature = "std"))]
-fn run(f: Box<dyn FnOnce() + Send>, info: &TaskInfo) -> Result<(), JoinError> {
+fn run(f: impl FnOnce(), info: &TaskInfo) -> Result<(), JoinError> {
     /// Dropped only while unwinding out of the closure.
     struct AbortOnUnwind<'a>(&'a TaskInfo);
     impl Drop for AbortOnUnwind<'_> {
