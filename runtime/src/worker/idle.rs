@@ -46,7 +46,7 @@ use alloc::sync::Arc;
 use core::cell::{Cell, RefCell};
 use core::ptr;
 
-use super::{Shared, WorkerThread, balance, drain, finish_task_switch, pick, timer};
+use super::{LOCAL, Shared, WorkerThread, balance, drain, finish_task_switch, pick, timer};
 use crate::arch::{Context, SignalStack, StackPool, switch};
 use crate::policy::{DequeueKind, Dequeued};
 use crate::sync::atomic::Ordering;
@@ -76,9 +76,9 @@ pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
         signals: SignalStack::install().ok(),
         next_balance: Cell::new(0),
     });
-    crate::sys::thread::runtime_ptr::set((&*wt as *const WorkerThread).cast());
+    LOCAL.set((&*wt as *const WorkerThread).cast());
     idle_loop(&wt);
-    crate::sys::thread::runtime_ptr::set(ptr::null());
+    LOCAL.set(ptr::null());
     drop(wt);
 }
 

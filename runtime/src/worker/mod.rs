@@ -43,6 +43,7 @@ use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::kick::Kick;
 use crate::sync::llist::LList;
 use crate::sync::lock::Lock;
+use crate::sys::thread::Key;
 use crate::task::{Registry, Task, TaskRef};
 
 /// The part of a worker that other threads reach: runqueue, wakelist, kick word, counters.
@@ -112,8 +113,7 @@ pub(crate) struct Shared {
     pub(crate) trace: Option<alloc::boxed::Box<crate::trace::Recorder>>,
 }
 
-/// The thread-local part of a worker, reachable from its OS thread only (through
-/// `sys::thread::runtime_ptr`).
+/// The thread-local part of a worker, reachable from its OS thread only (through `LOCAL`).
 pub(crate) struct WorkerThread {
     pub(crate) shared: Arc<Shared>,
     pub(crate) index: usize,
@@ -135,12 +135,20 @@ pub(crate) struct WorkerThread {
     pub(crate) next_balance: Cell<u64>,
 }
 
+/// A `pthread_key_t`, not a `thread_local!`: a task can suspend on one worker and resume on
+/// another, and the compiler treats a native TLS address as fixed within a function, so it may
+/// reuse one computed before a switch after it (the old worker's slot). With `thread_local!`
+/// here, `finish_task_switch` read another worker's `prev` after a migration and a storm
+/// test hung in `try_to_wake_up`'s `on_cpu` wait (issue #5, second pass). The opaque
+/// `pthread_getspecific` call is looked up afresh every time.
+static LOCAL: Key = Key::new(None);
+
 /// The calling worker thread's state, `None` on other threads.
 ///
 /// The reference must not be kept across a switch: the calling task may resume on another
 /// worker. Every function re-fetches it after `schedule()`.
 pub(crate) fn local() -> Option<&'static WorkerThread> {
-    let p = crate::sys::thread::runtime_ptr::get().cast::<WorkerThread>();
+    let p = LOCAL.get().cast::<WorkerThread>();
     // SAFETY: set by worker_main to its boxed WorkerThread, which outlives every task run on
     // the thread, and cleared before it is dropped.
     (!p.is_null()).then(|| unsafe { &*p })
