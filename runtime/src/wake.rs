@@ -55,7 +55,7 @@ use crate::policy::{CpuView, Feature, select_task_rq};
 use crate::sync::atomic::Ordering;
 use crate::task::{BLOCKED, Claim, TaskRef};
 use crate::trace::{self, MigrateCause, WakePath};
-use crate::worker::{Shared, activate, check_preempt, local};
+use crate::worker::{Shared, WorkerThread, activate, check_preempt, local};
 
 /// Which path a wakeup took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,9 +80,8 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
     // Borrowed, not cloned: `t` keeps it alive, and a clone would bounce the count's cache
     // line between every waker.
     let shared: &Shared = &t.shared;
-    let local_idx = local()
-        .filter(|wt| core::ptr::eq(&*wt.shared, shared))
-        .map(|wt| wt.index);
+    let local_wt = local().filter(|wt| core::ptr::eq(&*wt.shared, shared));
+    let local_idx = local_wt.map(|wt| wt.index);
     if t.on_rq.load(Ordering::Acquire) {
         // TTWU_QUEUE_DELAYED (spec §7.10): a delayed task on another worker is handed to
         // that worker's wakelist instead of taking its lock; `sched_delayed` (Acquire) proves
@@ -139,7 +138,7 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
     let target = select_cpu(shared, t, prev, local_idx);
     trace::migrate(shared, t, prev, target, MigrateCause::Wakeup);
     t.cpu.store(target, Ordering::Relaxed);
-    enqueue_on(shared, local_idx, target, Arc::clone(t), false);
+    enqueue_on(shared, local_wt, target, Arc::clone(t), false);
     Woken::Enqueued
 }
 
@@ -208,21 +207,23 @@ fn ttwu_runnable(shared: &Shared, t: &TaskRef, local_idx: Option<usize>) -> bool
     }
 }
 
-/// Makes a claimed or new task runnable on worker `target` (module doc, step 6).
+/// Makes a claimed or new task runnable on worker `target` (module doc, step 6). `local` is
+/// the caller's worker thread if it is one of `shared`'s (passed down, not looked up again).
 pub(crate) fn enqueue_on(
     shared: &Shared,
-    local_idx: Option<usize>,
+    local: Option<&WorkerThread>,
     target: usize,
     t: TaskRef,
     spawn: bool,
 ) {
     let w = &shared.workers[target];
+    let local_idx = local.map(|wt| wt.index);
     trace::enqueue(shared, &t, local_idx, target, spawn);
     if spawn {
         w.stats.inc(&w.stats.spawns);
     }
-    if Some(target) == local_idx {
-        let now = crate::worker::sched_now();
+    if let Some(wt) = local.filter(|wt| wt.index == target) {
+        let now = wt.sched_now();
         let mut rq = w.rq.lock();
         activate(w, &mut rq, t, now);
         if !spawn {

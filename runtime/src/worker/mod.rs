@@ -126,7 +126,7 @@ pub(crate) struct WorkerThread {
     /// The scheduler-clock time of the runtime call in progress on this thread, when it
     /// spans several runqueue operations (a task's exit and the wakeup of its joiner), so
     /// that they read the clock once, as the kernel's `rq_clock` within one `__schedule`;
-    /// 0 otherwise. See [`sched_now`].
+    /// 0 otherwise. See [`WorkerThread::sched_now`].
     clock: Cell<u64>,
     pub(crate) pool: RefCell<StackPool>,
     pub(crate) timers: RefCell<timer::Timers>,
@@ -182,18 +182,18 @@ pub(crate) fn with_current_task<R>(f: impl FnOnce(&Task) -> R) -> Option<R> {
     Some(f(unsafe { &*t }))
 }
 
-/// The scheduler clock for a runqueue operation on the calling thread: the time of the
-/// runtime call in progress if it published one (`WorkerThread::clock`), else a fresh read.
-pub(crate) fn sched_now() -> u64 {
-    match local().map(|wt| wt.clock.get()) {
-        Some(now) if now != 0 => now,
-        _ => crate::sys::time::sched_clock(),
-    }
-}
-
 impl WorkerThread {
     pub(crate) fn worker(&self) -> &Worker {
         &self.shared.workers[self.index]
+    }
+
+    /// The scheduler clock for a runqueue operation on this thread: the time of the runtime
+    /// call in progress if it published one (`clock`), else a fresh read.
+    pub(crate) fn sched_now(&self) -> u64 {
+        match self.clock.get() {
+            0 => crate::sys::time::sched_clock(),
+            now => now,
+        }
     }
 
     fn idle_ctx(&self) -> *mut Context {
