@@ -1,16 +1,37 @@
 //! `JoinHandle`: the result slot of a task and the one waiter that joins it.
 //!
 //! Invariant: *the value arrives once, and a joiner that found the slot empty is woken after
-//! it is filled.* The slot and the waiter sit under one [`Lock`]; the finishing side fills the
-//! slot and takes the waiter under the lock, then unparks it outside; the joiner checks the
-//! slot and registers itself under the lock, then parks, re-checking after every return
-//! (park may return spuriously).
+//! it is filled.*
 //!
-//! The closure's value does not go through the lock: the task stores it in a cell of its own
-//! (`set_value`) just before its fiber ends, and the worker that ran it moves it into the slot
-//! in `complete`, on the same OS thread after the switch away from the ended fiber, so the
-//! two accesses are ordered by program order and nothing else touches the cell (issue #5:
-//! one lock round trip fewer per spawn+join).
+//! ## The protocol
+//!
+//! One state word and three cells, each owned by one side at a time (no lock: issue #5, the
+//! lock was taken three or four times per spawn+join, two locked instructions each):
+//!
+//! | state | meaning | owner of `waiter` | owner of `outcome` |
+//! |---|---|---|---|
+//! | `PENDING` | no outcome, nobody registered | the joiner (may write it) | the finisher |
+//! | `WAITING` | the joiner registered its unparker | the finisher | the finisher |
+//! | `DONE` | the outcome is in `outcome` | the finisher if it saw `WAITING`, else the joiner | the joiner |
+//!
+//! * **joiner** (`try_take`, one round of `join`): load the state (Acquire). `DONE`: take the
+//!   outcome. `WAITING`: already registered (park returned spuriously): park again.
+//!   `PENDING`: write its unparker into `waiter`, then `compare_exchange(PENDING → WAITING)`
+//!   (AcqRel): on success it is registered and parks; on failure the state is `DONE` (the
+//!   finisher came in between and saw no waiter): it drops its unparker and takes the outcome.
+//! * **finisher** (`complete` or `cancel`, exactly once per task: its completion is taken
+//!   once): write `outcome`, then `swap(DONE)` (AcqRel): the Release half publishes the
+//!   outcome to the joiner's Acquire; if the old state was `WAITING`, the Acquire half makes
+//!   the joiner's `waiter` write visible: take it and unpark it.
+//!
+//! The check and the registration are one compare-exchange. A check followed by a plain store
+//! of `WAITING` would let the finisher swap in between, find no waiter, and then be
+//! overwritten: the joiner sleeps forever (mutant `join_split_check`).
+//!
+//! The closure's value does not go through the state word either: the task stores it in a
+//! cell of its own (`set_value`) just before its fiber ends, and the worker that ran it moves
+//! it into the outcome in `complete`, on the same OS thread after the switch away from the
+//! ended fiber, so the two accesses are ordered by program order.
 //!
 //! Checked by the loom model `join` (`loom-tests/tests/join.rs`), which runs `try_take` (one
 //! round of `join`) and the finishing side (`set_value`, then `Complete::complete`) against
@@ -20,8 +41,8 @@ use alloc::sync::Arc;
 
 use super::park::{Unparker, current_unparker, park};
 use crate::JoinError;
+use crate::sync::atomic::{AtomicU32, Ordering};
 use crate::sync::cell::UnsafeCell;
-use crate::sync::lock::Lock;
 
 /// The type-erased side a worker calls when the task ends.
 pub(crate) trait Complete: Send + Sync {
@@ -32,29 +53,36 @@ pub(crate) trait Complete: Send + Sync {
     fn cancel(&self);
 }
 
-/// What the slot holds.
-enum Slot<T> {
-    /// Not finished.
-    Pending,
-    /// Finished; the outcome waits for `join`.
-    Done(Result<T, JoinError>),
-    /// Taken by `join`.
-    Taken,
+/// No outcome, nobody registered (module doc).
+const PENDING: u32 = 0;
+/// The joiner's unparker is in `waiter`.
+const WAITING: u32 = 1;
+/// The outcome is in `outcome`.
+const DONE: u32 = 2;
+
+/// What the finisher delivers.
+enum Outcome<T> {
+    /// The task ended: its value or its panic.
+    Ended(Result<T, JoinError>),
     /// The runtime shut down first.
     Cancelled,
 }
 
 pub(crate) struct Packet<T> {
+    /// `PENDING`, `WAITING` or `DONE` (module doc).
+    state: AtomicU32,
+    /// The joiner's unparker; owned as the module doc's table says.
+    waiter: UnsafeCell<Option<Unparker>>,
+    /// The outcome; the finisher's until `DONE`, then the joiner's.
+    outcome: UnsafeCell<Option<Outcome<T>>>,
     /// The closure's value between its return and `complete` (module doc): written by the task,
     /// taken by the worker that ran it, on that one OS thread.
     value: UnsafeCell<Option<T>>,
-    inner: Lock<(Slot<T>, Option<Unparker>)>,
 }
 
-// SAFETY: `inner` is behind its lock; `value` is accessed only by the task (`set_value`) and
-// then by the worker thread that ran it (`complete`), in program order on one OS thread
-// (module doc), so never by two threads at once. `T: Send` lets the value move between the
-// spawner's and the joiner's threads.
+// SAFETY: every cell has one owner at a time, handed over through `state` (module doc), and
+// `value` is touched only on the task's worker thread, in program order. `T: Send` lets the
+// value move between the task's and the joiner's threads.
 unsafe impl<T: Send> Sync for Packet<T> {}
 // SAFETY: as for Sync: every part is Send when `T` is.
 unsafe impl<T: Send> Send for Packet<T> {}
@@ -62,8 +90,10 @@ unsafe impl<T: Send> Send for Packet<T> {}
 impl<T> Packet<T> {
     pub(crate) fn new() -> Arc<Self> {
         Arc::new(Packet {
+            state: AtomicU32::new(PENDING),
+            waiter: UnsafeCell::new(None),
+            outcome: UnsafeCell::new(None),
             value: UnsafeCell::new(None),
-            inner: Lock::new((Slot::Pending, None)),
         })
     }
 
@@ -78,15 +108,18 @@ impl<T> Packet<T> {
         self.value.with_mut(|p| unsafe { *p = Some(v) });
     }
 
-    fn finish(&self, slot: impl FnOnce(Slot<T>) -> Slot<T>) {
-        let waiter = {
-            let mut g = self.inner.lock();
-            let old = core::mem::replace(&mut g.0, Slot::Taken);
-            g.0 = slot(old);
-            g.1.take()
-        };
-        if let Some(w) = waiter {
-            w.unpark();
+    /// The finisher's step (module doc); called once per packet.
+    fn finish(&self, outcome: Outcome<T>) {
+        // SAFETY: the outcome cell is the finisher's until the swap below publishes DONE, and
+        // there is one finisher (the task's completion is taken once).
+        self.outcome.with_mut(|p| unsafe { *p = Some(outcome) });
+        if self.state.swap(DONE, Ordering::AcqRel) == WAITING {
+            // SAFETY: the joiner wrote its unparker before its PENDING → WAITING exchange,
+            // which this swap read (Acquire); from WAITING on the cell is the finisher's.
+            let waiter = self.waiter.with_mut(|p| unsafe { (*p).take() });
+            if let Some(w) = waiter {
+                w.unpark();
+            }
         }
     }
 }
@@ -96,15 +129,16 @@ impl<T: Send> Complete for Packet<T> {
         // SAFETY: `complete` runs on the worker thread that ran the task, after its fiber
         // ended: `set_value`, if it ran, is done and nothing else touches the cell (module doc).
         let value = self.value.with_mut(|p| unsafe { (*p).take() });
-        self.finish(|old| match (panic, value) {
-            (Some(e), _) => Slot::Done(Err(e)),
-            (None, Some(v)) => Slot::Done(Ok(v)),
-            (None, None) => old,
-        });
+        let r = match (panic, value) {
+            (Some(e), _) => Err(e),
+            (None, Some(v)) => Ok(v),
+            (None, None) => unreachable!("lagom: a task ended without a value or a panic"),
+        };
+        self.finish(Outcome::Ended(r));
     }
 
     fn cancel(&self) {
-        self.finish(|_| Slot::Cancelled);
+        self.finish(Outcome::Cancelled);
     }
 }
 
@@ -135,7 +169,7 @@ impl<T> JoinHandle<T> {
 
     /// Whether the task has ended (its outcome is ready).
     pub fn is_finished(&self) -> bool {
-        matches!(self.packet.inner.lock().0, Slot::Done(_) | Slot::Cancelled)
+        self.packet.state.load(Ordering::Acquire) == DONE
     }
 
     /// Waits for the task to end; from a task (it blocks, the worker runs others) or from a
@@ -156,28 +190,54 @@ impl<T> JoinHandle<T> {
         }
     }
 
-    /// One round of [`join`](Self::join): under the packet's lock, take the outcome if it is
-    /// there, else register `waiter()` (once) to be unparked when it arrives. The check and the
-    /// registration must stay in one critical section (loom model `join`, mutant
-    /// `join_split_check`).
+    /// One round of [`join`](Self::join): take the outcome if it is there, else register
+    /// `waiter()` (once) to be unparked when it arrives. The check and the registration are
+    /// one compare-exchange (module doc; loom model `join`, mutant `join_split_check`).
     pub(crate) fn try_take(
         &self,
         waiter: impl FnOnce() -> Unparker,
     ) -> Option<Result<T, JoinError>> {
-        let mut g = self.packet.inner.lock();
-        match core::mem::replace(&mut g.0, Slot::Taken) {
-            Slot::Done(r) => return Some(r),
-            Slot::Cancelled => panic!("lagom: joined task was cancelled by shutdown"),
-            Slot::Taken => unreachable!("JoinHandle::join consumes the handle"),
-            other => g.0 = other,
+        let p = &*self.packet;
+        match p.state.load(Ordering::Acquire) {
+            DONE => return Some(self.take_outcome()),
+            WAITING => return None,
+            _ => {}
         }
-        // Mutant: the registration in a second critical section; the task may finish between
-        // the two, find no waiter, and the joiner sleeps forever.
+        // PENDING: the waiter cell is ours until the exchange below publishes it.
+        let w = waiter();
+        // SAFETY: in PENDING the joiner owns `waiter` (module doc); there is one joiner (the
+        // handle is not Clone and `join` consumes it).
+        p.waiter.with_mut(|c| unsafe { *c = Some(w) });
+        #[cfg(not(lagom_mutant = "join_split_check"))]
+        let registered = p
+            .state
+            .compare_exchange(PENDING, WAITING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        // Mutant: the check (the load above) and the registration split into a plain store;
+        // the task may finish between the two, find no waiter, and the store hides its DONE:
+        // the joiner sleeps forever.
         #[cfg(lagom_mutant = "join_split_check")]
-        let mut g = (drop(g), self.packet.inner.lock()).1;
-        if g.1.is_none() {
-            g.1 = Some(waiter());
+        let registered = {
+            p.state.store(WAITING, Ordering::Release);
+            true
+        };
+        if registered {
+            return None;
         }
-        None
+        // DONE came first and the finisher saw PENDING: the cell is still ours.
+        // SAFETY: as above; the finisher touches `waiter` only after reading WAITING.
+        drop(p.waiter.with_mut(|c| unsafe { (*c).take() }));
+        Some(self.take_outcome())
+    }
+
+    /// Takes the outcome once the state read `DONE` (Acquire).
+    fn take_outcome(&self) -> Result<T, JoinError> {
+        // SAFETY: after DONE the outcome cell is the joiner's (module doc); there is one joiner.
+        let o = self.packet.outcome.with_mut(|c| unsafe { (*c).take() });
+        match o {
+            Some(Outcome::Ended(r)) => r,
+            Some(Outcome::Cancelled) => panic!("lagom: joined task was cancelled by shutdown"),
+            None => unreachable!("JoinHandle::join consumes the handle"),
+        }
     }
 }
