@@ -4,18 +4,20 @@
 //!
 //! The finishing task stores its value (`Packet::set_value`, what its fiber does when the
 //! closure returns), then the outcome is delivered (`Complete::complete`, what the worker's
-//! `exit_task` does: fill the slot and take the registered joiner under the packet's lock,
-//! unpark it outside). The joiner, a task on another worker, runs `JoinHandle::join`'s
-//! rounds: `try_take` (take the outcome, or register its unparker, both under the lock), then
+//! `exit_task` does: write the outcome, swap the packet's state to `DONE`, and unpark the
+//! joiner if the old state said one registered). The joiner, a task on another worker, runs
+//! `JoinHandle::join`'s rounds: `try_take` (take the outcome if the state is `DONE`, else
+//! write its unparker and register it with one `PENDING → WAITING` compare-exchange), then
 //! `park` — announce `BLOCKED`, re-check the token, switch away — and round again.
 //!
 //! Checked: the joiner gets the value, and a joiner that slept was woken (queued exactly
 //! once, `RUNNING`) so that its next round takes it: it never sleeps forever. (Exactly once:
-//! the value moves out of the slot, which `try_take` leaves `Taken`.)
+//! the outcome moves out of its cell.) loom also checks that the packet's cells are never
+//! accessed by both sides without a happens-before edge.
 //!
-//! Mutant `join_split_check` moves the joiner's registration into a second critical section
-//! after its check of the slot: the task can finish between the two, find no joiner to
-//! unpark, and the joiner sleeps forever.
+//! Mutant `join_split_check` splits the joiner's check and registration: after the check it
+//! stores `WAITING` plainly instead of the compare-exchange. The task can finish between the
+//! two, find no joiner to unpark, and have its `DONE` overwritten: the joiner sleeps forever.
 #![cfg(loom)]
 
 use lagom::model::{Model, Step};
