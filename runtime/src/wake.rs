@@ -190,7 +190,7 @@ fn ttwu_runnable(shared: &Shared, t: &TaskRef, local_idx: Option<usize>) -> bool
         if rq.entity(h).sched_delayed {
             t.sched_delayed.store(false, Ordering::Relaxed);
             rq.requeue_delayed(h, now);
-            check_preempt(w, &mut rq, h, now);
+            check_preempt(w, &mut rq, h, crate::policy::WakeFlags::TTWU, now);
             w.publish(&rq);
         }
         t.state.store(crate::task::RUNNING, Ordering::Relaxed);

@@ -101,14 +101,27 @@ pub(crate) fn activate(w: &Worker, rq: &mut RunQueue<TaskRef>, t: TaskRef, now: 
     // WAKING → RUNNING (new tasks already are): Release, so a later claim's Acquire sees
     // the enqueue.
     task.state.store(RUNNING, Ordering::Release);
-    check_preempt(w, rq, h, now);
+    // A new task is a fork (`wake_up_new_task`): it preempts only with a shorter slice.
+    let wf = if kind == EnqueueKind::Initial {
+        WakeFlags::FORK
+    } else {
+        WakeFlags::TTWU
+    };
+    check_preempt(w, rq, h, wf, now);
     w.publish(rq);
 }
 
-/// Runs the policy's wakeup-preemption check for `h` and sets need-resched if it says so.
-pub(crate) fn check_preempt(w: &Worker, rq: &mut RunQueue<TaskRef>, h: Handle, now: u64) {
+/// Runs the policy's wakeup-preemption check for `h` (woken, forked or migrated, as `wf`
+/// says) and sets need-resched if it says so.
+pub(crate) fn check_preempt(
+    w: &Worker,
+    rq: &mut RunQueue<TaskRef>,
+    h: Handle,
+    wf: WakeFlags,
+    now: u64,
+) {
     loop {
-        match rq.wakeup_preempt(h, WakeFlags::TTWU, now) {
+        match rq.wakeup_preempt(h, wf, now) {
             Wakeup::NoPreempt => return,
             Wakeup::Preempt => {
                 w.need_resched.store(true, Ordering::Relaxed);

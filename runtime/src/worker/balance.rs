@@ -36,7 +36,7 @@ use alloc::sync::Arc;
 use super::{Shared, Worker, WorkerThread, check_preempt};
 use crate::policy::{
     BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Feature, Imbalance, LoadView,
-    RunQueue, can_migrate, moved, newidle_imbalance, periodic_imbalance,
+    RunQueue, WakeFlags, can_migrate, moved, newidle_imbalance, periodic_imbalance,
 };
 use crate::sync::atomic::Ordering;
 use crate::task::TaskRef;
@@ -188,6 +188,6 @@ fn move_task(
     if delayed {
         w.stats.inc(&w.stats.balance_delayed);
     } else {
-        check_preempt(w, dst_rq, nh, now);
+        check_preempt(w, dst_rq, nh, WakeFlags::NONE, now);
     }
 }
