@@ -5,7 +5,7 @@ use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::super::vtime::vbefore;
+use super::super::vtime::{vbefore, vmin};
 use super::{B, MIN, NIL, Tree};
 
 impl Tree {
@@ -44,6 +44,12 @@ impl Tree {
             };
             if len < least || len > B {
                 return Err(format!("node {x} holds {len} items (at least {least})"));
+            }
+            for k in 0..len {
+                let m = n.items[k..len].iter().map(|it| it.minv).reduce(vmin);
+                if m != Some(n.sufv[k]) {
+                    return Err(format!("node {x}: suffix minimum {k} is stale"));
+                }
             }
             if n.leaf {
                 if *leaf_depth.get_or_insert(depth) != depth {
@@ -114,7 +120,6 @@ impl Tree {
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::vtime::vmin;
     use super::super::{Entry, max_nodes};
     use super::*;
 

@@ -287,7 +287,7 @@ impl Tree {
                 return;
             }
             let pj = self.nodes[p as usize].find(x);
-            self.nodes[p as usize].items[pj] = sx;
+            self.nodes[p as usize].set(pj, sx);
             (x, j, item) = (p, pj + 1, sy);
         }
     }
@@ -296,11 +296,12 @@ impl Tree {
     /// which it returns (not yet linked into the parent).
     fn split(&mut self, x: u32, at: usize) -> u32 {
         let y = self.alloc(self.nodes[x as usize].leaf);
-        let upper = self.nodes[x as usize].items;
-        let yn = &mut self.nodes[y as usize];
-        yn.items[..B - at].copy_from_slice(&upper[at..]);
-        yn.len = (B - at) as u8;
-        self.nodes[x as usize].len = at as u8;
+        let upper = self.nodes[x as usize].clone();
+        self.nodes[y as usize].append(&upper, at, B);
+        // The first `at` suffixes do not cover the moved items any more.
+        let xn = &mut self.nodes[x as usize];
+        xn.len = 0;
+        xn.append(&upper, 0, at);
         for j in 0..B - at {
             self.adopt(y, j);
         }
@@ -365,9 +366,8 @@ impl Tree {
                 self.nodes[r as usize].len as usize,
             );
             if ll + rl <= B {
-                let moved = self.nodes[r as usize].items;
-                self.nodes[l as usize].items[ll..ll + rl].copy_from_slice(&moved[..rl]);
-                self.nodes[l as usize].len = (ll + rl) as u8;
+                let moved = self.nodes[r as usize].clone();
+                self.nodes[l as usize].append(&moved, 0, rl);
                 for k in ll..ll + rl {
                     self.adopt(l, k);
                 }
@@ -375,7 +375,8 @@ impl Tree {
                 if self.last_leaf == r {
                     self.last_leaf = l;
                 }
-                self.nodes[p as usize].items[jl] = self.nodes[l as usize].summary(l);
+                let sl = self.nodes[l as usize].summary(l);
+                self.nodes[p as usize].set(jl, sl);
                 self.take(p, jl + 1);
                 (x, removed) = (p, None);
                 continue;
@@ -387,8 +388,12 @@ impl Tree {
                 let item = self.take(l, ll - 1);
                 self.put(r, 0, item);
             }
-            self.nodes[p as usize].items[jl] = self.nodes[l as usize].summary(l);
-            self.nodes[p as usize].items[jl + 1] = self.nodes[r as usize].summary(r);
+            let (sl, sr) = (
+                self.nodes[l as usize].summary(l),
+                self.nodes[r as usize].summary(r),
+            );
+            self.nodes[p as usize].set(jl + 1, sr);
+            self.nodes[p as usize].set(jl, sl);
             self.refresh_up(p);
             return;
         }
