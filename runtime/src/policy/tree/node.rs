@@ -70,8 +70,10 @@ impl Node {
     pub(super) fn insert(&mut self, j: usize, x: Item) {
         let len = self.len as usize;
         debug_assert!(len < B && j <= len);
-        self.items.copy_within(j..len, j + 1);
-        self.sufv.copy_within(j..len, j + 1);
+        for k in (j..len).rev() {
+            self.items[k + 1] = self.items[k];
+            self.sufv[k + 1] = self.sufv[k];
+        }
         self.items[j] = x;
         self.len += 1;
         self.resuffix(j);
@@ -83,8 +85,10 @@ impl Node {
     pub(super) fn remove(&mut self, j: usize) -> Item {
         let len = self.len as usize;
         let x = self.items[j];
-        self.items.copy_within(j + 1..len, j);
-        self.sufv.copy_within(j + 1..len, j);
+        for k in j..len - 1 {
+            self.items[k] = self.items[k + 1];
+            self.sufv[k] = self.sufv[k + 1];
+        }
         self.len -= 1;
         if j > 0 {
             self.resuffix(j - 1);
