@@ -233,6 +233,41 @@ mod tests {
         assert!(t.nodes.len() <= max_nodes(n as usize));
     }
 
+    /// The bench's steady state: take the leftmost, put it back about an eighth of the way
+    /// in (its new deadline lands among the others'), so that insertions keep going to a
+    /// slowly moving leaf, the finger's case, with equal keys on leaf boundaries. The tree
+    /// stays valid and in order, and every entity comes back in deadline order.
+    #[test]
+    fn frontier_traffic_stays_valid() {
+        let n = 3_000u32;
+        let mut t = Tree::new();
+        t.reserve_index(n as usize);
+        let mut s = 0x9e37_79b9_7f4a_7c15_u64;
+        // Keys in steps of 4 with random gaps of 0..2 steps, many equal.
+        let mut keys = vec![0u64; n as usize];
+        for i in 0..n {
+            keys[i as usize] = (i as u64 / 2) * 4 + xorshift(&mut s) % 3 * 4;
+            t.insert(i, keys[i as usize], keys[i as usize], 1, false);
+        }
+        let mut hits = 0u32;
+        for round in 0..20 * n {
+            let e = t.pick(|_| true).expect("non-empty");
+            assert_eq!(e.index, t.leftmost());
+            t.remove(e.index);
+            // About n/8 keys further on, in steps of 4 (so equals are common).
+            let key = e.deadline + (n as u64 / 8 / 2) * 4 + xorshift(&mut s) % 3 * 4;
+            if t.in_finger(key).is_some() {
+                hits += 1;
+            }
+            t.insert(e.index, key, key, 1, false);
+            if round % 331 == 0 {
+                t.check().unwrap();
+            }
+        }
+        t.check().unwrap();
+        assert!(hits > 2 * n, "finger used {hits} times");
+    }
+
     /// A million sequential inserts stay within the B-tree height bound (no recursion
     /// anywhere), and removing every other one keeps the summaries right.
     #[test]

@@ -87,6 +87,9 @@ pub(crate) struct Tree {
     /// The rightmost leaf: a runnable entity that used up its request usually goes there,
     /// so an insertion checks it before descending.
     pub(super) last_leaf: u32,
+    /// The node the last insertion went to (a finger; possibly no longer a leaf of this
+    /// tree): see [`Tree::in_finger`].
+    pub(super) finger: u32,
     /// The root's summary (valid while the tree is not empty).
     pub(super) top: Item,
     pub(super) len: usize,
@@ -117,6 +120,7 @@ impl Tree {
             root: NIL,
             first_leaf: NIL,
             last_leaf: NIL,
+            finger: NIL,
             top: NO_ITEM,
             len: 0,
         }
@@ -240,6 +244,8 @@ impl Tree {
         let last = &self.nodes[self.last_leaf as usize];
         let (x, j) = if !vbefore(deadline, last.items[last.len as usize - 1].key) {
             (self.last_leaf, last.len as usize)
+        } else if let Some(j) = self.in_finger(deadline) {
+            (self.finger, j)
         } else {
             let mut x = self.root;
             loop {
@@ -251,7 +257,32 @@ impl Tree {
                 x = n.items[j.saturating_sub(1)].id;
             }
         };
+        self.finger = x;
         self.insert_at(x, j, item);
+    }
+
+    /// Where an entity with this deadline goes in the finger leaf, if it goes there.
+    ///
+    /// Requeued entities with similar vruntimes get similar deadlines, so successive
+    /// insertions that do not go to the end of the tree tend to go to the same leaf: the
+    /// finger saves the descent from the root. It needs no upkeep when nodes split, merge
+    /// or are freed, because the test is self-contained: a deadline at or after a live
+    /// leaf's first key and before its last one belongs in that leaf (every leaf before it
+    /// ends at or before its first key, every leaf after it starts at or after its last
+    /// key), at the same position the descent would find. A freed node has no items, and
+    /// an inner node is no leaf, so neither passes.
+    #[inline]
+    fn in_finger(&self, deadline: u64) -> Option<usize> {
+        let n = self.nodes.get(self.finger as usize)?;
+        let len = n.len as usize;
+        if !n.leaf
+            || len == 0
+            || vbefore(deadline, n.items[0].key)
+            || !vbefore(deadline, n.items[len - 1].key)
+        {
+            return None;
+        }
+        Some(n.upper_bound(deadline))
     }
 
     /// Puts `item` at position `j` of node `x`, splitting full nodes on the way up.
