@@ -19,6 +19,14 @@
 //! until it is used up, and a structural change (merge, borrow, split) happens about once
 //! every ten operations, on a sibling that can be prefetched before it is needed.
 //!
+//! Two things keep the common operations short. Taking the leftmost entity raises the
+//! minimum vruntime of every node on the left spine; each node keeps the suffix minima of
+//! its items' vruntimes (see [`node`]), so the new minimum is read, not rescanned. And when
+//! vruntimes are spread over more than a slice, a requeued entity's new deadline lands
+//! among the others' rather than at the end, but successive ones land in the same leaf: an
+//! insertion first tries the leaf of the previous one (the finger) before descending from
+//! the root.
+//!
 //! Nodes live in a pool indexed by `u32`, with a parent link each; a slab-indexed side array
 //! (`leaf_of`) maps an entity to its leaf, so removal by index is O(log n) (plus a scan of at
 //! most [`B`] items per level) with no recursion. The pool is reserved for the largest tree
