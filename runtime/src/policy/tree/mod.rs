@@ -19,6 +19,14 @@
 //! until it is used up, and a structural change (merge, borrow, split) happens about once
 //! every ten operations, on a sibling that can be prefetched before it is needed.
 //!
+//! Two things keep the common operations short. Taking the leftmost entity raises the
+//! minimum vruntime of every node on the left spine; each node keeps the suffix minima of
+//! its items' vruntimes (see [`node`]), so the new minimum is read, not rescanned. And when
+//! vruntimes are spread over more than a slice, a requeued entity's new deadline lands
+//! among the others' rather than at the end, but successive ones land in the same leaf: an
+//! insertion first tries the leaf of the previous one (the finger) before descending from
+//! the root.
+//!
 //! Nodes live in a pool indexed by `u32`, with a parent link each; a slab-indexed side array
 //! (`leaf_of`) maps an entity to its leaf, so removal by index is O(log n) (plus a scan of at
 //! most [`B`] items per level) with no recursion. The pool is reserved for the largest tree
@@ -87,6 +95,9 @@ pub(crate) struct Tree {
     /// The rightmost leaf: a runnable entity that used up its request usually goes there,
     /// so an insertion checks it before descending.
     pub(super) last_leaf: u32,
+    /// The node the last insertion went to (a finger; possibly no longer a leaf of this
+    /// tree): see [`Tree::in_finger`].
+    pub(super) finger: u32,
     /// The root's summary (valid while the tree is not empty).
     pub(super) top: Item,
     pub(super) len: usize,
@@ -117,6 +128,7 @@ impl Tree {
             root: NIL,
             first_leaf: NIL,
             last_leaf: NIL,
+            finger: NIL,
             top: NO_ITEM,
             len: 0,
         }
@@ -240,6 +252,8 @@ impl Tree {
         let last = &self.nodes[self.last_leaf as usize];
         let (x, j) = if !vbefore(deadline, last.items[last.len as usize - 1].key) {
             (self.last_leaf, last.len as usize)
+        } else if let Some(j) = self.in_finger(deadline) {
+            (self.finger, j)
         } else {
             let mut x = self.root;
             loop {
@@ -251,7 +265,32 @@ impl Tree {
                 x = n.items[j.saturating_sub(1)].id;
             }
         };
+        self.finger = x;
         self.insert_at(x, j, item);
+    }
+
+    /// Where an entity with this deadline goes in the finger leaf, if it goes there.
+    ///
+    /// Requeued entities with similar vruntimes get similar deadlines, so successive
+    /// insertions that do not go to the end of the tree tend to go to the same leaf: the
+    /// finger saves the descent from the root. It needs no upkeep when nodes split, merge
+    /// or are freed, because the test is self-contained: a deadline at or after a live
+    /// leaf's first key and before its last one belongs in that leaf (every leaf before it
+    /// ends at or before its first key, every leaf after it starts at or after its last
+    /// key), at the same position the descent would find. A freed node has no items, and
+    /// an inner node is no leaf, so neither passes.
+    #[inline]
+    fn in_finger(&self, deadline: u64) -> Option<usize> {
+        let n = self.nodes.get(self.finger as usize)?;
+        let len = n.len as usize;
+        if !n.leaf
+            || len == 0
+            || vbefore(deadline, n.items[0].key)
+            || !vbefore(deadline, n.items[len - 1].key)
+        {
+            return None;
+        }
+        Some(n.upper_bound(deadline))
     }
 
     /// Puts `item` at position `j` of node `x`, splitting full nodes on the way up.
@@ -287,7 +326,7 @@ impl Tree {
                 return;
             }
             let pj = self.nodes[p as usize].find(x);
-            self.nodes[p as usize].items[pj] = sx;
+            self.nodes[p as usize].set(pj, sx);
             (x, j, item) = (p, pj + 1, sy);
         }
     }
@@ -296,11 +335,12 @@ impl Tree {
     /// which it returns (not yet linked into the parent).
     fn split(&mut self, x: u32, at: usize) -> u32 {
         let y = self.alloc(self.nodes[x as usize].leaf);
-        let upper = self.nodes[x as usize].items;
-        let yn = &mut self.nodes[y as usize];
-        yn.items[..B - at].copy_from_slice(&upper[at..]);
-        yn.len = (B - at) as u8;
-        self.nodes[x as usize].len = at as u8;
+        let upper = self.nodes[x as usize].clone();
+        self.nodes[y as usize].append(&upper, at, B);
+        // The first `at` suffixes do not cover the moved items any more.
+        let xn = &mut self.nodes[x as usize];
+        xn.len = 0;
+        xn.append(&upper, 0, at);
         for j in 0..B - at {
             self.adopt(y, j);
         }
@@ -365,9 +405,8 @@ impl Tree {
                 self.nodes[r as usize].len as usize,
             );
             if ll + rl <= B {
-                let moved = self.nodes[r as usize].items;
-                self.nodes[l as usize].items[ll..ll + rl].copy_from_slice(&moved[..rl]);
-                self.nodes[l as usize].len = (ll + rl) as u8;
+                let moved = self.nodes[r as usize].clone();
+                self.nodes[l as usize].append(&moved, 0, rl);
                 for k in ll..ll + rl {
                     self.adopt(l, k);
                 }
@@ -375,7 +414,8 @@ impl Tree {
                 if self.last_leaf == r {
                     self.last_leaf = l;
                 }
-                self.nodes[p as usize].items[jl] = self.nodes[l as usize].summary(l);
+                let sl = self.nodes[l as usize].summary(l);
+                self.nodes[p as usize].set(jl, sl);
                 self.take(p, jl + 1);
                 (x, removed) = (p, None);
                 continue;
@@ -387,8 +427,12 @@ impl Tree {
                 let item = self.take(l, ll - 1);
                 self.put(r, 0, item);
             }
-            self.nodes[p as usize].items[jl] = self.nodes[l as usize].summary(l);
-            self.nodes[p as usize].items[jl + 1] = self.nodes[r as usize].summary(r);
+            let (sl, sr) = (
+                self.nodes[l as usize].summary(l),
+                self.nodes[r as usize].summary(r),
+            );
+            self.nodes[p as usize].set(jl + 1, sr);
+            self.nodes[p as usize].set(jl, sl);
             self.refresh_up(p);
             return;
         }

@@ -1,5 +1,15 @@
 //! The tree's nodes: sorted runs of items, each an entity (in a leaf) or the summary of a
 //! child subtree (in an inner node), and how a node's summary is recomputed.
+//!
+//! Each node also keeps the suffix minima of its items' vruntimes: `sufv[j]` is the earliest
+//! vruntime among items `j..len`, so the node's own minimum is `sufv[0]`. The runqueue's
+//! common traffic takes the first item out of the leftmost leaf, which holds the earliest
+//! vruntime of that leaf and of every ancestor's first child: without the suffix minima each
+//! of those nodes would rescan all its items for the new minimum; with them the new minimum
+//! is the next suffix, already there. A change at position `j` only recomputes the suffixes
+//! at and before `j`, from `j` down, and stops at the first one that comes out unchanged
+//! (those before it depend on items before it and on it alone); an append of a later
+//! vruntime (the other common change) stops at once.
 
 use super::super::vtime::{vbefore, vmin};
 use super::{B, NIL};
@@ -35,6 +45,8 @@ pub(super) const NO_ITEM: Item = Item {
 #[repr(C, align(64))]
 pub(crate) struct Node {
     pub(super) items: [Item; B],
+    /// `sufv[j]`: the earliest `minv` among `items[j..len]` (valid below `len`).
+    pub(super) sufv: [u64; B],
     pub(super) parent: u32,
     pub(super) len: u8,
     pub(super) leaf: bool,
@@ -46,6 +58,75 @@ impl Node {
         &self.items[..self.len as usize]
     }
 
+    /// Overwrites item `j` (below `len`).
+    #[inline]
+    pub(super) fn set(&mut self, j: usize, x: Item) {
+        self.items[j] = x;
+        self.resuffix(j);
+    }
+
+    /// Inserts `x` at position `j`; the node must have room.
+    #[inline]
+    pub(super) fn insert(&mut self, j: usize, x: Item) {
+        let len = self.len as usize;
+        debug_assert!(len < B && j <= len);
+        for k in (j..len).rev() {
+            self.items[k + 1] = self.items[k];
+            self.sufv[k + 1] = self.sufv[k];
+        }
+        self.items[j] = x;
+        self.len += 1;
+        self.resuffix(j);
+    }
+
+    /// Removes and returns item `j`. The suffixes after `j` move with their items; only
+    /// those before `j` can change (none when the first item leaves).
+    #[inline]
+    pub(super) fn remove(&mut self, j: usize) -> Item {
+        let len = self.len as usize;
+        let x = self.items[j];
+        for k in j..len - 1 {
+            self.items[k] = self.items[k + 1];
+            self.sufv[k] = self.sufv[k + 1];
+        }
+        self.len -= 1;
+        if j > 0 {
+            self.resuffix(j - 1);
+        }
+        x
+    }
+
+    /// Appends items `from..to` of `src` (the node must have room).
+    pub(super) fn append(&mut self, src: &Node, from: usize, to: usize) {
+        let (at, n) = (self.len as usize, to - from);
+        self.items[at..at + n].copy_from_slice(&src.items[from..to]);
+        self.len += n as u8;
+        let mut m = self.items[at + n - 1].minv;
+        for k in (0..at + n).rev() {
+            m = vmin(self.items[k].minv, m);
+            self.sufv[k] = m;
+        }
+    }
+
+    /// Recomputes `sufv[j]` from item `j` and `sufv[j + 1]`, then the suffixes before it
+    /// until one comes out unchanged.
+    #[inline]
+    fn resuffix(&mut self, j: usize) {
+        let len = self.len as usize;
+        let mut m = self.items[j].minv;
+        if j + 1 < len {
+            m = vmin(m, self.sufv[j + 1]);
+        }
+        self.sufv[j] = m;
+        for k in (0..j).rev() {
+            m = vmin(self.items[k].minv, m);
+            if self.sufv[k] == m {
+                return;
+            }
+            self.sufv[k] = m;
+        }
+    }
+
     /// The node's summary as its parent stores it (`id` is the node's own index).
     #[inline]
     pub(super) fn summary(&self, id: u32) -> Item {
@@ -53,10 +134,10 @@ impl Node {
         let mut s = Item {
             id,
             delayed: false,
+            minv: self.sufv[0],
             ..it[0]
         };
         for x in &it[1..] {
-            s.minv = vmin(s.minv, x.minv);
             s.mins = s.mins.min(x.mins);
             s.maxs = s.maxs.max(x.maxs);
         }
@@ -64,13 +145,13 @@ impl Node {
     }
 
     /// The summary after item `old` was replaced by `new` (or removed), given the summary
-    /// `s` from before (see [`Tree::update_up`](super::Tree::update_up)).
+    /// `s` from before (the minimum vruntime is `sufv[0]`; the slices are redone) (see [`Tree::update_up`](super::Tree::update_up)).
     #[inline]
     pub(super) fn resummary(&self, s: &Item, old: &Item, new: Option<&Item>) -> Item {
         let it = self.items();
         Item {
             key: it[0].key,
-            minv: redo(it, s.minv, old.minv, new.map(|n| n.minv), |x| x.minv, vmin),
+            minv: self.sufv[0],
             mins: redo(
                 it,
                 s.mins,

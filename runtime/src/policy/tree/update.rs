@@ -9,6 +9,7 @@ impl Tree {
     pub(super) fn alloc(&mut self, leaf: bool) -> u32 {
         let node = Node {
             items: [NO_ITEM; B],
+            sufv: [0; B],
             parent: NIL,
             len: 0,
             leaf,
@@ -49,23 +50,14 @@ impl Tree {
     /// Inserts `item` at position `j` of node `x`, which has room.
     #[inline]
     pub(super) fn put(&mut self, x: u32, j: usize, item: Item) {
-        let n = &mut self.nodes[x as usize];
-        let len = n.len as usize;
-        n.items.copy_within(j..len, j + 1);
-        n.items[j] = item;
-        n.len += 1;
+        self.nodes[x as usize].insert(j, item);
         self.adopt(x, j);
     }
 
     /// Removes and returns item `j` of node `x`.
     #[inline]
     pub(super) fn take(&mut self, x: u32, j: usize) -> Item {
-        let n = &mut self.nodes[x as usize];
-        let len = n.len as usize;
-        let item = n.items[j];
-        n.items.copy_within(j + 1..len, j);
-        n.len -= 1;
-        item
+        self.nodes[x as usize].remove(j)
     }
 
     /// Recomputes the summaries from node `x` up, stopping at the first one that did not
@@ -84,7 +76,7 @@ impl Tree {
             if pn.items[j] == s {
                 return;
             }
-            pn.items[j] = s;
+            pn.set(j, s);
             x = p;
         }
     }
@@ -110,7 +102,7 @@ impl Tree {
             if r == s {
                 return;
             }
-            self.nodes[p as usize].items[j] = r;
+            self.nodes[p as usize].set(j, r);
             (x, old, new) = (p, s, Some(r));
         }
     }
@@ -142,7 +134,7 @@ impl Tree {
             if pn.items[j] == s {
                 return;
             }
-            pn.items[j] = s;
+            pn.set(j, s);
             x = p;
         }
     }
