@@ -67,7 +67,7 @@ pub(crate) fn map_guarded(len: usize, guard: usize) -> Result<NonNull<u8>, i32> 
     Ok(unsafe { NonNull::new_unchecked(ptr.cast()) })
 }
 
-/// Unmaps a mapping made by [`map_guarded`] or [`map`].
+/// Unmaps a mapping made by [`map_guarded`].
 ///
 /// # Safety
 /// `ptr`/`len` must be exactly a mapping returned by this module that is not used afterwards.

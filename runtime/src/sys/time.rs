@@ -17,7 +17,7 @@
 //! is a few tens of ns over the window: about 10 ppm). The scale is anchored at the first
 //! pair, so the two clocks agree there and drift apart only by that error.
 //!
-//! Under loom both clocks stand still at [`LOOM_NOW`].
+//! Under loom both clocks stand still at `LOOM_NOW` (a constant compiled only under loom).
 
 /// Nanoseconds on the monotonic clock (since an arbitrary point, the same for every thread).
 #[cfg(not(loom))]

@@ -120,6 +120,11 @@ pub(crate) fn check_preempt(
     wf: WakeFlags,
     now: u64,
 ) {
+    // Already asked to reschedule: nothing to decide (spec §6.1 step 1). Set and cleared
+    // under this runqueue's lock, which the caller holds.
+    if w.need_resched.load(Ordering::Relaxed) {
+        return;
+    }
     loop {
         match rq.wakeup_preempt(h, wf, now) {
             Wakeup::NoPreempt => return,
