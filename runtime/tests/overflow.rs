@@ -4,10 +4,8 @@
 //! `LAGOM_FAULT_CHILD=<scenario>` set and only the `child` test selected, then checks the
 //! child's stderr and the signal that killed it.
 
+mod child_util;
 mod fiber_util;
-
-use std::os::unix::process::ExitStatusExt;
-use std::process::Command;
 
 use lagom::arch::{DefaultStack, Fiber, SignalStack};
 
@@ -65,29 +63,9 @@ fn child() {
 }
 
 /// Runs one scenario in a child; returns (stderr, terminating signal).
-///
-/// Under an emulator (cross-testing with `qemu-aarch64`, say), set `LAGOM_TEST_RUNNER` to the
-/// runner command line: the child is then started through it, as cargo started this process.
 fn run_child(scenario: &str) -> (String, Option<i32>) {
-    let exe = std::env::current_exe().unwrap();
-    let runner = std::env::var("LAGOM_TEST_RUNNER").unwrap_or_default();
-    let mut words = runner.split_whitespace();
-    let mut cmd = match words.next() {
-        Some(prog) => {
-            let mut c = Command::new(prog);
-            c.args(words).arg(&exe);
-            c
-        }
-        None => Command::new(&exe),
-    };
-    let out = cmd
-        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
-        .env(ENV, scenario)
-        .output()
-        .expect("spawn the test binary");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    // qemu-user reports the guest's fatal signal by dying of it itself, so this holds there too.
-    (stderr, out.status.signal())
+    let run = child_util::run_child(ENV, scenario);
+    (run.stderr, run.signal)
 }
 
 #[test]

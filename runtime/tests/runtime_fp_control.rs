@@ -3,6 +3,7 @@
 //! mode across its switches while the other tasks keep the default; and, with
 //! `debug_assertions`, a task that breaks the `AssumeDefault` promise aborts the process
 //! naming itself (checked in a child process).
+mod child_util;
 mod runtime_util;
 
 use std::sync::Arc;
@@ -209,24 +210,8 @@ fn child() {
 #[test]
 #[cfg(debug_assertions)]
 fn assume_default_runtime_aborts_naming_a_task_that_broke_the_promise() {
-    use std::os::unix::process::ExitStatusExt;
-    let exe = std::env::current_exe().unwrap();
-    let runner = std::env::var("LAGOM_TEST_RUNNER").unwrap_or_default();
-    let mut words = runner.split_whitespace();
-    let mut cmd = match words.next() {
-        Some(prog) => {
-            let mut c = std::process::Command::new(prog);
-            c.args(words).arg(&exe);
-            c
-        }
-        None => std::process::Command::new(&exe),
-    };
-    let out = cmd
-        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, "1")
-        .output()
-        .expect("spawn the test binary");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let run = child_util::run_child(CHILD_ENV, "1");
+    let stderr = &run.stderr;
     assert!(
         stderr.contains("lagom: task 'rounds-toward-zero' (id "),
         "stderr was: {stderr}"
@@ -235,9 +220,5 @@ fn assume_default_runtime_aborts_naming_a_task_that_broke_the_promise() {
         stderr.contains("under FpControl::AssumeDefault"),
         "stderr was: {stderr}"
     );
-    assert_eq!(
-        out.status.signal(),
-        Some(libc::SIGABRT),
-        "stderr was: {stderr}"
-    );
+    assert_eq!(run.signal, Some(libc::SIGABRT), "stderr was: {stderr}");
 }

@@ -7,6 +7,8 @@
 //! process naming itself (checked in a child process).
 #![cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 
+mod child_util;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -406,29 +408,9 @@ fn child() {
 }
 
 /// Runs a child scenario; returns (stderr, exit code, terminating signal).
-///
-/// Under an emulator (`qemu-aarch64`), set `LAGOM_TEST_RUNNER` to the runner command line:
-/// the child is then started through it, as cargo started this process.
 fn run_child(scenario: &str) -> (String, Option<i32>, Option<i32>) {
-    use std::os::unix::process::ExitStatusExt;
-    let exe = std::env::current_exe().unwrap();
-    let runner = std::env::var("LAGOM_TEST_RUNNER").unwrap_or_default();
-    let mut words = runner.split_whitespace();
-    let mut cmd = match words.next() {
-        Some(prog) => {
-            let mut c = std::process::Command::new(prog);
-            c.args(words).arg(&exe);
-            c
-        }
-        None => std::process::Command::new(&exe),
-    };
-    let out = cmd
-        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, scenario)
-        .output()
-        .expect("spawn the test binary");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    (stderr, out.status.code(), out.status.signal())
+    let run = child_util::run_child(CHILD_ENV, scenario);
+    (run.stderr, run.code, run.signal)
 }
 
 #[test]
