@@ -36,7 +36,19 @@
 //! * `tokio/pingpong` — nothing else runs: the counterpart of `lagom/local` and
 //!   `lagom/remote_idle`.
 //! * `tokio/pingpong_busy` — two more tasks loop on `tokio::task::yield_now().await`
-//!   (CPU-bound, cooperative): the counterpart of `lagom/remote_busy`.
+//!   (CPU-bound, cooperative), under the same load as `lagom/remote_busy`.
+//!
+//! tokio, one worker per CPU (the placement of the lagom cases: two current-thread runtimes,
+//! each on its own OS thread pinned to the CPU of lagom's worker 0 or 1, A on the first and B
+//! on the second; a `notify_one` from one runtime's thread wakes a task of the other, which
+//! goes through that runtime's remote (inject) queue: the like-for-like remote wake):
+//!
+//! * `tokio/remote_busy` — beside each player, a task loops on `yield_now().await`: the
+//!   counterpart of `lagom/remote_busy`; the wakee runs once the busy task yields and the
+//!   scheduler finds it in the remote queue.
+//! * `tokio/remote_idle` — nothing else runs: each runtime parks its thread when its player
+//!   waits, so a wake is a cross-thread unpark (the counterpart of `lagom/remote_idle_futex`:
+//!   tokio parks at once, without an idle spin).
 //!
 //! Run with `cargo bench --bench wake -- --warm-up-time 1 --measurement-time 2`.
 #![allow(missing_docs)]
@@ -178,6 +190,65 @@ fn tokio_pingpong(rt: &tokio::runtime::Runtime, busy: bool, iters: u64) -> Durat
     })
 }
 
+/// `iters` Notify round trips between two current-thread tokio runtimes on their own OS
+/// threads, pinned to `cpus` (A's runtime first); with `busy`, each runtime also runs a task
+/// that loops on `yield_now` until both players are done. Returns A's time.
+fn tokio_remote(cpus: [usize; 2], busy: bool, iters: u64) -> Duration {
+    use std::sync::atomic::AtomicUsize;
+    use tokio::sync::Notify;
+    let to = [Arc::new(Notify::new()), Arc::new(Notify::new())];
+    let done = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..2)
+        .map(|me| {
+            let cpu = cpus[me];
+            let (mine, other) = (Arc::clone(&to[me]), Arc::clone(&to[1 - me]));
+            let done = Arc::clone(&done);
+            std::thread::spawn(move || {
+                assert!(
+                    core_affinity::set_for_current(core_affinity::CoreId { id: cpu }),
+                    "pin to CPU {cpu}"
+                );
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .expect("tokio current-thread runtime");
+                rt.block_on(async move {
+                    let spinner = busy.then(|| {
+                        let done = Arc::clone(&done);
+                        tokio::spawn(async move {
+                            while done.load(Ordering::Relaxed) < 2 {
+                                tokio::task::yield_now().await;
+                            }
+                        })
+                    });
+                    let player = tokio::spawn(async move {
+                        let t = Instant::now();
+                        for _ in 0..iters {
+                            if me == 0 {
+                                other.notify_one();
+                                mine.notified().await;
+                            } else {
+                                mine.notified().await;
+                                other.notify_one();
+                            }
+                        }
+                        t.elapsed()
+                    });
+                    let elapsed = player.await.expect("player");
+                    done.fetch_add(1, Ordering::Relaxed);
+                    if let Some(s) = spinner {
+                        s.await.expect("busy");
+                    }
+                    elapsed
+                })
+            })
+        })
+        .collect();
+    let mut times = threads.into_iter().map(|t| t.join().expect("tokio thread"));
+    let a = times.next().expect("A's time");
+    times.for_each(drop);
+    a
+}
+
 /// The request a latency-sensitive task asks for (`task::Builder::slice`), against the
 /// default 3 ms (scaled by the worker count) of the busy tasks.
 const SHORT_SLICE: Duration = Duration::from_micros(100);
@@ -185,7 +256,8 @@ const SHORT_SLICE: Duration = Duration::from_micros(100);
 fn bench_wake(c: &mut Criterion) {
     let mut g = c.benchmark_group("wake_round_trip");
     let rt = Runtime::builder().build().expect("lagom runtime");
-    let remote = rt.worker_cpus().len() >= 2;
+    let cpus = rt.worker_cpus();
+    let remote = cpus.len() >= 2;
     g.bench_function("lagom/local", |b| {
         b.iter_custom(|n| lagom_pingpong(&rt, 0, 0, false, None, n))
     });
@@ -219,6 +291,14 @@ fn bench_wake(c: &mut Criterion) {
     g.bench_function("tokio/pingpong_busy", |b| {
         b.iter_custom(|n| tokio_pingpong(&tokio, true, n))
     });
+    if let [a, b, ..] = cpus[..] {
+        g.bench_function("tokio/remote_busy", |bch| {
+            bch.iter_custom(|n| tokio_remote([a, b], true, n))
+        });
+        g.bench_function("tokio/remote_idle", |bch| {
+            bch.iter_custom(|n| tokio_remote([a, b], false, n))
+        });
+    }
     g.finish();
 }
 
