@@ -6,17 +6,17 @@ use super::node::{Item, NO_ITEM, Node};
 use super::{B, NIL, Tree};
 
 impl Tree {
+    /// Takes a node from the pool: an empty leaf (`leaf`) or inner node without a parent.
+    ///
+    /// A recycled node gets only its header written: items and suffix minima at and beyond
+    /// `len` are never read, and a node is about 1 KiB, so rewriting all of it would be most
+    /// of the cost of the common "tree goes from empty to one entity" insertion.
     pub(super) fn alloc(&mut self, leaf: bool) -> u32 {
-        let node = Node {
-            items: [NO_ITEM; B],
-            sufv: [0; B],
-            parent: NIL,
-            len: 0,
-            leaf,
-        };
         match self.spare.pop() {
             Some(x) => {
-                self.nodes[x as usize] = node;
+                let n = &mut self.nodes[x as usize];
+                debug_assert_eq!(n.len, 0, "spare node holds items");
+                (n.parent, n.len, n.leaf) = (NIL, 0, leaf);
                 x
             }
             None => {
@@ -24,7 +24,13 @@ impl Tree {
                     self.nodes.len() < self.nodes.capacity(),
                     "pool not reserved"
                 );
-                self.nodes.push(node);
+                self.nodes.push(Node {
+                    items: [NO_ITEM; B],
+                    sufv: [0; B],
+                    parent: NIL,
+                    len: 0,
+                    leaf,
+                });
                 (self.nodes.len() - 1) as u32
             }
         }
