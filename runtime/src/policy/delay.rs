@@ -55,18 +55,23 @@ impl<T> RunQueue<T> {
     pub fn dequeue(&mut self, h: Handle, kind: DequeueKind, now: u64) -> Dequeued<T> {
         let i = self.idx(h);
         self.update_curr(now);
-        let se = *self.se(i);
-        if kind == DequeueKind::Sleep && se.sched_delayed {
+        let (vruntime, delayed) = {
+            let se = self.se(i);
+            (se.vruntime, se.sched_delayed)
+        };
+        if kind == DequeueKind::Sleep && delayed {
             // Already asleep: a second sleep completes the delayed dequeue.
             let (se, payload) = self.finish_delayed_idx(i);
             return Dequeued::Removed { se, payload };
         }
+        // V once, for both the eligibility test and the saved lag (W > 0: `i` is queued).
+        let v_avg = self.avg_vruntime();
         if kind == DequeueKind::Sleep
             && self.feat(Feature::DelayDequeue)
-            && !self.vruntime_eligible(se.vruntime)
+            && !Self::eligible_at(v_avg, vruntime)
         {
             self.clear_buddies(i);
-            self.update_entity_lag(i);
+            self.update_entity_lag_at(i, v_avg);
             self.se_mut(i).sched_delayed = true;
             if i != self.curr {
                 self.tree.set_delayed(i, true);
@@ -75,7 +80,7 @@ impl<T> RunQueue<T> {
             return Dequeued::Delayed;
         }
         self.clear_buddies(i);
-        self.update_entity_lag(i);
+        self.update_entity_lag_at(i, v_avg);
         if kind == DequeueKind::Save && self.feat(Feature::PlaceRelDeadline) {
             let se = self.se_mut(i);
             se.deadline = se.deadline.wrapping_sub(se.vruntime);

@@ -53,7 +53,7 @@ impl<T> RunQueue<T> {
     /// `place_entity`: sets vruntime from V and the saved lag, and the deadline. `se` is not
     /// accounted in the runqueue while this runs.
     pub(super) fn place_entity(&mut self, se: &mut SchedEntity, initial: bool) {
-        let v_avg = self.avg_vruntime();
+        let (v_avg, w_all) = self.update_avg();
         if !se.custom_slice {
             se.slice = self.cfg.base_slice;
         }
@@ -61,11 +61,9 @@ impl<T> RunQueue<T> {
         let mut lag: i64 = 0;
         let mut rebase = false;
         if self.feat(Feature::PlaceLag) && self.nr_queued > 0 && se.vlag != 0 {
-            let (_, w_all) = self.sums_with_curr();
             let w_all = w_all.max(1);
             let w = se.weight as i128;
-            let l = se.vlag as i128 * (w_all + w) / w_all;
-            lag = l.clamp(i64::MIN as i128 / 2, i64::MAX as i128 / 2) as i64;
+            lag = inflate_lag(se.vlag, w_all, w);
             rebase = w > w_all;
         }
         se.vruntime = vadd(v_avg, -lag);
@@ -98,6 +96,12 @@ impl<T> RunQueue<T> {
     /// DELAY_ZERO, at most zero. Returns whether the saved lag differs from `V − v`.
     pub(super) fn update_entity_lag(&mut self, i: u32) -> bool {
         let v_avg = self.avg_vruntime();
+        self.update_entity_lag_at(i, v_avg)
+    }
+
+    /// [`Self::update_entity_lag`] with V already computed (nothing changed since).
+    #[inline]
+    pub(super) fn update_entity_lag_at(&mut self, i: u32, v_avg: u64) -> bool {
         let limit = self.lag_limit(self.se(i).weight);
         let delay_zero = self.feat(Feature::DelayZero);
         let se = self.se_mut(i);
@@ -185,4 +189,20 @@ impl<T> RunQueue<T> {
         }
         debug_assert!(self.curr != NIL || in_tree);
     }
+}
+
+/// `vlag·(W + w)/W` (truncated toward zero), clamped to ±2^62: the lag to place with so that
+/// the lag right after joining is `vlag` (see the module doc). In 64 bits when the product
+/// fits (a division there is several times cheaper than in 128), else in 128; truncating
+/// division gives the same quotient in both.
+#[inline]
+fn inflate_lag(vlag: i64, w_all: i128, w: i128) -> i64 {
+    let l = match (i64::try_from(w_all + w), i64::try_from(w_all)) {
+        (Ok(sum), Ok(div)) => match vlag.checked_mul(sum) {
+            Some(p) => (p / div) as i128,
+            None => vlag as i128 * (w_all + w) / w_all,
+        },
+        _ => vlag as i128 * (w_all + w) / w_all,
+    };
+    l.clamp(i64::MIN as i128 / 2, i64::MAX as i128 / 2) as i64
 }

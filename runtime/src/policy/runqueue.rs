@@ -284,17 +284,39 @@ impl<T> RunQueue<T> {
     /// V, the weighted mean vruntime of the queued entities (the zero-lag point), rounded
     /// toward −∞ so that an entity placed at V is eligible. Re-bases the zero point to V.
     pub fn avg_vruntime(&mut self) -> u64 {
+        self.update_avg().0
+    }
+
+    /// [`Self::avg_vruntime`], also returning W, the weight it averaged over (with the
+    /// running entity's if it is queued; 0 when nothing is).
+    ///
+    /// After it, S (with the running entity's term) lies in `[0, W)`: V is the zero point
+    /// exactly. A second call with nothing changed in between finds S there and returns at
+    /// once, with no division and no rebase, which is what the division would have found
+    /// (a quotient of 0). So does a call when nothing is queued (W = 0, S = 0).
+    #[inline]
+    pub(super) fn update_avg(&mut self) -> (u64, i128) {
         let (s, w) = self.sums_with_curr();
-        let delta = if w <= 0 {
-            0
-        } else if let (Ok(s64), Ok(w64)) = (i64::try_from(s), i64::try_from(w)) {
+        if w <= 0 || (0..w).contains(&s) {
+            return (self.zero_vruntime, w);
+        }
+        let delta = if let (Ok(s64), Ok(w64)) = (i64::try_from(s), i64::try_from(w)) {
             // The common case fits 64 bits, where division is several times cheaper.
             s64.div_euclid(w64)
         } else {
             s.div_euclid(w) as i64
         };
         self.rebase(delta);
-        self.zero_vruntime
+        (self.zero_vruntime, w)
+    }
+
+    /// Whether `v` is eligible given `v_avg`, the V that [`Self::update_avg`] just returned
+    /// with W > 0 and nothing changed since: S then lies in `[0, W)`, so the exact test
+    /// `S ≥ (v − V)·W` holds iff `v − V ≤ 0`. No multiplication, and no second look at the
+    /// sums.
+    #[inline]
+    pub(super) fn eligible_at(v_avg: u64, v: u64) -> bool {
+        !vbefore(v_avg, v)
     }
 
     /// Moves the zero point by `delta`, adjusting the tree sum to match.
@@ -369,16 +391,26 @@ impl<T> RunQueue<T> {
 
     /// Issues a new request once the running entity's vruntime reached its deadline
     /// (`update_deadline`); returns whether it did.
+    #[inline]
     pub(super) fn update_deadline(&mut self, i: u32) -> bool {
         debug_assert_eq!(
             i, self.curr,
             "only the running entity's deadline is refreshed"
         );
-        let base = self.cfg.base_slice;
-        let se = self.se_mut(i);
+        let se = self.se(i);
         if vbefore(se.vruntime, se.deadline) {
             return false;
         }
+        self.new_request(i);
+        true
+    }
+
+    /// The refresh of [`Self::update_deadline`], once per request: kept out of line so that
+    /// the check inlines into every `update_curr`.
+    #[inline(never)]
+    fn new_request(&mut self, i: u32) {
+        let base = self.cfg.base_slice;
+        let se = self.se_mut(i);
         if !se.custom_slice {
             se.slice = base;
         }
@@ -386,6 +418,5 @@ impl<T> RunQueue<T> {
             .vruntime
             .wrapping_add(calc_delta_fair(se.slice, se.weight));
         self.avg_vruntime();
-        true
     }
 }
