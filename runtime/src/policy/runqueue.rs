@@ -36,9 +36,13 @@ impl Handle {
     }
 }
 
+/// One slab slot. The entity is stored unconditionally (stale while the slot is free) and
+/// the payload says whether the slot is occupied, so that the hot paths, which address
+/// entities known to be queued, read an entity with one bounds check and no occupancy test.
 pub(super) struct Slot<T> {
     pub(super) generation: u32,
-    pub(super) entry: Option<(SchedEntity, T)>,
+    pub(super) se: SchedEntity,
+    pub(super) payload: Option<T>,
 }
 
 /// The fair runqueue of one CPU. `T` is the caller's payload stored beside each entity (a
@@ -152,24 +156,30 @@ impl<T> RunQueue<T> {
 
     /// The payload behind `h`.
     pub fn payload(&self, h: Handle) -> &T {
-        &self.entry(self.idx(h)).1
+        match &self.slots[self.idx(h) as usize].payload {
+            Some(p) => p,
+            None => unreachable!("idx checked the slot is occupied"),
+        }
     }
 
     /// The payload behind `h`, mutably.
     pub fn payload_mut(&mut self, h: Handle) -> &mut T {
         let i = self.idx(h);
-        &mut self.entry_mut(i).1
+        match &mut self.slots[i as usize].payload {
+            Some(p) => p,
+            None => unreachable!("idx checked the slot is occupied"),
+        }
     }
 
     /// Every queued entity (tree, running and delayed), in slot order.
     pub fn iter(&self) -> impl Iterator<Item = (Handle, &SchedEntity, &T)> {
         self.slots.iter().enumerate().filter_map(|(i, s)| {
-            s.entry.as_ref().map(|(se, p)| {
+            s.payload.as_ref().map(|p| {
                 let h = Handle {
                     index: i as u32,
                     generation: s.generation,
                 };
-                (h, se, p)
+                (h, &s.se, p)
             })
         })
     }
@@ -179,7 +189,7 @@ impl<T> RunQueue<T> {
     #[inline]
     pub(super) fn idx(&self, h: Handle) -> u32 {
         match self.slots.get(h.index as usize) {
-            Some(s) if s.generation == h.generation && s.entry.is_some() => h.index,
+            Some(s) if s.generation == h.generation && s.payload.is_some() => h.index,
             _ => panic!("lagom: stale or foreign runqueue handle {h:?}"),
         }
     }
@@ -192,30 +202,25 @@ impl<T> RunQueue<T> {
         }
     }
 
-    #[inline]
-    fn entry(&self, i: u32) -> &(SchedEntity, T) {
-        match &self.slots[i as usize].entry {
-            Some(e) => e,
-            None => unreachable!("slot {i} is empty"),
-        }
-    }
-
-    #[inline]
-    fn entry_mut(&mut self, i: u32) -> &mut (SchedEntity, T) {
-        match &mut self.slots[i as usize].entry {
-            Some(e) => e,
-            None => unreachable!("slot {i} is empty"),
-        }
-    }
-
+    /// The entity in slot `i`, which must be occupied (an index the runqueue holds: the
+    /// tree's, `curr`, `next`, or one `idx` checked).
     #[inline]
     pub(super) fn se(&self, i: u32) -> &SchedEntity {
-        &self.entry(i).0
+        debug_assert!(
+            self.slots[i as usize].payload.is_some(),
+            "slot {i} is empty"
+        );
+        &self.slots[i as usize].se
     }
 
+    /// [`Self::se`], mutably.
     #[inline]
     pub(super) fn se_mut(&mut self, i: u32) -> &mut SchedEntity {
-        &mut self.entry_mut(i).0
+        debug_assert!(
+            self.slots[i as usize].payload.is_some(),
+            "slot {i} is empty"
+        );
+        &mut self.slots[i as usize].se
     }
 
     pub(super) fn alloc(&mut self, se: SchedEntity, payload: T) -> u32 {
@@ -224,22 +229,25 @@ impl<T> RunQueue<T> {
             None => {
                 self.slots.push(Slot {
                     generation: 0,
-                    entry: None,
+                    se,
+                    payload: None,
                 });
                 self.tree.reserve_index(self.slots.len());
                 (self.slots.len() - 1) as u32
             }
         };
-        self.slots[i as usize].entry = Some((se, payload));
+        let s = &mut self.slots[i as usize];
+        (s.se, s.payload) = (se, Some(payload));
         i
     }
 
     pub(super) fn release(&mut self, i: u32) -> (SchedEntity, T) {
         let s = &mut self.slots[i as usize];
         s.generation = s.generation.wrapping_add(1);
-        let e = s.entry.take().expect("released slot is occupied");
+        let p = s.payload.take().expect("released slot is occupied");
+        let se = s.se;
         self.free.push(i);
-        e
+        (se, p)
     }
 
     // ----- tree membership and the weighted sums (§2.3) -----------------------------------
@@ -361,17 +369,25 @@ impl<T> RunQueue<T> {
     /// Charges the running entity for the time since its last accounting point
     /// (`update_curr`). Returns whether it should be switched out (need-resched): it used up
     /// its request, or ran past its protected slice, while others are queued.
+    #[inline]
     pub fn update_curr(&mut self, now: u64) -> bool {
+        // Most calls find nothing to charge (the driver and the operation it calls both
+        // account at the same `now`): that check inlines, the charge does not.
         let c = self.curr;
         if c == NIL {
             return false;
         }
-        let se = self.se_mut(c);
-        let delta = vdiff(now, se.exec_start);
+        let delta = vdiff(now, self.se(c).exec_start);
         if delta <= 0 {
             return false;
         }
-        let delta = delta as u64;
+        self.charge_curr(c, delta as u64, now)
+    }
+
+    /// The charge of [`Self::update_curr`]: `delta > 0` ns since the last accounting point.
+    #[inline(never)]
+    fn charge_curr(&mut self, c: u32, delta: u64, now: u64) -> bool {
+        let se = self.se_mut(c);
         se.exec_start = now;
         se.sum_exec_runtime += delta;
         se.vruntime = se.vruntime.wrapping_add(calc_delta_fair(delta, se.weight));

@@ -242,10 +242,18 @@ impl Tree {
         };
         self.len += 1;
         if self.root == NIL {
+            // Empty to one entity (every other operation on a tiny queue): the new root
+            // leaf holds just this item, and its summary is the item itself.
             let x = self.alloc(true);
+            let n = &mut self.nodes[x as usize];
+            (n.items[0], n.sufv[0], n.len) = (item, vruntime, 1);
+            self.leaf_of[i as usize] = x;
             (self.root, self.first_leaf, self.last_leaf) = (x, x, x);
-            self.put(x, 0, item);
-            self.top = self.nodes[x as usize].summary(x);
+            self.top = Item {
+                id: x,
+                delayed: false,
+                ..item
+            };
             return;
         }
         // At or after the last key: the end of the last leaf.
@@ -354,6 +362,15 @@ impl Tree {
 
     /// Removes entity `i`, which must be in the tree.
     pub(crate) fn remove(&mut self, i: u32) {
+        if self.len == 1 {
+            // One entity to none: it is the root leaf's only item.
+            debug_assert_eq!(self.nodes[self.root as usize].items[0].id, i);
+            self.leaf_of[i as usize] = NIL;
+            self.len = 0;
+            self.release(self.root);
+            (self.root, self.first_leaf, self.last_leaf) = (NIL, NIL, NIL);
+            return;
+        }
         let f = self.first_leaf;
         let (mut x, j) = if self.nodes[f as usize].items[0].id == i {
             (f, 0)
