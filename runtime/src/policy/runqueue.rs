@@ -260,6 +260,29 @@ impl<T> RunQueue<T> {
         self.sum_weight += se.weight;
     }
 
+    /// [`Self::tree_remove`] of `old`, the tree's only entity, then [`Self::tree_insert`]
+    /// of `i`, in one step (same sums: integer additions in any order).
+    pub(super) fn tree_replace_only(&mut self, old: u32, i: u32) {
+        let (vo, wo) = (self.se(old).vruntime, self.se(old).weight);
+        debug_assert_eq!(
+            self.tree.get(old).vruntime,
+            vo,
+            "vruntime changed while in the tree"
+        );
+        let se = self.se(i);
+        let (d, v, w, sl, dl) = (
+            se.deadline,
+            se.vruntime,
+            se.weight,
+            se.slice,
+            se.sched_delayed,
+        );
+        self.tree.replace_only(old, i, d, v, sl, dl);
+        let z = self.zero_vruntime;
+        self.sum_w_vruntime += vdiff(v, z) as i128 * w as i128 - vdiff(vo, z) as i128 * wo as i128;
+        self.sum_weight = self.sum_weight - wo + w;
+    }
+
     pub(super) fn tree_remove(&mut self, i: u32) {
         let se = self.se(i);
         let (v, w) = (se.vruntime, se.weight);

@@ -48,6 +48,7 @@ mod node;
 mod update;
 
 use node::{Item, NO_ITEM, Node};
+use update::fold;
 
 /// "No node" / "no entity".
 pub(crate) const NIL: u32 = u32::MAX;
@@ -150,6 +151,18 @@ impl Tree {
         self.leaf_of.reserve(n.saturating_sub(self.leaf_of.len()));
         self.nodes
             .reserve(max_nodes(n).saturating_sub(self.nodes.len()));
+    }
+
+    /// Entities in the tree.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the tree is empty or all of it is one leaf (the root).
+    #[inline]
+    pub(crate) fn single_leaf(&self) -> bool {
+        self.root == self.last_leaf
     }
 
     /// Smallest slice in the tree, `u64::MAX` if empty.
@@ -256,6 +269,20 @@ impl Tree {
             };
             return;
         }
+        if self.root == self.last_leaf {
+            // The root is the only leaf (up to B entities, every tiny queue): find the place
+            // in it directly; no finger, no descent, no parent to update.
+            let x = self.root;
+            let n = &mut self.nodes[x as usize];
+            if (n.len as usize) < B {
+                let j = n.upper_bound(deadline);
+                n.insert(j, item);
+                self.leaf_of[i as usize] = x;
+                self.finger = x;
+                self.top = fold(self.top, &item);
+                return;
+            }
+        }
         // At or after the last key: the end of the last leaf.
         let last = &self.nodes[self.last_leaf as usize];
         let (x, j) = if !vbefore(deadline, last.items[last.len as usize - 1].key) {
@@ -275,6 +302,45 @@ impl Tree {
         };
         self.finger = x;
         self.insert_at(x, j, item);
+    }
+
+    /// Replaces the tree's only entity, `old`, by entity `i` with the given keys: what
+    /// removing `old` and inserting `i` would leave, without freeing and taking back the
+    /// root leaf (a switch between the two entities of a two-entity queue).
+    pub(crate) fn replace_only(
+        &mut self,
+        old: u32,
+        i: u32,
+        deadline: u64,
+        vruntime: u64,
+        slice: u64,
+        delayed: bool,
+    ) {
+        debug_assert_eq!(
+            self.len, 1,
+            "replace_only on a tree of {} entities",
+            self.len
+        );
+        let x = self.root;
+        let item = Item {
+            key: deadline,
+            minv: vruntime,
+            mins: slice,
+            maxs: slice,
+            id: i,
+            delayed,
+        };
+        let n = &mut self.nodes[x as usize];
+        debug_assert_eq!(n.items[0].id, old);
+        (n.items[0], n.sufv[0]) = (item, vruntime);
+        self.leaf_of[old as usize] = NIL;
+        self.leaf_of[i as usize] = x;
+        self.finger = x;
+        self.top = Item {
+            id: x,
+            delayed: false,
+            ..item
+        };
     }
 
     /// Where an entity with this deadline goes in the finger leaf, if it goes there.

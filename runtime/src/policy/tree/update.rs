@@ -117,31 +117,36 @@ impl Tree {
     /// the first one that did not change: an insertion can only lower a minimum, raise a
     /// maximum or give a subtree an earlier first key, so no node needs a rescan.
     pub(super) fn fold_up(&mut self, mut x: u32, item: &Item) {
-        let fold = |s: Item| Item {
-            key: if vbefore(item.key, s.key) {
-                item.key
-            } else {
-                s.key
-            },
-            minv: vmin(s.minv, item.minv),
-            mins: s.mins.min(item.mins),
-            maxs: s.maxs.max(item.maxs),
-            ..s
-        };
         loop {
             let p = self.nodes[x as usize].parent;
             if p == NIL {
-                self.top = fold(self.top);
+                self.top = fold(self.top, item);
                 return;
             }
             let pn = &mut self.nodes[p as usize];
             let j = pn.find(x);
-            let s = fold(pn.items[j]);
+            let s = fold(pn.items[j], item);
             if pn.items[j] == s {
                 return;
             }
             pn.set(j, s);
             x = p;
         }
+    }
+}
+
+/// A subtree's summary `s` after `item` joined the subtree.
+#[inline]
+pub(super) fn fold(s: Item, item: &Item) -> Item {
+    Item {
+        key: if vbefore(item.key, s.key) {
+            item.key
+        } else {
+            s.key
+        },
+        minv: vmin(s.minv, item.minv),
+        mins: s.mins.min(item.mins),
+        maxs: s.maxs.max(item.maxs),
+        ..s
     }
 }
