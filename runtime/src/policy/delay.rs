@@ -86,22 +86,27 @@ impl<T> RunQueue<T> {
             se.deadline = se.deadline.wrapping_sub(se.vruntime);
             se.rel_deadline = true;
         }
-        let (se, payload) = self.remove(i);
+        let (se, payload) = self.remove(i, false);
         Dequeued::Removed { se, payload }
     }
 
-    /// Removes accounted entity `i` and releases its slot.
-    fn remove(&mut self, i: u32) -> (SchedEntity, T) {
+    /// Removes accounted entity `i` and releases its slot; `finish_delay` also clears its
+    /// delayed flag (a completed delayed dequeue; a save dequeue keeps it). The flags are
+    /// written in the slot, so that the entity is copied out once, straight into the result.
+    #[inline]
+    fn remove(&mut self, i: u32, finish_delay: bool) -> (SchedEntity, T) {
         self.detach(i);
         if i == self.curr {
             self.curr = NIL;
         }
-        if self.se(i).sched_delayed {
+        let se = self.se_mut(i);
+        se.on_rq = false;
+        let delayed = se.sched_delayed;
+        se.sched_delayed &= !finish_delay;
+        if delayed {
             self.nr_delayed -= 1;
         }
-        let (mut se, payload) = self.release(i);
-        se.on_rq = false;
-        (se, payload)
+        self.release(i)
     }
 
     /// Completes the delayed dequeue of entity `i` (§5.3).
@@ -109,9 +114,7 @@ impl<T> RunQueue<T> {
         debug_assert!(self.se(i).sched_delayed);
         self.clear_buddies(i);
         self.update_entity_lag(i);
-        let (mut se, payload) = self.remove(i);
-        se.sched_delayed = false;
-        (se, payload)
+        self.remove(i, true)
     }
 
     /// Completes the delayed dequeue of the entity behind `h` outside a pick (the task exits

@@ -241,6 +241,7 @@ impl<T> RunQueue<T> {
         i
     }
 
+    #[inline]
     pub(super) fn release(&mut self, i: u32) -> (SchedEntity, T) {
         let s = &mut self.slots[i as usize];
         s.generation = s.generation.wrapping_add(1);
