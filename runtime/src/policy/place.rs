@@ -206,3 +206,56 @@ fn inflate_lag(vlag: i64, w_all: i128, w: i128) -> i64 {
     };
     l.clamp(i64::MIN as i128 / 2, i64::MAX as i128 / 2) as i64
 }
+
+#[cfg(test)]
+mod tests {
+    use super::inflate_lag;
+
+    /// The 64-bit path gives the 128-bit quotient (truncated toward zero, then clamped), on
+    /// both sides of the overflow bound and at the extremes (weights below 2^62: a queue's
+    /// total weight is a `u64`).
+    #[test]
+    fn inflate_lag_matches_128_bit_arithmetic() {
+        let mut s = 0x1319_8a2e_0370_7344_u64;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let lags = [
+            0,
+            1,
+            -1,
+            -7,
+            i64::MIN,
+            i64::MAX,
+            i64::MIN / 2 - 1,
+            i64::MAX / 2 + 1,
+        ];
+        for k in 0..200_000 {
+            let vlag = if k < 64 {
+                lags[k % 8]
+            } else {
+                next() as i64 >> (next() % 64)
+            };
+            let w_all = (next() >> (2 + next() % 62)).max(1) as i128;
+            let w = (next() >> (2 + next() % 62)).max(1) as i128;
+            let (w_all, w) = if k < 64 {
+                (
+                    [1, 2, 1 << 20, 1 << 61, (1 << 62) - 1, 3, 1 << 40, 5][k / 8],
+                    w,
+                )
+            } else {
+                (w_all, w)
+            };
+            let want = (vlag as i128 * (w_all + w) / w_all)
+                .clamp(i64::MIN as i128 / 2, i64::MAX as i128 / 2) as i64;
+            assert_eq!(
+                inflate_lag(vlag, w_all, w),
+                want,
+                "inflate_lag({vlag}, {w_all}, {w})"
+            );
+        }
+    }
+}
