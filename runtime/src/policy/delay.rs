@@ -145,11 +145,7 @@ impl<T> RunQueue<T> {
             // kernel then places it while it still counts in V and in the load it inflates
             // its lag by; lagom takes it out of both first, so that the placed lag is exactly
             // the saved one (spec §4.3), as for any other placement.
-            self.detach(i);
-            let mut se = *self.se(i);
-            self.place_entity(&mut se, false);
-            *self.se_mut(i) = se;
-            self.attach(i);
+            self.place_again(i);
         }
         self.se_mut(i).sched_delayed = false;
         if i != self.curr {

@@ -140,6 +140,32 @@ impl<T> RunQueue<T> {
         self.nr_queued += 1;
     }
 
+    /// Places queued entity `i` afresh by its saved lag, with a new request: it leaves the
+    /// accounting (V, load, count), is placed as any joining entity, and rejoins. Placement
+    /// reads only the sums, so a tree entity's item stays where it is until its new keys are
+    /// known and then moves in one step (in place when it is the tree's only entity).
+    pub(super) fn place_again(&mut self, i: u32) {
+        let in_tree = i != self.curr;
+        if in_tree {
+            self.unsum(i);
+        } else {
+            self.se_mut(i).on_rq = false;
+        }
+        let w = self.se(i).weight;
+        self.load_weight -= w;
+        self.nr_queued -= 1;
+        let mut se = *self.se(i);
+        self.place_entity(&mut se, false);
+        *self.se_mut(i) = se;
+        if in_tree {
+            self.tree_rekey(i);
+        } else {
+            self.se_mut(i).on_rq = true;
+        }
+        self.load_weight += w;
+        self.nr_queued += 1;
+    }
+
     /// Changes the weight (nice level) of a queued or running entity, keeping its real lag,
     /// its relative deadline and its remaining protection (§4.5); V does not move (up to
     /// rounding, unless the lag clamp bites).

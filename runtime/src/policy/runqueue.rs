@@ -284,6 +284,43 @@ impl<T> RunQueue<T> {
         self.sum_weight = self.sum_weight - wo + w;
     }
 
+    /// Re-keys entity `i`, in the tree with the keys it had when its term left the sums
+    /// ([`Self::unsum`]), to its entity's present keys, and adds its term back: what
+    /// `tree_remove` before the change and `tree_insert` after it would do. The only entity
+    /// of the tree is re-keyed in place.
+    pub(super) fn tree_rekey(&mut self, i: u32) {
+        let se = self.se(i);
+        let (d, v, w, sl, dl) = (
+            se.deadline,
+            se.vruntime,
+            se.weight,
+            se.slice,
+            se.sched_delayed,
+        );
+        if self.tree.len() == 1 {
+            self.tree.replace_only(i, i, d, v, sl, dl);
+        } else {
+            self.tree.remove(i);
+            self.tree.insert(i, d, v, sl, dl);
+        }
+        self.sum_w_vruntime += vdiff(v, self.zero_vruntime) as i128 * w as i128;
+        self.sum_weight += w;
+    }
+
+    /// Takes tree entity `i`'s term out of the sums (V and W), leaving its tree item for
+    /// [`Self::tree_rekey`].
+    pub(super) fn unsum(&mut self, i: u32) {
+        let se = self.se(i);
+        let (v, w) = (se.vruntime, se.weight);
+        debug_assert_eq!(
+            self.tree.get(i).vruntime,
+            v,
+            "vruntime changed while in the tree"
+        );
+        self.sum_w_vruntime -= vdiff(v, self.zero_vruntime) as i128 * w as i128;
+        self.sum_weight -= w;
+    }
+
     pub(super) fn tree_remove(&mut self, i: u32) {
         let se = self.se(i);
         let (v, w) = (se.vruntime, se.weight);
