@@ -304,45 +304,6 @@ impl Tree {
         self.insert_at(x, j, item);
     }
 
-    /// Replaces the tree's only entity, `old`, by entity `i` with the given keys: what
-    /// removing `old` and inserting `i` would leave, without freeing and taking back the
-    /// root leaf (a switch between the two entities of a two-entity queue).
-    pub(crate) fn replace_only(
-        &mut self,
-        old: u32,
-        i: u32,
-        deadline: u64,
-        vruntime: u64,
-        slice: u64,
-        delayed: bool,
-    ) {
-        debug_assert_eq!(
-            self.len, 1,
-            "replace_only on a tree of {} entities",
-            self.len
-        );
-        let x = self.root;
-        let item = Item {
-            key: deadline,
-            minv: vruntime,
-            mins: slice,
-            maxs: slice,
-            id: i,
-            delayed,
-        };
-        let n = &mut self.nodes[x as usize];
-        debug_assert_eq!(n.items[0].id, old);
-        (n.items[0], n.sufv[0]) = (item, vruntime);
-        self.leaf_of[old as usize] = NIL;
-        self.leaf_of[i as usize] = x;
-        self.finger = x;
-        self.top = Item {
-            id: x,
-            delayed: false,
-            ..item
-        };
-    }
-
     /// Where an entity with this deadline goes in the finger leaf, if it goes there.
     ///
     /// Requeued entities with similar vruntimes get similar deadlines, so successive

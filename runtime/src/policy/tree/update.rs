@@ -66,6 +66,45 @@ impl Tree {
         self.nodes[x as usize].remove(j)
     }
 
+    /// Replaces the tree's only entity, `old`, by entity `i` with the given keys: what
+    /// removing `old` and inserting `i` would leave, without freeing and taking back the
+    /// root leaf (a switch between the two entities of a two-entity queue).
+    pub(crate) fn replace_only(
+        &mut self,
+        old: u32,
+        i: u32,
+        deadline: u64,
+        vruntime: u64,
+        slice: u64,
+        delayed: bool,
+    ) {
+        debug_assert_eq!(
+            self.len, 1,
+            "replace_only on a tree of {} entities",
+            self.len
+        );
+        let x = self.root;
+        let item = Item {
+            key: deadline,
+            minv: vruntime,
+            mins: slice,
+            maxs: slice,
+            id: i,
+            delayed,
+        };
+        let n = &mut self.nodes[x as usize];
+        debug_assert_eq!(n.items[0].id, old);
+        (n.items[0], n.sufv[0]) = (item, vruntime);
+        self.leaf_of[old as usize] = NIL;
+        self.leaf_of[i as usize] = x;
+        self.finger = x;
+        self.top = Item {
+            id: x,
+            delayed: false,
+            ..item
+        };
+    }
+
     /// Recomputes the summaries from node `x` up, stopping at the first one that did not
     /// change (a summary depends only on the node's items).
     pub(super) fn refresh_up(&mut self, mut x: u32) {
