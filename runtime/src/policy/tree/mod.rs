@@ -274,8 +274,14 @@ impl Tree {
             // in it directly; no finger, no descent, no parent to update.
             let x = self.root;
             let n = &mut self.nodes[x as usize];
-            if (n.len as usize) < B {
-                let j = n.upper_bound(deadline);
+            let len = n.len as usize;
+            if len < B {
+                // At or after the last key (a used-up request, the common case): append.
+                let j = if !vbefore(deadline, n.items[len - 1].key) {
+                    len
+                } else {
+                    n.upper_bound(deadline)
+                };
                 n.insert(j, item);
                 self.leaf_of[i as usize] = x;
                 self.finger = x;
