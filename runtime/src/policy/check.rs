@@ -19,7 +19,9 @@ impl<T> RunQueue<T> {
         let mut count = 0usize;
         let (mut load, mut delayed) = (0u64, 0usize);
         for (i, slot) in self.slots.iter().enumerate() {
-            let Some((se, _)) = &slot.entry else { continue };
+            let (se, Some(_)) = (&slot.se, &slot.payload) else {
+                continue;
+            };
             count += 1;
             load += se.weight;
             delayed += se.sched_delayed as usize;

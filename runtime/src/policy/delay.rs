@@ -55,18 +55,23 @@ impl<T> RunQueue<T> {
     pub fn dequeue(&mut self, h: Handle, kind: DequeueKind, now: u64) -> Dequeued<T> {
         let i = self.idx(h);
         self.update_curr(now);
-        let se = *self.se(i);
-        if kind == DequeueKind::Sleep && se.sched_delayed {
+        let (vruntime, delayed) = {
+            let se = self.se(i);
+            (se.vruntime, se.sched_delayed)
+        };
+        if kind == DequeueKind::Sleep && delayed {
             // Already asleep: a second sleep completes the delayed dequeue.
             let (se, payload) = self.finish_delayed_idx(i);
             return Dequeued::Removed { se, payload };
         }
+        // V once, for both the eligibility test and the saved lag (W > 0: `i` is queued).
+        let v_avg = self.avg_vruntime();
         if kind == DequeueKind::Sleep
             && self.feat(Feature::DelayDequeue)
-            && !self.vruntime_eligible(se.vruntime)
+            && !Self::eligible_at(v_avg, vruntime)
         {
             self.clear_buddies(i);
-            self.update_entity_lag(i);
+            self.update_entity_lag_at(i, v_avg);
             self.se_mut(i).sched_delayed = true;
             if i != self.curr {
                 self.tree.set_delayed(i, true);
@@ -75,28 +80,33 @@ impl<T> RunQueue<T> {
             return Dequeued::Delayed;
         }
         self.clear_buddies(i);
-        self.update_entity_lag(i);
+        self.update_entity_lag_at(i, v_avg);
         if kind == DequeueKind::Save && self.feat(Feature::PlaceRelDeadline) {
             let se = self.se_mut(i);
             se.deadline = se.deadline.wrapping_sub(se.vruntime);
             se.rel_deadline = true;
         }
-        let (se, payload) = self.remove(i);
+        let (se, payload) = self.remove(i, false);
         Dequeued::Removed { se, payload }
     }
 
-    /// Removes accounted entity `i` and releases its slot.
-    fn remove(&mut self, i: u32) -> (SchedEntity, T) {
+    /// Removes accounted entity `i` and releases its slot; `finish_delay` also clears its
+    /// delayed flag (a completed delayed dequeue; a save dequeue keeps it). The flags are
+    /// written in the slot, so that the entity is copied out once, straight into the result.
+    #[inline]
+    fn remove(&mut self, i: u32, finish_delay: bool) -> (SchedEntity, T) {
         self.detach(i);
         if i == self.curr {
             self.curr = NIL;
         }
-        if self.se(i).sched_delayed {
+        let se = self.se_mut(i);
+        se.on_rq = false;
+        let delayed = se.sched_delayed;
+        se.sched_delayed &= !finish_delay;
+        if delayed {
             self.nr_delayed -= 1;
         }
-        let (mut se, payload) = self.release(i);
-        se.on_rq = false;
-        (se, payload)
+        self.release(i)
     }
 
     /// Completes the delayed dequeue of entity `i` (§5.3).
@@ -104,9 +114,7 @@ impl<T> RunQueue<T> {
         debug_assert!(self.se(i).sched_delayed);
         self.clear_buddies(i);
         self.update_entity_lag(i);
-        let (mut se, payload) = self.remove(i);
-        se.sched_delayed = false;
-        (se, payload)
+        self.remove(i, true)
     }
 
     /// Completes the delayed dequeue of the entity behind `h` outside a pick (the task exits
@@ -137,11 +145,7 @@ impl<T> RunQueue<T> {
             // kernel then places it while it still counts in V and in the load it inflates
             // its lag by; lagom takes it out of both first, so that the placed lag is exactly
             // the saved one (spec §4.3), as for any other placement.
-            self.detach(i);
-            let mut se = *self.se(i);
-            self.place_entity(&mut se, false);
-            *self.se_mut(i) = se;
-            self.attach(i);
+            self.place_again(i);
         }
         self.se_mut(i).sched_delayed = false;
         if i != self.curr {

@@ -48,6 +48,7 @@
 //! assert!([a, b].contains(&second));
 //! ```
 
+mod avg_vruntime;
 mod balance;
 mod check;
 mod config;

@@ -110,8 +110,7 @@ impl<T> RunQueue<T> {
             return Pick::FinishedDelayed { se, payload };
         }
         if i != self.curr {
-            self.put_prev();
-            self.set_next(i, now);
+            self.switch_to(i, now);
         }
         self.prefetch_next_picks();
         Pick::Run(self.handle(i))
@@ -125,6 +124,10 @@ impl<T> RunQueue<T> {
     /// picks in order, so the hints cost no miss of their own.
     #[inline]
     fn prefetch_next_picks(&self) {
+        if self.tree.single_leaf() {
+            // Everything is in one leaf, which this pick just touched.
+            return;
+        }
         for k in [0, PREFETCH_AHEAD] {
             if let Some(slot) = self.slots.get(self.tree.upcoming(k) as usize) {
                 super::prefetch::prefetch(slot);
@@ -145,9 +148,31 @@ impl<T> RunQueue<T> {
         }
     }
 
+    /// [`Self::put_prev`] then [`Self::set_next`]: the running entity (if still queued) goes
+    /// back into the tree and entity `i` (in the tree) comes out and runs. When `i` is the
+    /// tree's only entity (a switch between the two entities of a two-entity queue) the
+    /// running one takes its place in the tree in one step, with the same result.
+    fn switch_to(&mut self, i: u32, now: u64) {
+        let c = self.curr;
+        if c != NIL && self.se(c).on_rq && self.tree.len() == 1 {
+            self.curr = NIL;
+            self.tree_replace_only(i, c);
+            self.switch_in(i, now);
+        } else {
+            self.put_prev();
+            self.set_next(i, now);
+        }
+    }
+
     /// Switch-in of entity `i` (in the tree): it becomes current.
     fn set_next(&mut self, i: u32, now: u64) {
         self.tree_remove(i);
+        self.switch_in(i, now);
+    }
+
+    /// The rest of [`Self::set_next`], once `i` is out of the tree.
+    #[inline]
+    fn switch_in(&mut self, i: u32, now: u64) {
         if self.next == i {
             self.next = NIL;
         }

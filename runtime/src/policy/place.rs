@@ -53,7 +53,7 @@ impl<T> RunQueue<T> {
     /// `place_entity`: sets vruntime from V and the saved lag, and the deadline. `se` is not
     /// accounted in the runqueue while this runs.
     pub(super) fn place_entity(&mut self, se: &mut SchedEntity, initial: bool) {
-        let v_avg = self.avg_vruntime();
+        let (v_avg, w_all) = self.update_avg();
         if !se.custom_slice {
             se.slice = self.cfg.base_slice;
         }
@@ -61,11 +61,9 @@ impl<T> RunQueue<T> {
         let mut lag: i64 = 0;
         let mut rebase = false;
         if self.feat(Feature::PlaceLag) && self.nr_queued > 0 && se.vlag != 0 {
-            let (_, w_all) = self.sums_with_curr();
             let w_all = w_all.max(1);
             let w = se.weight as i128;
-            let l = se.vlag as i128 * (w_all + w) / w_all;
-            lag = l.clamp(i64::MIN as i128 / 2, i64::MAX as i128 / 2) as i64;
+            lag = inflate_lag(se.vlag, w_all, w);
             rebase = w > w_all;
         }
         se.vruntime = vadd(v_avg, -lag);
@@ -98,6 +96,12 @@ impl<T> RunQueue<T> {
     /// DELAY_ZERO, at most zero. Returns whether the saved lag differs from `V − v`.
     pub(super) fn update_entity_lag(&mut self, i: u32) -> bool {
         let v_avg = self.avg_vruntime();
+        self.update_entity_lag_at(i, v_avg)
+    }
+
+    /// [`Self::update_entity_lag`] with V already computed (nothing changed since).
+    #[inline]
+    pub(super) fn update_entity_lag_at(&mut self, i: u32, v_avg: u64) -> bool {
         let limit = self.lag_limit(self.se(i).weight);
         let delay_zero = self.feat(Feature::DelayZero);
         let se = self.se_mut(i);
@@ -133,6 +137,32 @@ impl<T> RunQueue<T> {
             self.tree_insert(i);
         }
         self.load_weight += self.se(i).weight;
+        self.nr_queued += 1;
+    }
+
+    /// Places queued entity `i` afresh by its saved lag, with a new request: it leaves the
+    /// accounting (V, load, count), is placed as any joining entity, and rejoins. Placement
+    /// reads only the sums, so a tree entity's item stays where it is until its new keys are
+    /// known and then moves in one step (in place when it is the tree's only entity).
+    pub(super) fn place_again(&mut self, i: u32) {
+        let in_tree = i != self.curr;
+        if in_tree {
+            self.unsum(i);
+        } else {
+            self.se_mut(i).on_rq = false;
+        }
+        let w = self.se(i).weight;
+        self.load_weight -= w;
+        self.nr_queued -= 1;
+        let mut se = *self.se(i);
+        self.place_entity(&mut se, false);
+        *self.se_mut(i) = se;
+        if in_tree {
+            self.tree_rekey(i);
+        } else {
+            self.se_mut(i).on_rq = true;
+        }
+        self.load_weight += w;
         self.nr_queued += 1;
     }
 
@@ -184,5 +214,74 @@ impl<T> RunQueue<T> {
             self.tree_insert(i);
         }
         debug_assert!(self.curr != NIL || in_tree);
+    }
+}
+
+/// `vlag·(W + w)/W` (truncated toward zero), clamped to ±2^62: the lag to place with so that
+/// the lag right after joining is `vlag` (see the module doc). In 64 bits when the product
+/// fits (a division there is several times cheaper than in 128), else in 128; truncating
+/// division gives the same quotient in both.
+#[inline]
+fn inflate_lag(vlag: i64, w_all: i128, w: i128) -> i64 {
+    let l = match (i64::try_from(w_all + w), i64::try_from(w_all)) {
+        (Ok(sum), Ok(div)) => match vlag.checked_mul(sum) {
+            Some(p) => (p / div) as i128,
+            None => vlag as i128 * (w_all + w) / w_all,
+        },
+        _ => vlag as i128 * (w_all + w) / w_all,
+    };
+    l.clamp(i64::MIN as i128 / 2, i64::MAX as i128 / 2) as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inflate_lag;
+
+    /// The 64-bit path gives the 128-bit quotient (truncated toward zero, then clamped), on
+    /// both sides of the overflow bound and at the extremes (weights below 2^62: a queue's
+    /// total weight is a `u64`).
+    #[test]
+    fn inflate_lag_matches_128_bit_arithmetic() {
+        let mut s = 0x1319_8a2e_0370_7344_u64;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let lags = [
+            0,
+            1,
+            -1,
+            -7,
+            i64::MIN,
+            i64::MAX,
+            i64::MIN / 2 - 1,
+            i64::MAX / 2 + 1,
+        ];
+        for k in 0..200_000 {
+            let vlag = if k < 64 {
+                lags[k % 8]
+            } else {
+                next() as i64 >> (next() % 64)
+            };
+            let w_all = (next() >> (2 + next() % 62)).max(1) as i128;
+            let w = (next() >> (2 + next() % 62)).max(1) as i128;
+            let (w_all, w) = if k < 64 {
+                (
+                    [1, 2, 1 << 20, 1 << 61, (1 << 62) - 1, 3, 1 << 40, 5][k / 8],
+                    w,
+                )
+            } else {
+                (w_all, w)
+            };
+            let want = (vlag as i128 * (w_all + w) / w_all)
+                .clamp(i64::MIN as i128 / 2, i64::MAX as i128 / 2) as i64;
+            assert_eq!(
+                inflate_lag(vlag, w_all, w),
+                want,
+                "inflate_lag({vlag}, {w_all}, {w})"
+            );
+        }
     }
 }

@@ -9,7 +9,12 @@
 //! the runqueue and are addressed by a copyable [`Handle`]. The tree holds every queued entity
 //! except `curr`. V is kept incrementally as weighted sums of keys relative to a zero point
 //! (`zero_vruntime`), in 128 bits so that nothing overflows; eligibility (`V ≥ v`) is tested
-//! by a multiplication, never a division, so it is exact.
+//! by a multiplication, never a division, so it is exact (`avg_vruntime.rs` keeps the sums).
+//!
+//! A slot stores its entity unconditionally and its payload as the occupancy: the hot paths
+//! address entities by indices the runqueue itself holds (the tree's, `curr`, `next`), which
+//! are occupied by construction, so reading an entity is one bounds-checked load; handles
+//! from outside are checked (generation and occupancy) once, by `idx`.
 
 use alloc::vec::Vec;
 
@@ -17,7 +22,7 @@ use super::config::RqConfig;
 use super::entity::SchedEntity;
 use super::features::{Feature, Features};
 use super::tree::{NIL, Tree};
-use super::vtime::{vadd, vbefore, vdiff};
+use super::vtime::{vbefore, vdiff};
 use super::weight::calc_delta_fair;
 
 /// Addresses a queued entity of one [`RunQueue`]. Valid from `enqueue` until the entity
@@ -36,9 +41,13 @@ impl Handle {
     }
 }
 
+/// One slab slot. The entity is stored unconditionally (stale while the slot is free) and
+/// the payload says whether the slot is occupied, so that the hot paths, which address
+/// entities known to be queued, read an entity with one bounds check and no occupancy test.
 pub(super) struct Slot<T> {
     pub(super) generation: u32,
-    pub(super) entry: Option<(SchedEntity, T)>,
+    pub(super) se: SchedEntity,
+    pub(super) payload: Option<T>,
 }
 
 /// The fair runqueue of one CPU. `T` is the caller's payload stored beside each entity (a
@@ -152,24 +161,30 @@ impl<T> RunQueue<T> {
 
     /// The payload behind `h`.
     pub fn payload(&self, h: Handle) -> &T {
-        &self.entry(self.idx(h)).1
+        match &self.slots[self.idx(h) as usize].payload {
+            Some(p) => p,
+            None => unreachable!("idx checked the slot is occupied"),
+        }
     }
 
     /// The payload behind `h`, mutably.
     pub fn payload_mut(&mut self, h: Handle) -> &mut T {
         let i = self.idx(h);
-        &mut self.entry_mut(i).1
+        match &mut self.slots[i as usize].payload {
+            Some(p) => p,
+            None => unreachable!("idx checked the slot is occupied"),
+        }
     }
 
     /// Every queued entity (tree, running and delayed), in slot order.
     pub fn iter(&self) -> impl Iterator<Item = (Handle, &SchedEntity, &T)> {
         self.slots.iter().enumerate().filter_map(|(i, s)| {
-            s.entry.as_ref().map(|(se, p)| {
+            s.payload.as_ref().map(|p| {
                 let h = Handle {
                     index: i as u32,
                     generation: s.generation,
                 };
-                (h, se, p)
+                (h, &s.se, p)
             })
         })
     }
@@ -179,7 +194,7 @@ impl<T> RunQueue<T> {
     #[inline]
     pub(super) fn idx(&self, h: Handle) -> u32 {
         match self.slots.get(h.index as usize) {
-            Some(s) if s.generation == h.generation && s.entry.is_some() => h.index,
+            Some(s) if s.generation == h.generation && s.payload.is_some() => h.index,
             _ => panic!("lagom: stale or foreign runqueue handle {h:?}"),
         }
     }
@@ -192,30 +207,25 @@ impl<T> RunQueue<T> {
         }
     }
 
-    #[inline]
-    fn entry(&self, i: u32) -> &(SchedEntity, T) {
-        match &self.slots[i as usize].entry {
-            Some(e) => e,
-            None => unreachable!("slot {i} is empty"),
-        }
-    }
-
-    #[inline]
-    fn entry_mut(&mut self, i: u32) -> &mut (SchedEntity, T) {
-        match &mut self.slots[i as usize].entry {
-            Some(e) => e,
-            None => unreachable!("slot {i} is empty"),
-        }
-    }
-
+    /// The entity in slot `i`, which must be occupied (an index the runqueue holds: the
+    /// tree's, `curr`, `next`, or one `idx` checked).
     #[inline]
     pub(super) fn se(&self, i: u32) -> &SchedEntity {
-        &self.entry(i).0
+        debug_assert!(
+            self.slots[i as usize].payload.is_some(),
+            "slot {i} is empty"
+        );
+        &self.slots[i as usize].se
     }
 
+    /// [`Self::se`], mutably.
     #[inline]
     pub(super) fn se_mut(&mut self, i: u32) -> &mut SchedEntity {
-        &mut self.entry_mut(i).0
+        debug_assert!(
+            self.slots[i as usize].payload.is_some(),
+            "slot {i} is empty"
+        );
+        &mut self.slots[i as usize].se
     }
 
     pub(super) fn alloc(&mut self, se: SchedEntity, payload: T) -> u32 {
@@ -224,97 +234,29 @@ impl<T> RunQueue<T> {
             None => {
                 self.slots.push(Slot {
                     generation: 0,
-                    entry: None,
+                    se,
+                    payload: None,
                 });
                 self.tree.reserve_index(self.slots.len());
                 (self.slots.len() - 1) as u32
             }
         };
-        self.slots[i as usize].entry = Some((se, payload));
+        let s = &mut self.slots[i as usize];
+        (s.se, s.payload) = (se, Some(payload));
         i
     }
 
+    #[inline]
     pub(super) fn release(&mut self, i: u32) -> (SchedEntity, T) {
         let s = &mut self.slots[i as usize];
         s.generation = s.generation.wrapping_add(1);
-        let e = s.entry.take().expect("released slot is occupied");
+        let p = s.payload.take().expect("released slot is occupied");
+        let se = s.se;
         self.free.push(i);
-        e
+        (se, p)
     }
 
-    // ----- tree membership and the weighted sums (§2.3) -----------------------------------
-
-    pub(super) fn tree_insert(&mut self, i: u32) {
-        let se = *self.se(i);
-        self.tree
-            .insert(i, se.deadline, se.vruntime, se.slice, se.sched_delayed);
-        self.sum_w_vruntime += vdiff(se.vruntime, self.zero_vruntime) as i128 * se.weight as i128;
-        self.sum_weight += se.weight;
-    }
-
-    pub(super) fn tree_remove(&mut self, i: u32) {
-        let se = self.se(i);
-        let (v, w) = (se.vruntime, se.weight);
-        debug_assert_eq!(
-            self.tree.get(i).vruntime,
-            v,
-            "vruntime changed while in the tree"
-        );
-        self.tree.remove(i);
-        self.sum_w_vruntime -= vdiff(v, self.zero_vruntime) as i128 * w as i128;
-        self.sum_weight -= w;
-    }
-
-    // ----- virtual time (§2.2–§2.5) ------------------------------------------------------
-
-    /// (S, W) with the running entity folded in if it is queued.
-    #[inline]
-    pub(super) fn sums_with_curr(&self) -> (i128, i128) {
-        let (mut s, mut w) = (self.sum_w_vruntime, self.sum_weight as i128);
-        if self.curr != NIL {
-            let c = self.se(self.curr);
-            if c.on_rq {
-                s += vdiff(c.vruntime, self.zero_vruntime) as i128 * c.weight as i128;
-                w += c.weight as i128;
-            }
-        }
-        (s, w)
-    }
-
-    /// V, the weighted mean vruntime of the queued entities (the zero-lag point), rounded
-    /// toward −∞ so that an entity placed at V is eligible. Re-bases the zero point to V.
-    pub fn avg_vruntime(&mut self) -> u64 {
-        let (s, w) = self.sums_with_curr();
-        let delta = if w <= 0 {
-            0
-        } else if let (Ok(s64), Ok(w64)) = (i64::try_from(s), i64::try_from(w)) {
-            // The common case fits 64 bits, where division is several times cheaper.
-            s64.div_euclid(w64)
-        } else {
-            s.div_euclid(w) as i64
-        };
-        self.rebase(delta);
-        self.zero_vruntime
-    }
-
-    /// Moves the zero point by `delta`, adjusting the tree sum to match.
-    pub(super) fn rebase(&mut self, delta: i64) {
-        self.sum_w_vruntime -= self.sum_weight as i128 * delta as i128;
-        self.zero_vruntime = vadd(self.zero_vruntime, delta);
-    }
-
-    /// Whether virtual time `v` is eligible: `V ≥ v`, evaluated as `S ≥ (v − v0)·W` without
-    /// division.
-    #[inline]
-    pub fn vruntime_eligible(&self, v: u64) -> bool {
-        let (s, w) = self.sums_with_curr();
-        s >= vdiff(v, self.zero_vruntime) as i128 * w
-    }
-
-    /// Whether the entity behind `h` is eligible (its lag is ≥ 0).
-    pub fn entity_eligible(&self, h: Handle) -> bool {
-        self.vruntime_eligible(self.se(self.idx(h)).vruntime)
-    }
+    // ----- slices ----------------------------------------------------------------------
 
     /// Smallest slice among queued entities (`cfs_rq_min_slice`), `u64::MAX` if none.
     pub(super) fn min_slice(&self) -> u64 {
@@ -339,17 +281,25 @@ impl<T> RunQueue<T> {
     /// Charges the running entity for the time since its last accounting point
     /// (`update_curr`). Returns whether it should be switched out (need-resched): it used up
     /// its request, or ran past its protected slice, while others are queued.
+    #[inline]
     pub fn update_curr(&mut self, now: u64) -> bool {
+        // Most calls find nothing to charge (the driver and the operation it calls both
+        // account at the same `now`): that check inlines, the charge does not.
         let c = self.curr;
         if c == NIL {
             return false;
         }
-        let se = self.se_mut(c);
-        let delta = vdiff(now, se.exec_start);
+        let delta = vdiff(now, self.se(c).exec_start);
         if delta <= 0 {
             return false;
         }
-        let delta = delta as u64;
+        self.charge_curr(c, delta as u64, now)
+    }
+
+    /// The charge of [`Self::update_curr`]: `delta > 0` ns since the last accounting point.
+    #[inline(never)]
+    fn charge_curr(&mut self, c: u32, delta: u64, now: u64) -> bool {
+        let se = self.se_mut(c);
         se.exec_start = now;
         se.sum_exec_runtime += delta;
         se.vruntime = se.vruntime.wrapping_add(calc_delta_fair(delta, se.weight));
@@ -369,16 +319,26 @@ impl<T> RunQueue<T> {
 
     /// Issues a new request once the running entity's vruntime reached its deadline
     /// (`update_deadline`); returns whether it did.
+    #[inline]
     pub(super) fn update_deadline(&mut self, i: u32) -> bool {
         debug_assert_eq!(
             i, self.curr,
             "only the running entity's deadline is refreshed"
         );
-        let base = self.cfg.base_slice;
-        let se = self.se_mut(i);
+        let se = self.se(i);
         if vbefore(se.vruntime, se.deadline) {
             return false;
         }
+        self.new_request(i);
+        true
+    }
+
+    /// The refresh of [`Self::update_deadline`], once per request: kept out of line so that
+    /// the check inlines into every `update_curr`.
+    #[inline(never)]
+    fn new_request(&mut self, i: u32) {
+        let base = self.cfg.base_slice;
+        let se = self.se_mut(i);
         if !se.custom_slice {
             se.slice = base;
         }
@@ -386,6 +346,5 @@ impl<T> RunQueue<T> {
             .vruntime
             .wrapping_add(calc_delta_fair(se.slice, se.weight));
         self.avg_vruntime();
-        true
     }
 }

@@ -48,6 +48,7 @@ mod node;
 mod update;
 
 use node::{Item, NO_ITEM, Node};
+use update::fold;
 
 /// "No node" / "no entity".
 pub(crate) const NIL: u32 = u32::MAX;
@@ -152,6 +153,18 @@ impl Tree {
             .reserve(max_nodes(n).saturating_sub(self.nodes.len()));
     }
 
+    /// Entities in the tree.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the tree is empty or all of it is one leaf (the root).
+    #[inline]
+    pub(crate) fn single_leaf(&self) -> bool {
+        self.root == self.last_leaf
+    }
+
     /// Smallest slice in the tree, `u64::MAX` if empty.
     #[inline]
     pub(crate) fn min_slice(&self) -> u64 {
@@ -242,11 +255,39 @@ impl Tree {
         };
         self.len += 1;
         if self.root == NIL {
+            // Empty to one entity (every other operation on a tiny queue): the new root
+            // leaf holds just this item, and its summary is the item itself.
             let x = self.alloc(true);
+            let n = &mut self.nodes[x as usize];
+            (n.items[0], n.sufv[0], n.len) = (item, vruntime, 1);
+            self.leaf_of[i as usize] = x;
             (self.root, self.first_leaf, self.last_leaf) = (x, x, x);
-            self.put(x, 0, item);
-            self.top = self.nodes[x as usize].summary(x);
+            self.top = Item {
+                id: x,
+                delayed: false,
+                ..item
+            };
             return;
+        }
+        if self.root == self.last_leaf {
+            // The root is the only leaf (up to B entities, every tiny queue): find the place
+            // in it directly; no finger, no descent, no parent to update.
+            let x = self.root;
+            let n = &mut self.nodes[x as usize];
+            let len = n.len as usize;
+            if len < B {
+                // At or after the last key (a used-up request, the common case): append.
+                let j = if !vbefore(deadline, n.items[len - 1].key) {
+                    len
+                } else {
+                    n.upper_bound(deadline)
+                };
+                n.insert(j, item);
+                self.leaf_of[i as usize] = x;
+                self.finger = x;
+                self.top = fold(self.top, &item);
+                return;
+            }
         }
         // At or after the last key: the end of the last leaf.
         let last = &self.nodes[self.last_leaf as usize];
@@ -354,6 +395,15 @@ impl Tree {
 
     /// Removes entity `i`, which must be in the tree.
     pub(crate) fn remove(&mut self, i: u32) {
+        if self.len == 1 {
+            // One entity to none: it is the root leaf's only item.
+            debug_assert_eq!(self.nodes[self.root as usize].items[0].id, i);
+            self.leaf_of[i as usize] = NIL;
+            self.len = 0;
+            self.release(self.root);
+            (self.root, self.first_leaf, self.last_leaf) = (NIL, NIL, NIL);
+            return;
+        }
         let f = self.first_leaf;
         let (mut x, j) = if self.nodes[f as usize].items[0].id == i {
             (f, 0)

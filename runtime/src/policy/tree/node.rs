@@ -66,7 +66,7 @@ impl Node {
     }
 
     /// Inserts `x` at position `j`; the node must have room.
-    #[inline]
+    #[inline(always)]
     pub(super) fn insert(&mut self, j: usize, x: Item) {
         let len = self.len as usize;
         debug_assert!(len < B && j <= len);

@@ -6,17 +6,17 @@ use super::node::{Item, NO_ITEM, Node};
 use super::{B, NIL, Tree};
 
 impl Tree {
+    /// Takes a node from the pool: an empty leaf (`leaf`) or inner node without a parent.
+    ///
+    /// A recycled node gets only its header written: items and suffix minima at and beyond
+    /// `len` are never read, and a node is about 1 KiB, so rewriting all of it would be most
+    /// of the cost of the common "tree goes from empty to one entity" insertion.
     pub(super) fn alloc(&mut self, leaf: bool) -> u32 {
-        let node = Node {
-            items: [NO_ITEM; B],
-            sufv: [0; B],
-            parent: NIL,
-            len: 0,
-            leaf,
-        };
         match self.spare.pop() {
             Some(x) => {
-                self.nodes[x as usize] = node;
+                let n = &mut self.nodes[x as usize];
+                debug_assert_eq!(n.len, 0, "spare node holds items");
+                (n.parent, n.len, n.leaf) = (NIL, 0, leaf);
                 x
             }
             None => {
@@ -24,7 +24,13 @@ impl Tree {
                     self.nodes.len() < self.nodes.capacity(),
                     "pool not reserved"
                 );
-                self.nodes.push(node);
+                self.nodes.push(Node {
+                    items: [NO_ITEM; B],
+                    sufv: [0; B],
+                    parent: NIL,
+                    len: 0,
+                    leaf,
+                });
                 (self.nodes.len() - 1) as u32
             }
         }
@@ -58,6 +64,45 @@ impl Tree {
     #[inline]
     pub(super) fn take(&mut self, x: u32, j: usize) -> Item {
         self.nodes[x as usize].remove(j)
+    }
+
+    /// Replaces the tree's only entity, `old`, by entity `i` with the given keys: what
+    /// removing `old` and inserting `i` would leave, without freeing and taking back the
+    /// root leaf (a switch between the two entities of a two-entity queue).
+    pub(crate) fn replace_only(
+        &mut self,
+        old: u32,
+        i: u32,
+        deadline: u64,
+        vruntime: u64,
+        slice: u64,
+        delayed: bool,
+    ) {
+        debug_assert_eq!(
+            self.len, 1,
+            "replace_only on a tree of {} entities",
+            self.len
+        );
+        let x = self.root;
+        let item = Item {
+            key: deadline,
+            minv: vruntime,
+            mins: slice,
+            maxs: slice,
+            id: i,
+            delayed,
+        };
+        let n = &mut self.nodes[x as usize];
+        debug_assert_eq!(n.items[0].id, old);
+        (n.items[0], n.sufv[0]) = (item, vruntime);
+        self.leaf_of[old as usize] = NIL;
+        self.leaf_of[i as usize] = x;
+        self.finger = x;
+        self.top = Item {
+            id: x,
+            delayed: false,
+            ..item
+        };
     }
 
     /// Recomputes the summaries from node `x` up, stopping at the first one that did not
@@ -111,31 +156,36 @@ impl Tree {
     /// the first one that did not change: an insertion can only lower a minimum, raise a
     /// maximum or give a subtree an earlier first key, so no node needs a rescan.
     pub(super) fn fold_up(&mut self, mut x: u32, item: &Item) {
-        let fold = |s: Item| Item {
-            key: if vbefore(item.key, s.key) {
-                item.key
-            } else {
-                s.key
-            },
-            minv: vmin(s.minv, item.minv),
-            mins: s.mins.min(item.mins),
-            maxs: s.maxs.max(item.maxs),
-            ..s
-        };
         loop {
             let p = self.nodes[x as usize].parent;
             if p == NIL {
-                self.top = fold(self.top);
+                self.top = fold(self.top, item);
                 return;
             }
             let pn = &mut self.nodes[p as usize];
             let j = pn.find(x);
-            let s = fold(pn.items[j]);
+            let s = fold(pn.items[j], item);
             if pn.items[j] == s {
                 return;
             }
             pn.set(j, s);
             x = p;
         }
+    }
+}
+
+/// A subtree's summary `s` after `item` joined the subtree.
+#[inline]
+pub(super) fn fold(s: Item, item: &Item) -> Item {
+    Item {
+        key: if vbefore(item.key, s.key) {
+            item.key
+        } else {
+            s.key
+        },
+        minv: vmin(s.minv, item.minv),
+        mins: s.mins.min(item.mins),
+        maxs: s.maxs.max(item.maxs),
+        ..s
     }
 }
