@@ -28,7 +28,7 @@ use super::{Task, TaskRef};
 use crate::sync::atomic::{Ordering, fence};
 use crate::sync::futex::Futex;
 use crate::sys::thread::Key;
-use crate::worker;
+use crate::worker::{self, WorkerThread};
 
 /// Wakes one parked task or thread. Cloning it is cheap; any thread may call `unpark`.
 #[derive(Clone)]
@@ -78,7 +78,7 @@ pub fn current_unparker() -> Unparker {
 
 /// Blocks the calling task (or OS thread) until its unparker is called; may return spuriously.
 pub fn park() {
-    if worker::with_current_task(park_task).is_none() {
+    if worker::with_current(park_task).is_none() {
         thread_parker().park();
     }
 }
@@ -111,12 +111,16 @@ pub(crate) fn prepare_park(task: &Task) -> ParkStep {
     ParkStep::Sleep
 }
 
-pub(crate) fn park_task(task: &Task) {
+/// The park loop of the running task `task` on worker thread `wt`. `wt` serves the first
+/// sleep only (the look-up `park` made): once the task has switched away it may resume on
+/// another worker, so a later sleep looks its worker up afresh.
+pub(crate) fn park_task(wt: &WorkerThread, task: &Task) {
+    let mut wt = Some(wt);
     loop {
         match prepare_park(task) {
             ParkStep::Return => return,
             ParkStep::Retry => {}
-            ParkStep::Sleep => worker::block_current(),
+            ParkStep::Sleep => worker::block_current(wt.take()),
         }
     }
 }
