@@ -6,7 +6,7 @@
 //! Steps, with the ordering each relies on (spec §7.5):
 //!
 //! 1. The caller has published its wakeup condition and issued `fence(SeqCst)` (for park:
-//!    the token store, then the fence in `unpark_task`); the state load that follows pairs
+//!    the token swap, then the fence in `unpark_task`); the state load that follows pairs
 //!    with the sleeper's `set_blocked` fence (lost-wakeup handshake, loom model 1).
 //! 2. **Claim** `BLOCKED → WAKING` (compare-exchange, Acquire). Losing means the task is
 //!    running, already being woken, or dead: return. Only one waker wins (loom model 2,

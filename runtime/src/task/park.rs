@@ -10,10 +10,15 @@
 //!   announce the sleep ([`Task::set_blocked`]: store `BLOCKED`, `fence(SeqCst)`), re-check the
 //!   token, and if it is set cancel the sleep (`BLOCKED → RUNNING`, unless a waker claimed the
 //!   task first); otherwise `schedule()` switches away. Loop.
-//! * **unpark**: set the token (a plain look, then `store(true, Release)`: if it was already
-//!   set, the earlier unparker does the wakeup; two unparkers that both find it clear both go
-//!   on, and the claim below picks one), `fence(SeqCst)`, then `try_to_wake_up`, which claims
-//!   the task only if it is `BLOCKED`.
+//! * **unpark**: set the token (`swap(true, Release)`; if it was already set, the earlier
+//!   unparker does the wakeup), `fence(SeqCst)`, then `try_to_wake_up`, which claims the task
+//!   only if it is `BLOCKED`. The swap must stay a read-modify-write: a plain look that finds
+//!   the token set may read one the sleeper has consumed already; the unparker would then
+//!   leave while the sleeper, which consumed the older token without the Acquire edge to this
+//!   unparker's condition, re-checks its condition, misses it and sleeps (loom model
+//!   `stale_token`, mutant `unpark_look_first`). Loom also rejects a blind `store(true)` in
+//!   its place: the sleeper's re-check after the `BLOCKED` fence may then read its own
+//!   consume instead of the newer token, so the swap is kept.
 //!
 //! The two SeqCst fences make the store-buffering pair safe: either the sleeper's re-check
 //! sees the token, or the waker's state load sees `BLOCKED` and wakes it (loom model 1,
@@ -127,14 +132,15 @@ pub(crate) fn park_task(wt: &WorkerThread, task: &Task) {
 }
 
 pub(crate) fn unpark_task(task: &TaskRef) {
-    // A token already set has an unparker of its own, which wakes the task (or the task
-    // consumes it): nothing to add. Otherwise a plain store sets it, not a locked swap: two
-    // unparkers that both find it clear both go on to `try_to_wake_up`, whose claim lets
-    // only one of them wake the task.
+    // A read-modify-write, not a look and a store: only a swap reads the latest token (module
+    // doc; loom model `stale_token`, mutant `unpark_look_first`).
+    #[cfg(lagom_mutant = "unpark_look_first")]
     if task.token.load(Ordering::Relaxed) {
         return;
     }
-    task.token.store(true, Ordering::Release);
+    if task.token.swap(true, Ordering::Release) {
+        return;
+    }
     // Orders the token store before the state load in try_to_wake_up (module doc).
     #[cfg(not(lagom_mutant = "park_no_waker_fence"))]
     fence(Ordering::SeqCst);
