@@ -144,8 +144,8 @@ pub(crate) struct WorkerThread {
 ///
 /// So the read is never inlined ([`LocalSlot::get`]): each call computes the slot's address
 /// afresh on the thread that runs it, and no caller can reuse one across a switch (the
-/// switch is an opaque call that may write any memory, so two calls around it are never
-/// merged either). With `std` the slot is a `thread_local!` with a constant initialiser, one
+/// switch is an `asm!` block that may write any memory, so two calls around it, which read
+/// memory, are never merged either). With `std` the slot is a `thread_local!` with a constant initialiser, one
 /// load from the thread pointer; without `std`, and under loom, a `pthread_key_t` (an opaque
 /// `pthread_getspecific` call, about 3 ns, six times per same-worker round trip).
 static LOCAL: LocalSlot = LocalSlot::new();
