@@ -20,6 +20,7 @@ MUTANTS=(
     "ttwu_no_sleeper_fence  ttwu"
     "ttwu_no_claim          ttwu"
     "finish_relaxed_on_cpu  ttwu"
+    "unpark_look_first      ttwu"
     "join_split_check       join"
     "park_no_waker_fence    join"
     "ttwu_no_sleeper_fence  join"

@@ -15,6 +15,15 @@
 //! `BLOCKED → WAKING` compare-exchange by a load and a store: both wakers can win, and the
 //! task is queued twice (or its scheduling state raced on, which loom reports).
 //!
+//! **3. Stale token** (`stale_token`): the task still holds an earlier unpark's token when a
+//! waker sets the task's wait condition and unparks it, and the task parks in a loop until it
+//! sees the condition (as every caller of `park` does). The task consumes the old token,
+//! finds the condition false (nothing orders the waker's store before its load yet), and
+//! goes to sleep: the waker's own token store and fence must then wake it. Mutant
+//! `unpark_look_first` makes the unparker return early when its plain look finds a token
+//! set: that look can read the token the task already consumed, and the task sleeps with
+//! nobody to wake it.
+//!
 //! Model 1 also catches `finish_relaxed_on_cpu` (the `on_cpu` clear of `finish_task_switch`
 //! without Release): a waker that sees `on_cpu` clear then touches the task's scheduling
 //! state without seeing the switch's save of the task's context (loom reports the race).
@@ -25,6 +34,7 @@
 
 use lagom::model::{Model, Step, Woken};
 use loom::sync::Arc;
+use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
 
 const FEATURES: [&str; 3] = [
@@ -94,6 +104,52 @@ fn double_wake() {
             );
             assert_eq!(m.queued_count(&t), 1, "[{spec}] enqueued more than once");
             assert!(m.is_running_state(&t));
+        });
+    }
+}
+
+#[test]
+fn stale_token() {
+    for spec in FEATURES {
+        loom::model(move || {
+            let m = Arc::new(Model::new(2, spec));
+            let t = m.running_task(0);
+            // An earlier unpark, not consumed yet.
+            m.unpark(&t);
+            let cond = Arc::new(AtomicBool::new(false));
+            let waker = {
+                let (m, t, cond) = (Arc::clone(&m), t.clone(), Arc::clone(&cond));
+                thread::spawn(move || {
+                    cond.store(true, Ordering::Release);
+                    m.unpark(&t);
+                })
+            };
+            // The caller's loop: park until the condition holds. Bounded: each `Return`
+            // consumes one of the two tokens, and a `Retry` leaves one to consume.
+            let mut slept = false;
+            let mut steps = Vec::new();
+            while !cond.load(Ordering::Acquire) {
+                let st = m.prepare_park(&t);
+                steps.push(st);
+                match st {
+                    Step::Sleep => {
+                        m.schedule_out(&t, 0);
+                        slept = true;
+                        break;
+                    }
+                    Step::Return | Step::Retry => {}
+                }
+            }
+            waker.join().unwrap();
+            m.drain_all();
+            if slept {
+                assert_eq!(
+                    m.queued_count(&t),
+                    1,
+                    "[{spec}] lost wakeup: the task sleeps after consuming an old token, and \
+                     the unparker that set its condition left it asleep {steps:?}"
+                );
+            }
         });
     }
 }

@@ -12,7 +12,13 @@
 //!   task first); otherwise `schedule()` switches away. Loop.
 //! * **unpark**: set the token (`swap(true, Release)`; if it was already set, the earlier
 //!   unparker does the wakeup), `fence(SeqCst)`, then `try_to_wake_up`, which claims the task
-//!   only if it is `BLOCKED`.
+//!   only if it is `BLOCKED`. The swap must stay a read-modify-write: a plain look that finds
+//!   the token set may read one the sleeper has consumed already; the unparker would then
+//!   leave while the sleeper, which consumed the older token without the Acquire edge to this
+//!   unparker's condition, re-checks its condition, misses it and sleeps (loom model
+//!   `stale_token`, mutant `unpark_look_first`). Loom also rejects a blind `store(true)` in
+//!   its place: the sleeper's re-check after the `BLOCKED` fence may then read its own
+//!   consume instead of the newer token, so the swap is kept.
 //!
 //! The two SeqCst fences make the store-buffering pair safe: either the sleeper's re-check
 //! sees the token, or the waker's state load sees `BLOCKED` and wakes it (loom model 1,
@@ -28,7 +34,7 @@ use super::{Task, TaskRef};
 use crate::sync::atomic::{Ordering, fence};
 use crate::sync::futex::Futex;
 use crate::sys::thread::Key;
-use crate::worker;
+use crate::worker::{self, WorkerThread};
 
 /// Wakes one parked task or thread. Cloning it is cheap; any thread may call `unpark`.
 #[derive(Clone)]
@@ -78,7 +84,7 @@ pub fn current_unparker() -> Unparker {
 
 /// Blocks the calling task (or OS thread) until its unparker is called; may return spuriously.
 pub fn park() {
-    if worker::with_current_task(park_task).is_none() {
+    if worker::with_current(park_task).is_none() {
         thread_parker().park();
     }
 }
@@ -111,17 +117,27 @@ pub(crate) fn prepare_park(task: &Task) -> ParkStep {
     ParkStep::Sleep
 }
 
-pub(crate) fn park_task(task: &Task) {
+/// The park loop of the running task `task` on worker thread `wt`. `wt` serves the first
+/// sleep only (the look-up `park` made): once the task has switched away it may resume on
+/// another worker, so a later sleep looks its worker up afresh.
+pub(crate) fn park_task(wt: &WorkerThread, task: &Task) {
+    let mut wt = Some(wt);
     loop {
         match prepare_park(task) {
             ParkStep::Return => return,
             ParkStep::Retry => {}
-            ParkStep::Sleep => worker::block_current(),
+            ParkStep::Sleep => worker::block_current(wt.take()),
         }
     }
 }
 
 pub(crate) fn unpark_task(task: &TaskRef) {
+    // A read-modify-write, not a look and a store: only a swap reads the latest token (module
+    // doc; loom model `stale_token`, mutant `unpark_look_first`).
+    #[cfg(lagom_mutant = "unpark_look_first")]
+    if task.token.load(Ordering::Relaxed) {
+        return;
+    }
     if task.token.swap(true, Ordering::Release) {
         return;
     }

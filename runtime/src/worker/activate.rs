@@ -18,14 +18,21 @@ use crate::task::{RUNNING, TaskRef};
 /// activated here or forwarded to the chosen worker's wakelist (never under another lock:
 /// this one is held). If balancing moved the delayed task to another worker meanwhile, the
 /// entry is forwarded there (the chase, `balance.rs`).
+#[inline]
 pub(crate) fn drain(shared: &Shared, me: usize, rq: &mut RunQueue<TaskRef>, now: u64) {
-    let w = &shared.workers[me];
     // Look before taking: most drains find the list empty, and the swap is a locked
     // instruction. An entry pushed after this look waits for the next drain (or the idle
-    // re-check), as one pushed just after the swap would.
-    if w.wakelist.is_empty() {
-        return;
+    // re-check), as one pushed just after the swap would. The look is inlined into the
+    // caller; the rest is out of line.
+    if !shared.workers[me].wakelist.is_empty() {
+        drain_pending(shared, me, rq, now);
     }
+}
+
+/// The body of [`drain`] once the list was seen non-empty.
+#[inline(never)]
+fn drain_pending(shared: &Shared, me: usize, rq: &mut RunQueue<TaskRef>, now: u64) {
+    let w = &shared.workers[me];
     for t in w.wakelist.take_all() {
         // SAFETY: pushed from `Arc::into_raw` by `queue_wakelist`; the list gives it back once.
         let t = unsafe { Arc::from_raw(t.as_ptr().cast_const()) };

@@ -78,11 +78,19 @@ pub(crate) fn periodic_balance(shared: &Shared, me: usize, now: u64) -> usize {
 }
 
 /// The tick's part: runs the periodic balance when its interval has passed. The caller is
-/// the worker thread's running task, holding no runqueue lock.
+/// the worker thread's running task, holding no runqueue lock. The check is one inlined
+/// compare; the balance itself is out of line.
+#[inline]
 pub(crate) fn tick(wt: &WorkerThread, now: u64) {
-    if now < wt.next_balance.get() {
-        return;
+    if now >= wt.next_balance.get() {
+        tick_due(wt, now);
     }
+}
+
+/// [`tick`] once the interval has passed.
+#[cold]
+#[inline(never)]
+fn tick_due(wt: &WorkerThread, now: u64) {
     wt.next_balance.set(now.saturating_add(BALANCE_INTERVAL));
     if wt.shared.workers.len() > 1 && periodic_balance(&wt.shared, wt.index, now) == 0 {
         nohz_kick(&wt.shared, wt.index);

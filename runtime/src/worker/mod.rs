@@ -43,6 +43,7 @@ use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::kick::Kick;
 use crate::sync::llist::LList;
 use crate::sync::lock::Lock;
+#[cfg(not(all(feature = "std", not(loom))))]
 use crate::sys::thread::Key;
 use crate::task::{Registry, Task, TaskRef};
 
@@ -135,13 +136,56 @@ pub(crate) struct WorkerThread {
     pub(crate) next_balance: Cell<u64>,
 }
 
-/// A `pthread_key_t`, not a `thread_local!`: a task can suspend on one worker and resume on
-/// another, and the compiler treats a native TLS address as fixed within a function, so it may
-/// reuse one computed before a switch after it (the old worker's slot). With `thread_local!`
-/// here, `finish_task_switch` read another worker's `prev` after a migration and a storm
-/// test hung in `try_to_wake_up`'s `on_cpu` wait (issue #5, second pass). The opaque
-/// `pthread_getspecific` call is looked up afresh every time.
-static LOCAL: Key = Key::new(None);
+/// The calling thread's worker pointer. A task can suspend on one worker and resume on
+/// another, and the compiler treats a native TLS address as fixed within a function, so it
+/// may reuse one computed before a switch after it (the old worker's slot). With an inlined
+/// `thread_local!` read, `finish_task_switch` read another worker's `prev` after a migration
+/// and a storm test hung in `try_to_wake_up`'s `on_cpu` wait (issue #5, second pass).
+///
+/// So the read is never inlined ([`LocalSlot::get`]): each call computes the slot's address
+/// afresh on the thread that runs it, and no caller can reuse one across a switch (the
+/// switch is an `asm!` block that may write any memory, so two calls around it, which read
+/// memory, are never merged either). With `std` the slot is a `thread_local!` with a constant initialiser, one
+/// load from the thread pointer; without `std`, and under loom, a `pthread_key_t` (an opaque
+/// `pthread_getspecific` call, about 3 ns, six times per same-worker round trip).
+static LOCAL: LocalSlot = LocalSlot::new();
+
+/// The slot behind [`LOCAL`].
+struct LocalSlot {
+    #[cfg(not(all(feature = "std", not(loom))))]
+    key: Key,
+}
+
+#[cfg(all(feature = "std", not(loom)))]
+std::thread_local! {
+    static SLOT: Cell<*const ()> = const { Cell::new(core::ptr::null()) };
+}
+
+impl LocalSlot {
+    const fn new() -> LocalSlot {
+        LocalSlot {
+            #[cfg(not(all(feature = "std", not(loom))))]
+            key: Key::new(None),
+        }
+    }
+
+    /// Sets the calling thread's pointer.
+    fn set(&self, p: *const ()) {
+        #[cfg(all(feature = "std", not(loom)))]
+        SLOT.with(|s| s.set(p));
+        #[cfg(not(all(feature = "std", not(loom))))]
+        self.key.set(p);
+    }
+
+    /// The calling thread's pointer (null if never set). Never inlined (see [`LOCAL`]).
+    #[inline(never)]
+    fn get(&self) -> *const () {
+        #[cfg(all(feature = "std", not(loom)))]
+        return SLOT.with(Cell::get);
+        #[cfg(not(all(feature = "std", not(loom))))]
+        return self.key.get();
+    }
+}
 
 /// The calling worker thread's state, `None` on other threads.
 ///
@@ -180,6 +224,19 @@ pub(crate) fn with_current_task<R>(f: impl FnOnce(&Task) -> R) -> Option<R> {
     // SAFETY: `t` is the calling task itself; the registry keeps it alive until it ends, and
     // it cannot end while it is inside `f` (its fiber ends only when its closure returns).
     Some(f(unsafe { &*t }))
+}
+
+/// Runs `f` on the calling worker thread and its running task (`None` outside tasks), for a
+/// caller that goes on to `schedule()`: one look-up serves both. `f` must not use the
+/// worker thread after a switch (the task may resume on another worker).
+pub(crate) fn with_current<R>(f: impl FnOnce(&WorkerThread, &Task) -> R) -> Option<R> {
+    let wt = local()?;
+    let t = wt.curr.get();
+    if t.is_null() {
+        return None;
+    }
+    // SAFETY: as in `with_current_task`: `t` is the calling task, alive while `f` runs.
+    Some(f(wt, unsafe { &*t }))
 }
 
 impl WorkerThread {

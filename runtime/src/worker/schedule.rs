@@ -45,7 +45,7 @@
 use alloc::sync::Arc;
 use core::ptr;
 
-use super::{Worker, balance_tick, drain, finished_delayed, local, timer};
+use super::{Worker, WorkerThread, balance_tick, drain, finished_delayed, local, timer};
 use crate::arch::{Context, SignalStack, switch};
 use crate::policy::{DequeueKind, Dequeued, Pick, RunQueue};
 use crate::sync::atomic::Ordering;
@@ -169,7 +169,12 @@ pub(crate) fn put_prev(
 
 /// Switches away from the running task (which must be a task, not the idle context).
 pub(crate) fn schedule(reason: Reason) {
-    let wt = local().expect("lagom: schedule outside a worker");
+    schedule_on(local().expect("lagom: schedule outside a worker"), reason);
+}
+
+/// [`schedule`] on the calling worker thread `wt`, which the caller has just looked up (and
+/// not across a switch: a task may resume on another worker).
+fn schedule_on(wt: &WorkerThread, reason: Reason) {
     let prev = wt.curr.get();
     assert!(!prev.is_null(), "lagom: schedule from the idle task");
     // SAFETY: the registry keeps the running task alive.
@@ -239,7 +244,11 @@ pub(crate) fn clear_on_cpu(t: &Task) {
     t.on_cpu.store(false, Ordering::Relaxed);
 }
 
-/// The running task blocks (its state is set): schedule away until woken.
-pub(crate) fn block_current() {
-    schedule(Reason::Block);
+/// The running task blocks (its state is set): schedule away until woken. `wt` is the
+/// calling worker thread if the caller has it at hand (looked up since its last switch).
+pub(crate) fn block_current(wt: Option<&WorkerThread>) {
+    match wt {
+        Some(wt) => schedule_on(wt, Reason::Block),
+        None => schedule(Reason::Block),
+    }
 }

@@ -52,7 +52,19 @@ impl Timers {
 /// Unparks every task whose deadline has passed (outside any runqueue lock). The deadlines
 /// are on the exact clock (`monotonic_ns`), which is read only when a timer is armed: the
 /// scheduler's own clock (`sched_clock`) may drift from it.
+///
+/// The common case, no timer armed, is one inlined look at the heap's length; the clock
+/// read and the rest are out of line.
+#[inline]
 pub(crate) fn fire(wt: &WorkerThread) {
+    if !wt.timers.borrow().heap.is_empty() {
+        fire_armed(wt);
+    }
+}
+
+/// [`fire`] once a timer is armed.
+#[inline(never)]
+fn fire_armed(wt: &WorkerThread) {
     let due: Vec<TaskRef> = {
         let mut t = wt.timers.borrow_mut();
         let Some(first) = t.next_deadline() else {
