@@ -165,15 +165,23 @@ where
         let ns = u64::try_from(s.as_nanos()).unwrap_or(u64::MAX);
         se.set_custom_slice(Some(ns.clamp(MIN_CUSTOM_SLICE, MAX_CUSTOM_SLICE)));
     }
-    let task: super::TaskRef = Arc::new(Task::new(
-        Some(fiber),
-        se,
-        id,
-        name,
-        affinity,
-        packet.clone(),
-        Arc::clone(shared),
-    ));
+    // Built in place in its allocation: `Arc::new(Task::new(..))` compiled to a ~270-byte
+    // copy from the stack (issue #5).
+    let uninit = Arc::into_raw(Arc::<Task>::new_uninit()).cast_mut();
+    // SAFETY: the allocation is fresh and this is its only pointer; it is written once, whole,
+    // before `assume_init`.
+    let task: super::TaskRef = unsafe {
+        (*uninit).write(Task::new(
+            Some(fiber),
+            se,
+            id,
+            name,
+            affinity,
+            packet.clone(),
+            Arc::clone(shared),
+        ));
+        Arc::from_raw(uninit).assume_init()
+    };
     crate::trace::spawn(shared, &task);
     let local_idx = local.map(|wt| wt.index);
     let prev = local_idx.unwrap_or_else(|| {

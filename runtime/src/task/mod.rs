@@ -181,8 +181,11 @@ unsafe impl Linked for Task {
 }
 
 impl Task {
+    /// Inlined so that a caller writing it into its allocation builds it in place.
+    ///
     /// A new task around `fiber` (`None` only in loom models, which never switch), runnable (state `RUNNING`), on no queue (its `cpu` is set
     /// by the spawner once chosen).
+    #[inline(always)]
     pub(crate) fn new(
         fiber: Option<Fiber<DefaultStack>>,
         se: SchedEntity,
