@@ -7,7 +7,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::time::Duration;
 
-use super::join::{JoinHandle, Packet};
+use super::join::{JoinHandle, Packet, ValueSlot};
 use super::{Task, next_id};
 use crate::Error;
 use crate::arch::{DefaultStack, Fiber, MIN_STACK_SIZE};
@@ -149,14 +149,16 @@ where
     // print `task-<id>` for it.
     let name = b.name.unwrap_or_default();
     let packet = Packet::<T>::new();
-    let slot = Arc::clone(&packet);
+    // Not an `Arc` clone: the task's completion keeps the packet alive (join.rs).
+    let slot = ValueSlot::new(&packet);
     let mut fiber = Fiber::new(name.clone(), id, stack, move || {
         // First run: complete the switch that brought us here.
         worker::finish_task_switch();
         let v = f();
-        // SAFETY: the task's one store, just before its fiber ends; the fiber's exit hook
-        // (`worker::exit_current`) then calls `complete` on this OS thread.
-        unsafe { slot.set_value(v) };
+        // SAFETY: the task's one store, just before its closure ends; the task's completion,
+        // an `Arc` of the same packet, is taken only afterwards, by the fiber's exit hook
+        // (`worker::exit_current`), which then calls `complete` on this OS thread.
+        unsafe { slot.set(v) };
     });
     fiber.set_fp_control(shared.fp_control);
     fiber.set_on_exit(worker::exit_current);

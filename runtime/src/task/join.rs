@@ -142,6 +142,32 @@ impl<T: Send> Complete for Packet<T> {
     }
 }
 
+/// The task's pointer to its packet's value cell, for [`Packet::set_value`]: a plain pointer,
+/// not an `Arc` clone (two locked read-modify-writes per spawn, issue #5). The task's
+/// `completion` holds an `Arc` of the same packet from the spawn until the exit hook takes it,
+/// after the closure has ended, or until shutdown drops it, when the closure never runs again.
+pub(crate) struct ValueSlot<T>(*const Packet<T>);
+
+// SAFETY: it is used only as `set_value` through `&Packet<T>`, which is Send + Sync for
+// `T: Send`.
+unsafe impl<T: Send> Send for ValueSlot<T> {}
+
+impl<T> ValueSlot<T> {
+    pub(crate) fn new(p: &Arc<Packet<T>>) -> Self {
+        ValueSlot(Arc::as_ptr(p))
+    }
+
+    /// [`Packet::set_value`] through the pointer.
+    ///
+    /// # Safety
+    /// As for `set_value`, and the packet is alive: the task's completion still holds it
+    /// (called by the task's closure, which ends before the completion is taken).
+    pub(crate) unsafe fn set(self, v: T) {
+        // SAFETY: the caller's contract.
+        unsafe { (*self.0).set_value(v) }
+    }
+}
+
 /// The handle of a spawned task: [`join`](Self::join) waits for its end and returns its value,
 /// or the panic that ended it as a [`JoinError`].
 pub struct JoinHandle<T> {
