@@ -189,13 +189,14 @@ where
     let prev = local_idx.unwrap_or_else(|| {
         shared.next_outside.fetch_add(1, Ordering::Relaxed) % shared.workers.len()
     });
-    {
-        // The registry's reference; home and slot are published with the task (registry.rs).
-        let mut reg = shared.workers[prev].tasks.lock();
-        let slot = reg.insert(Arc::clone(&task));
-        task.reg_home.store(prev, Ordering::Relaxed);
-        task.reg_slot.store(slot, Ordering::Relaxed);
-    }
+    // The registry's reference; home and slot are published with the task (registry.rs).
+    let slot = match local {
+        // SAFETY: on worker `prev`'s own thread (`local` is the calling worker thread).
+        Some(_) => unsafe { shared.workers[prev].own.insert(Arc::clone(&task)) },
+        None => shared.workers[prev].tasks.lock().insert(Arc::clone(&task)),
+    };
+    task.reg_home.store(prev, Ordering::Relaxed);
+    task.reg_slot.store(slot, Ordering::Relaxed);
     let target = crate::wake::select_cpu(shared, &task, prev, local_idx);
     task.cpu.store(target, Ordering::Relaxed);
     crate::wake::enqueue_on(shared, local, target, Arc::clone(&task), true);

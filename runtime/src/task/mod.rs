@@ -59,7 +59,7 @@ pub(crate) use park::unpark_task;
 #[cfg(loom)]
 pub(crate) use park::{ParkStep, prepare_park};
 pub use park::{Unparker, current_unparker, park};
-pub(crate) use registry::Registry;
+pub(crate) use registry::{LOCAL_SLOT, LocalRegistry, Registry};
 
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -130,8 +130,9 @@ pub(crate) struct Task {
     pub(crate) wake_delayed: AtomicBool,
     /// The waker's worker index for a delayed wakeup (`usize::MAX`: from outside).
     pub(crate) wake_cpu: AtomicUsize,
-    /// The worker whose registry holds the task, and its slot there (`registry.rs`): written
-    /// by the spawner under that registry's lock before the first enqueue publishes the task.
+    /// The worker whose registry holds the task, and its slot there (`registry.rs`; flagged
+    /// `LOCAL_SLOT` in the worker's lock-free registry): written by the spawner before the
+    /// first enqueue publishes the task.
     pub(crate) reg_home: AtomicUsize,
     /// See `reg_home`.
     pub(crate) reg_slot: AtomicUsize,

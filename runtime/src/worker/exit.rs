@@ -29,7 +29,8 @@
 //! On the next context, `finish_task_switch` clears the dead task's `on_cpu` as for any
 //! previous task and then calls [`put_dead`], which takes the fiber out of the task, gives the
 //! stack back to this worker's pool, removes the task from its registry and drops that last
-//! owning reference (the join handle may still hold one). The idle context is kept for when
+//! owning reference (the join handle may still hold one); a task of another worker's
+//! lock-free registry is handed to that worker instead (`task/registry.rs`). The idle context is kept for when
 //! nothing is runnable; before this path existed every exit went through it: a second switch
 //! per task (issue #5).
 
@@ -39,7 +40,7 @@ use super::{WorkerThread, drain, local, pick, timer};
 use crate::arch::switch;
 use crate::policy::{DequeueKind, Dequeued};
 use crate::sync::atomic::Ordering;
-use crate::task::{DEAD, Task};
+use crate::task::{DEAD, LOCAL_SLOT, Task};
 use crate::trace::SwitchReason;
 
 /// The exit hook of every task's fiber (module doc): dequeues the task, delivers its outcome
@@ -115,16 +116,25 @@ pub(crate) fn put_dead(wt: &WorkerThread) {
     // scheduling part.
     let fiber = unsafe { t.sched(|s| s.fiber.take()) };
     let stack = fiber.and_then(|f| f.into_stack());
-    let home = t.reg_home.load(Ordering::Relaxed);
-    let slot = t.reg_slot.load(Ordering::Relaxed);
-    let me = {
-        let mut reg = wt.shared.workers[home].tasks.lock();
-        reg.stack_returned();
-        reg.remove(slot)
-    };
     if let Some(stack) = stack {
         wt.pool.borrow_mut().put(stack);
     }
+    let home = t.reg_home.load(Ordering::Relaxed);
+    let slot = t.reg_slot.load(Ordering::Relaxed);
+    let reg = &wt.shared.workers[home];
+    let me = if slot & LOCAL_SLOT == 0 {
+        let mut tasks = reg.tasks.lock();
+        tasks.stack_returned();
+        tasks.remove(slot)
+    } else if home == wt.index {
+        // SAFETY: this is worker `home`'s thread.
+        unsafe { reg.own.remove(slot) }
+    } else {
+        // SAFETY: `t` is dead and in `home`'s registry, its fiber and stack are freed, and it
+        // is not touched below (task/registry.rs).
+        unsafe { reg.own.push_remote_dead(t) };
+        return;
+    };
     // The registry's reference, dropped last: it may be the one that frees `t`.
     drop(me);
 }

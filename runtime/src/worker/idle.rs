@@ -37,6 +37,9 @@
 //! that is neither running nor being switched away nor delayed, and may run here, from the
 //! worker with the most runnable tasks (at least two).
 //!
+//! Before it balances or sleeps, the worker reaps the tasks of its lock-free registry that
+//! ended on other workers (`task/registry.rs`).
+//!
 //! Shutdown: once `closing` is set, a worker whose runqueue and wakelist are empty leaves the
 //! loop; tasks still blocked are cancelled by `Runtime::shutdown`.
 
@@ -105,6 +108,9 @@ fn idle_loop(wt: &WorkerThread) {
         }
         let empty = rq.nr_queued() == 0;
         drop(rq);
+        // Nothing runnable: free the tasks of this worker that ended elsewhere.
+        // SAFETY: this is the worker's own thread.
+        unsafe { w.own.reap() };
         if shared.closing.load(Ordering::Acquire) && empty && w.wakelist.is_empty() {
             return;
         }

@@ -47,7 +47,7 @@ use crate::sync::kick::Kick;
 use crate::sync::llist::LList;
 use crate::sync::lock::Lock;
 use crate::sys::thread::Key;
-use crate::task::{Registry, Task, TaskRef};
+use crate::task::{LocalRegistry, Registry, Task, TaskRef};
 
 /// The part of a worker that other threads reach: runqueue, wakelist, kick word, counters.
 pub(crate) struct Worker {
@@ -69,8 +69,10 @@ pub(crate) struct Worker {
     pub(crate) load: AtomicU64,
     /// Counters.
     pub(crate) stats: Counters,
-    /// The live tasks whose home this worker is (`task/registry.rs`).
+    /// The live tasks spawned from outside whose home this worker is (`task/registry.rs`).
     pub(crate) tasks: Lock<Registry<TaskRef>>,
+    /// The live tasks spawned by this worker's tasks: its thread's alone (`task/registry.rs`).
+    pub(crate) own: LocalRegistry,
 }
 
 impl Worker {
@@ -85,6 +87,7 @@ impl Worker {
             load: AtomicU64::new(0),
             stats: Counters::default(),
             tasks: Lock::new(Registry::default()),
+            own: LocalRegistry::default(),
         }
     }
 }
