@@ -25,8 +25,10 @@
 //!   until the home *reaps* the list (at its next spawn, before it sleeps idle, or at
 //!   shutdown): it removes each slot and drops that reference. The push is Release and the
 //!   take Acquire, so the reaper sees the exiter's last writes. Until then the task still
-//!   counts as live in [`crate::Runtime::stats`]; a home that sleeps for long keeps such
-//!   dead tasks (without their stacks) until it wakes.
+//!   counts as live in [`crate::Runtime::stats`]. The push that finds the list empty kicks
+//!   the home, and the home's idle re-check counts a non-empty list as work (the kick
+//!   protocol of `worker/idle.rs`), so a sleeping home wakes to reap instead of keeping the
+//!   dead tasks until its next wakeup.
 //!
 //! The counts of the lock-free registry are published in atomics (Relaxed stores by the
 //! owner; only `Runtime::stats` reads them, as a snapshot).
@@ -184,15 +186,22 @@ impl LocalRegistry {
         }
     }
 
-    /// Hands dead `t`, which ended on another worker, to the owner (module doc).
+    /// Hands dead `t`, which ended on another worker, to the owner (module doc). Returns
+    /// whether the list was empty: the caller then kicks the owner, which may sleep idle.
     ///
     /// # Safety
     /// `t` is dead and in this registry; its fiber and stack were freed; the caller does not
     /// touch it afterwards.
-    pub(crate) unsafe fn push_remote_dead(&self, t: &Task) {
+    #[must_use]
+    pub(crate) unsafe fn push_remote_dead(&self, t: &Task) -> bool {
         // SAFETY: a dead task is on no wakelist, so its link is free; the slot's reference
         // keeps it alive until `reap` hands it out.
-        unsafe { self.remote_dead.push(NonNull::from(t)) };
+        unsafe { self.remote_dead.push(NonNull::from(t)) }
+    }
+
+    /// Whether dead tasks wait to be reaped (a hint, as `LList::is_empty`).
+    pub(crate) fn has_remote_dead(&self) -> bool {
+        !self.remote_dead.is_empty()
     }
 
     /// Removes the tasks that ended on other workers and drops their references.

@@ -130,9 +130,12 @@ pub(crate) fn put_dead(wt: &WorkerThread) {
         // SAFETY: this is worker `home`'s thread.
         unsafe { reg.own.remove(slot) }
     } else {
+        // The kick wakes an idle home to reap it (not counted: `kicks` counts wakeups').
         // SAFETY: `t` is dead and in `home`'s registry, its fiber and stack are freed, and it
         // is not touched below (task/registry.rs).
-        unsafe { reg.own.push_remote_dead(t) };
+        if unsafe { reg.own.push_remote_dead(t) } {
+            let _ = reg.kick.kick();
+        }
         return;
     };
     // The registry's reference, dropped last: it may be the one that frees `t`.

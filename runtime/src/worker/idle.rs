@@ -38,7 +38,8 @@
 //! worker with the most runnable tasks (at least two).
 //!
 //! Before it balances or sleeps, the worker reaps the tasks of its lock-free registry that
-//! ended on other workers (`task/registry.rs`).
+//! ended on other workers (`task/registry.rs`); a push on that list is work for the kick
+//! protocol like a wakelist push.
 //!
 //! Shutdown: once `closing` is set, a worker whose runqueue and wakelist are empty leaves the
 //! loop; tasks still blocked are cancelled by `Runtime::shutdown`.
@@ -120,6 +121,7 @@ fn idle_loop(wt: &WorkerThread) {
         let has_work = || {
             !w.wakelist.is_empty()
                 || w.nr_running.load(Ordering::Relaxed) > 0
+                || w.own.has_remote_dead()
                 || shared.closing.load(Ordering::Relaxed)
         };
         if spin(wt, &has_work) {
