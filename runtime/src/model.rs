@@ -113,11 +113,7 @@ impl Model {
     ) -> (ModelTask, JoinHandle<T>, ModelExit<T>) {
         let packet = Packet::<T>::new();
         let t = self.start_running(cpu, packet.clone());
-        let handle = JoinHandle {
-            packet: Arc::clone(&packet),
-            id: t.0.id,
-            task: Arc::clone(&t.0),
-        };
+        let handle = JoinHandle::new(&packet, t.0.id, Arc::clone(&t.0));
         let exit = ModelExit {
             task: Arc::clone(&t.0),
             slot: packet,
@@ -384,15 +380,13 @@ impl ModelTask {
 
 impl<T: Send> ModelExit<T> {
     /// The task's closure returned `v`: its fiber stores the value (`Packet::set_value`), then
-    /// the task's worker takes its completion and delivers the outcome
+    /// the task's worker delivers the outcome through its completion
     /// (`Complete::complete`, which unparks a registered joiner), as the exit hook
     /// `worker::exit_current` does, on the ending task's stack.
     pub fn finish(self, v: T) {
         // SAFETY: the task's one store; `complete` follows below on this thread, as on the
         // worker thread that frees a real task.
         unsafe { self.slot.set_value(v) };
-        // SAFETY: the task runs on this thread's worker, which owns its scheduling part.
-        let completion = unsafe { self.task.sched(|s| s.completion.take()) };
-        completion.expect("a task ends once").complete(None);
+        self.task.completion.complete(None);
     }
 }

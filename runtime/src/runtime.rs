@@ -385,8 +385,8 @@ impl Runtime {
             let own = unsafe { w.own.take_all() };
             for (i, t) in tasks.into_iter().chain(own).enumerate() {
                 // SAFETY: every worker has stopped: nobody else touches the task's parts.
-                let (fiber, completion) =
-                    unsafe { t.sched(|s| (s.fiber.take(), s.completion.take())) };
+                let fiber = unsafe { t.sched(|s| s.fiber.take()) };
+                // A task that still has its fiber never ended: its outcome was not delivered.
                 if let Some(f) = fiber {
                     // SAFETY: the fiber is suspended and will never be resumed; nothing refers
                     // into its stack any more (every worker stopped, its wait nodes are
@@ -398,9 +398,7 @@ impl Runtime {
                         // SAFETY: as above.
                         unsafe { w.own.stack_returned() };
                     }
-                }
-                if let Some(c) = completion {
-                    c.cancel();
+                    t.completion.cancel();
                 }
             }
         }

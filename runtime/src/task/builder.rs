@@ -149,8 +149,9 @@ where
     // print `task-<id>` for it.
     let name = b.name.unwrap_or_default();
     let packet = Packet::<T>::new();
-    // Not an `Arc` clone: the task's completion keeps the packet alive (join.rs).
+    // Not `Arc` clones: the task's completion keeps the packet alive (join.rs).
     let slot = ValueSlot::new(&packet);
+    let handle_packet = JoinHandle::packet_of(&packet);
     let mut fiber = Fiber::new(name.clone(), id, stack, move || {
         // First run: complete the switch that brought us here.
         worker::finish_task_switch();
@@ -179,7 +180,7 @@ where
             id,
             name,
             affinity,
-            packet.clone(),
+            packet,
             Arc::clone(shared),
         ));
         Arc::from_raw(uninit).assume_init()
@@ -200,7 +201,11 @@ where
     let target = crate::wake::select_cpu(shared, &task, prev, local_idx);
     task.cpu.store(target, Ordering::Relaxed);
     crate::wake::enqueue_on(shared, local, target, Arc::clone(&task), true);
-    Ok(JoinHandle { packet, id, task })
+    Ok(JoinHandle {
+        packet: handle_packet,
+        id,
+        task,
+    })
 }
 
 /// What a task knows about itself.

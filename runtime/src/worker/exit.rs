@@ -56,12 +56,7 @@ pub(crate) fn exit_current() {
     let w = wt.worker();
     // SAFETY: the running task's scheduling part belongs to this worker; the fiber's outcome
     // was recorded before the hook was called and the fiber touches it no more.
-    let (completion, outcome) = unsafe {
-        t.sched(|s| {
-            let outcome = s.fiber.as_mut().and_then(|f| f.take_outcome());
-            (s.completion.take(), outcome)
-        })
-    };
+    let outcome = unsafe { t.sched(|s| s.fiber.as_mut().and_then(|f| f.take_outcome())) };
     {
         let mut rq = w.rq.lock();
         // SAFETY: as above.
@@ -75,11 +70,9 @@ pub(crate) fn exit_current() {
         t.on_rq.store(false, Ordering::Release);
         w.publish(&rq);
     }
-    if let Some(c) = completion {
-        wt.clock.set(now);
-        c.complete(outcome.and_then(Result::err));
-        wt.clock.set(0);
-    }
+    wt.clock.set(now);
+    t.completion.complete(outcome.and_then(Result::err));
+    wt.clock.set(0);
     let mut rq = w.rq.lock();
     drain(&wt.shared, wt.index, &mut rq, now);
     let next = pick(w, &mut rq, now);
