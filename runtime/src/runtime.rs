@@ -309,8 +309,8 @@ impl Runtime {
         let (mut live_tasks, mut live_stacks) = (0, 0);
         for w in &self.shared.workers {
             let reg = w.tasks.lock();
-            live_tasks += reg.tasks() + w.own.tasks();
-            live_stacks += reg.stacks() + w.own.stacks();
+            live_tasks += reg.tasks();
+            live_stacks += reg.stacks();
         }
         Stats {
             workers: self
@@ -380,10 +380,7 @@ impl Runtime {
         }
         for w in &self.shared.workers {
             let tasks = w.tasks.lock().take_all();
-            let n_tasks = tasks.len();
-            // SAFETY: every worker thread has been joined: nobody else touches `own`.
-            let own = unsafe { w.own.take_all() };
-            for (i, t) in tasks.into_iter().chain(own).enumerate() {
+            for t in tasks {
                 // SAFETY: every worker has stopped: nobody else touches the task's parts.
                 let fiber = unsafe { t.sched(|s| s.fiber.take()) };
                 // A task that still has its fiber never ended: its outcome was not delivered.
@@ -392,12 +389,7 @@ impl Runtime {
                     // into its stack any more (every worker stopped, its wait nodes are
                     // unreachable).
                     drop(unsafe { f.into_stack_abandoned() });
-                    if i < n_tasks {
-                        w.tasks.lock().stack_returned();
-                    } else {
-                        // SAFETY: as above.
-                        unsafe { w.own.stack_returned() };
-                    }
+                    w.tasks.lock().stack_returned();
                     t.completion.cancel();
                 }
             }

@@ -156,13 +156,12 @@ where
         // First run: complete the switch that brought us here.
         worker::finish_task_switch();
         let v = f();
-        // SAFETY: the task's one store, just before its closure ends; the task's completion,
-        // an `Arc` of the same packet, is taken only afterwards, by the fiber's exit hook
-        // (`worker::exit_current`), which then calls `complete` on this OS thread.
+        // SAFETY: the task's one store, just before its fiber ends; its worker's `exit_task`
+        // then calls `complete` on this OS thread. The task, and so its completion, an `Arc`
+        // of the same packet, outlives its closure.
         unsafe { slot.set(v) };
     });
     fiber.set_fp_control(shared.fp_control);
-    fiber.set_on_exit(worker::exit_current);
     let mut se = SchedEntity::new(b.nice);
     if let Some(s) = b.slice {
         let ns = u64::try_from(s.as_nanos()).unwrap_or(u64::MAX);
@@ -190,14 +189,13 @@ where
     let prev = local_idx.unwrap_or_else(|| {
         shared.next_outside.fetch_add(1, Ordering::Relaxed) % shared.workers.len()
     });
-    // The registry's reference; home and slot are published with the task (registry.rs).
-    let slot = match local {
-        // SAFETY: on worker `prev`'s own thread (`local` is the calling worker thread).
-        Some(_) => unsafe { shared.workers[prev].own.insert(Arc::clone(&task)) },
-        None => shared.workers[prev].tasks.lock().insert(Arc::clone(&task)),
-    };
-    task.reg_home.store(prev, Ordering::Relaxed);
-    task.reg_slot.store(slot, Ordering::Relaxed);
+    {
+        // The registry's reference; home and slot are published with the task (registry.rs).
+        let mut reg = shared.workers[prev].tasks.lock();
+        let slot = reg.insert(Arc::clone(&task));
+        task.reg_home.store(prev, Ordering::Relaxed);
+        task.reg_slot.store(slot, Ordering::Relaxed);
+    }
     let target = crate::wake::select_cpu(shared, &task, prev, local_idx);
     task.cpu.store(target, Ordering::Relaxed);
     crate::wake::enqueue_on(shared, local, target, Arc::clone(&task), true);

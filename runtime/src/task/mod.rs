@@ -59,7 +59,7 @@ pub(crate) use park::unpark_task;
 #[cfg(loom)]
 pub(crate) use park::{ParkStep, prepare_park};
 pub use park::{Unparker, current_unparker, park};
-pub(crate) use registry::{LOCAL_SLOT, LocalRegistry, Registry};
+pub(crate) use registry::Registry;
 
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -128,9 +128,8 @@ pub(crate) struct Task {
     pub(crate) wake_delayed: AtomicBool,
     /// The waker's worker index for a delayed wakeup (`usize::MAX`: from outside).
     pub(crate) wake_cpu: AtomicUsize,
-    /// The worker whose registry holds the task, and its slot there (`registry.rs`; flagged
-    /// `LOCAL_SLOT` in the worker's lock-free registry): written by the spawner before the
-    /// first enqueue publishes the task.
+    /// The worker whose registry holds the task, and its slot there (`registry.rs`): written
+    /// by the spawner under that registry's lock before the first enqueue publishes the task.
     pub(crate) reg_home: AtomicUsize,
     /// See `reg_home`.
     pub(crate) reg_slot: AtomicUsize,
@@ -153,9 +152,9 @@ pub(crate) struct Task {
     pub(crate) affinity: Option<Vec<u64>>,
     /// The runtime it belongs to (wakers from any thread find its workers here).
     pub(crate) shared: Arc<Shared>,
-    /// Delivers the outcome to the join handle (`join.rs`): called once, by the exit hook
-    /// (`worker/exit.rs`) or, for a task that never ended (it still has its fiber), by
-    /// shutdown. Kept until the task is freed: the join handle, which holds a reference to the
+    /// Delivers the outcome to the join handle (`join.rs`): called once, by its worker's
+    /// `exit_task` (`worker/idle.rs`) or, for a task that never ended (it still has its
+    /// fiber), by shutdown. Kept until the task is freed: the join handle, which holds a reference to the
     /// task, reaches the packet through this one (no second `Arc` of the packet).
     pub(crate) completion: Arc<dyn Complete>,
 }
