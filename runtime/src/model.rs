@@ -9,8 +9,8 @@
 //! (`unpark_task`, `try_to_wake_up`), the wakelist drain, the periodic load balance, and a
 //! task's end against its joiner
 //! (`JoinHandle::try_take`, one round of `join`; `Packet::set_value` and
-//! `Complete::complete`, what the task's fiber and its worker's `exit_task` run). Nothing is
-//! copied: each method is a call into the functions the threaded runtime runs.
+//! `Complete::complete`, what the task's fiber and its exit hook `worker::exit_current` run).
+//! Nothing is copied: each method is a call into the functions the threaded runtime runs.
 //!
 //! The asm switch cannot run under loom: a switch away from a task writes the task's
 //! loom-only `loom_ctx` cell (the registers it saves) before `clear_on_cpu`, and a switch
@@ -380,8 +380,9 @@ impl ModelTask {
 
 impl<T: Send> ModelExit<T> {
     /// The task's closure returned `v`: its fiber stores the value (`Packet::set_value`), then
-    /// the worker that frees the task delivers the outcome through its completion
-    /// (`Complete::complete`, which unparks a registered joiner), as `exit_task` does.
+    /// the task's worker delivers the outcome through its completion
+    /// (`Complete::complete`, which unparks a registered joiner), as the exit hook
+    /// `worker::exit_current` does, on the ending task's stack.
     pub fn finish(self, v: T) {
         // SAFETY: the task's one store; `complete` follows below on this thread, as on the
         // worker thread that frees a real task.

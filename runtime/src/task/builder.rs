@@ -156,12 +156,13 @@ where
         // First run: complete the switch that brought us here.
         worker::finish_task_switch();
         let v = f();
-        // SAFETY: the task's one store, just before its fiber ends; its worker's `exit_task`
-        // then calls `complete` on this OS thread. The task, and so its completion, an `Arc`
-        // of the same packet, outlives its closure.
+        // SAFETY: the task's one store, just before its closure ends; the fiber's exit hook
+        // (`worker::exit_current`) then calls `complete` on this OS thread. The task, and so
+        // its completion, an `Arc` of the same packet, outlives its closure.
         unsafe { slot.set(v) };
     });
     fiber.set_fp_control(shared.fp_control);
+    fiber.set_on_exit(worker::exit_current);
     let mut se = SchedEntity::new(b.nice);
     if let Some(s) = b.slice {
         let ns = u64::try_from(s.as_nanos()).unwrap_or(u64::MAX);

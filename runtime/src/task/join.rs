@@ -29,9 +29,9 @@
 //! overwritten: the joiner sleeps forever (mutant `join_split_check`).
 //!
 //! The closure's value does not go through the state word either: the task stores it in a
-//! cell of its own (`set_value`) just before its fiber ends, and the worker that ran it moves
-//! it into the outcome in `complete`, on the same OS thread after the switch away from the
-//! ended fiber, so the two accesses are ordered by program order.
+//! cell of its own (`set_value`) just before its closure returns, and the fiber's exit hook
+//! (`worker/exit.rs`) moves it into the outcome in `complete`, still on the task's stack and
+//! OS thread, so the two accesses are ordered by program order.
 //!
 //! Checked by the loom model `join` (`loom-tests/tests/join.rs`), which runs `try_take` (one
 //! round of `join`) and the finishing side (`set_value`, then `Complete::complete`) against
@@ -101,8 +101,8 @@ impl<T> Packet<T> {
     /// The closure's value, stored by the task itself just before it ends.
     ///
     /// # Safety
-    /// Called by the task once, from its fiber, which then ends; `complete` runs later on the
-    /// same OS thread (module doc).
+    /// Called by the task once, from its fiber, whose closure then ends; `complete` runs later
+    /// on the same OS thread (module doc).
     pub(crate) unsafe fn set_value(&self, v: T) {
         // SAFETY: the caller's contract: the only access until `complete`, which follows it on
         // this thread.
@@ -128,7 +128,7 @@ impl<T> Packet<T> {
 
 impl<T: Send> Complete for Packet<T> {
     fn complete(&self, panic: Option<JoinError>) {
-        // SAFETY: `complete` runs on the worker thread that ran the task, after its fiber
+        // SAFETY: `complete` runs on the worker thread that ran the task, after its closure
         // ended: `set_value`, if it ran, is done and nothing else touches the cell (module doc).
         let value = self.value.with_mut(|p| unsafe { (*p).take() });
         let r = match (panic, value) {

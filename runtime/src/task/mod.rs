@@ -152,9 +152,9 @@ pub(crate) struct Task {
     pub(crate) affinity: Option<Vec<u64>>,
     /// The runtime it belongs to (wakers from any thread find its workers here).
     pub(crate) shared: Arc<Shared>,
-    /// Delivers the outcome to the join handle (`join.rs`): called once, by its worker's
-    /// `exit_task` (`worker/idle.rs`) or, for a task that never ended (it still has its
-    /// fiber), by shutdown. Kept until the task is freed: the join handle, which holds a reference to the
+    /// Delivers the outcome to the join handle (`join.rs`): called once, by the exit hook
+    /// (`worker/exit.rs`) or, for a task that never ended (it still has its fiber), by
+    /// shutdown. Kept until the task is freed: the join handle, which holds a reference to the
     /// task, reaches the packet through this one (no second `Arc` of the packet).
     pub(crate) completion: Arc<dyn Complete>,
 }
