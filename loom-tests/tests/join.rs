@@ -3,9 +3,9 @@
 //! `wake.rs` and `worker/`).
 //!
 //! The finishing task stores its value (`Packet::set_value`, what its fiber does when the
-//! closure returns), then the outcome is delivered (`Complete::complete`, what the worker's
-//! `exit_task` does: write the outcome, swap the packet's state to `DONE`, and unpark the
-//! joiner if the old state said one registered). The joiner, a task on another worker, runs
+//! closure returns), then the outcome is delivered (`Complete::complete`, what the task's
+//! exit hook `worker::exit_current` does: write the outcome, swap the packet's state to
+//! `DONE`, and unpark the joiner if the old state said one registered). The joiner, a task on another worker, runs
 //! `JoinHandle::join`'s rounds: `try_take` (take the outcome if the state is `DONE`, else
 //! write its unparker and register it with one `PENDING → WAITING` compare-exchange), then
 //! `park` — announce `BLOCKED`, re-check the token, switch away — and round again.

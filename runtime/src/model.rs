@@ -9,8 +9,8 @@
 //! (`unpark_task`, `try_to_wake_up`), the wakelist drain, the periodic load balance, and a
 //! task's end against its joiner
 //! (`JoinHandle::try_take`, one round of `join`; `Packet::set_value` and
-//! `Complete::complete`, what the task's fiber and its worker's `exit_task` run). Nothing is
-//! copied: each method is a call into the functions the threaded runtime runs.
+//! `Complete::complete`, what the task's fiber and its exit hook `worker::exit_current` run).
+//! Nothing is copied: each method is a call into the functions the threaded runtime runs.
 //!
 //! The asm switch cannot run under loom: a switch away from a task writes the task's
 //! loom-only `loom_ctx` cell (the registers it saves) before `clear_on_cpu`, and a switch
@@ -113,11 +113,7 @@ impl Model {
     ) -> (ModelTask, JoinHandle<T>, ModelExit<T>) {
         let packet = Packet::<T>::new();
         let t = self.start_running(cpu, packet.clone());
-        let handle = JoinHandle {
-            packet: Arc::clone(&packet),
-            id: t.0.id,
-            task: Arc::clone(&t.0),
-        };
+        let handle = JoinHandle::new(&packet, t.0.id, Arc::clone(&t.0));
         let exit = ModelExit {
             task: Arc::clone(&t.0),
             slot: packet,
@@ -384,14 +380,13 @@ impl ModelTask {
 
 impl<T: Send> ModelExit<T> {
     /// The task's closure returned `v`: its fiber stores the value (`Packet::set_value`), then
-    /// the worker that frees the task takes its completion and delivers the outcome
-    /// (`Complete::complete`, which unparks a registered joiner), as `exit_task` does.
+    /// the task's worker delivers the outcome through its completion
+    /// (`Complete::complete`, which unparks a registered joiner), as the exit hook
+    /// `worker::exit_current` does, on the ending task's stack.
     pub fn finish(self, v: T) {
         // SAFETY: the task's one store; `complete` follows below on this thread, as on the
         // worker thread that frees a real task.
         unsafe { self.slot.set_value(v) };
-        // SAFETY: the task runs on this thread's worker, which owns its scheduling part.
-        let completion = unsafe { self.task.sched(|s| s.completion.take()) };
-        completion.expect("a task ends once").complete(None);
+        self.task.completion.complete(None);
     }
 }

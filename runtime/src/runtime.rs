@@ -382,17 +382,15 @@ impl Runtime {
             let tasks = w.tasks.lock().take_all();
             for t in tasks {
                 // SAFETY: every worker has stopped: nobody else touches the task's parts.
-                let (fiber, completion) =
-                    unsafe { t.sched(|s| (s.fiber.take(), s.completion.take())) };
+                let fiber = unsafe { t.sched(|s| s.fiber.take()) };
+                // A task that still has its fiber never ended: its outcome was not delivered.
                 if let Some(f) = fiber {
                     // SAFETY: the fiber is suspended and will never be resumed; nothing refers
                     // into its stack any more (every worker stopped, its wait nodes are
                     // unreachable).
                     drop(unsafe { f.into_stack_abandoned() });
                     w.tasks.lock().stack_returned();
-                }
-                if let Some(c) = completion {
-                    c.cancel();
+                    t.completion.cancel();
                 }
             }
         }

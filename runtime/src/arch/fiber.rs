@@ -4,8 +4,10 @@
 //! runs, its outcome, and a [`TaskInfo`] (name, id, stack size, guard range) for diagnostics.
 //! The fiber does not schedule itself: whoever runs it (a worker) switches into
 //! [`Fiber::context`] with [`super::switch`] and the fiber's code switches away the same way.
-//! When the closure ends, the fiber records the outcome and switches for the last time to its
-//! parent context (the worker's idle context, see [`Fiber::set_parent`]).
+//! When the closure ends, the fiber records the outcome and switches for the last time: to the
+//! context its exit hook returns if it has one ([`Fiber::set_on_exit`]; a scheduler's next
+//! fiber), else to its parent context (the worker's idle context, see
+//! [`Fiber::set_parent`]).
 //!
 //! With feature `std` a panic is caught at the fiber boundary (`catch_unwind`) and kept as a
 //! [`JoinError`] carrying the payload. Without `std` nothing can catch it: the fiber prints the
@@ -87,6 +89,8 @@ struct Inner {
     free: unsafe fn(*mut Inner),
     state: State,
     outcome: Option<Result<(), JoinError>>,
+    /// Called on the fiber's stack once the outcome is recorded ([`Fiber::set_on_exit`]).
+    on_exit: Option<fn() -> *const Context>,
     /// The stack's base, below which lies the parent link.
     stack_base: NonNull<u8>,
 }
@@ -155,6 +159,7 @@ impl<S: Stack> Fiber<S> {
                 free: free_closure::<F>,
                 state: State::NotStarted,
                 outcome: None,
+                on_exit: None,
                 stack_base: stack.base(),
             },
             f: Some(f),
@@ -192,6 +197,18 @@ impl<S: Stack> Fiber<S> {
     pub unsafe fn set_parent(&mut self, parent: *const Context) {
         // SAFETY: forwarded contract; the stack carries a context made by init.
         unsafe { super::set_parent(&*self.stack, parent) }
+    }
+
+    /// Sets the exit hook: a function that the fiber calls on its own stack once its closure
+    /// has ended and its outcome is recorded ([`is_finished`](Self::is_finished) is then
+    /// true and [`take_outcome`](Self::take_outcome) has it). It returns the context the
+    /// fiber switches to for the last time instead of its parent (null: the parent): a
+    /// scheduler's next fiber, which frees this one's stack once it runs on its own. That
+    /// context must be suspended and stay valid until the switch. Set it before the fiber
+    /// first runs.
+    pub fn set_on_exit(&mut self, hook: fn() -> *const Context) {
+        // SAFETY: inner is valid; the fiber is not running (its owner is setting it up).
+        unsafe { (*self.inner.as_ptr()).on_exit = Some(hook) }
     }
 
     /// How the fiber's switches away treat the FP control state (default:
@@ -301,8 +318,9 @@ impl<S: Stack> core::fmt::Debug for Fiber<S> {
     }
 }
 
-/// The entry function of every fiber: runs the closure, records the outcome, switches to
-/// the parent for the last time.
+/// The entry function of every fiber: runs the closure, records the outcome, calls the exit
+/// hook if there is one, and switches for the last time to the context it returned, or to the
+/// parent.
 ///
 /// # Safety
 /// `arg` is the fiber's `Inner`, valid until the fiber is dropped, which cannot happen while
@@ -316,12 +334,23 @@ unsafe extern "C" fn fiber_main(arg: *mut u8) -> ! {
         ((*inner).run)(inner)
     }
     .unwrap_or(Ok(()));
-    // SAFETY: per contract; the parent link was set before the fiber was first resumed.
-    unsafe {
+    // SAFETY: per contract.
+    let hook = unsafe {
         (*inner).outcome = Some(outcome);
         (*inner).state = State::Finished;
-        let link = super::parent_link((*inner).stack_base.as_ptr() as usize);
-        switch(&raw mut (*inner).ctx, *link);
+        (*inner).on_exit
+    };
+    // No reference into `inner` is live here: the hook reaches the fiber through its owner.
+    let to = hook.map_or(core::ptr::null(), |hook| hook());
+    // SAFETY: per contract; the parent link was set before the fiber was first resumed, and a
+    // hook's context is suspended and valid (`set_on_exit`).
+    unsafe {
+        let to = if to.is_null() {
+            *super::parent_link((*inner).stack_base.as_ptr() as usize)
+        } else {
+            to
+        };
+        switch(&raw mut (*inner).ctx, to);
     }
     // Nobody resumes a finished fiber.
     crate::sys::signal::abort()

@@ -7,7 +7,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::time::Duration;
 
-use super::join::{JoinHandle, Packet};
+use super::join::{JoinHandle, Packet, ValueSlot};
 use super::{Task, next_id};
 use crate::Error;
 use crate::arch::{DefaultStack, Fiber, MIN_STACK_SIZE};
@@ -149,30 +149,42 @@ where
     // print `task-<id>` for it.
     let name = b.name.unwrap_or_default();
     let packet = Packet::<T>::new();
-    let slot = Arc::clone(&packet);
+    // Not `Arc` clones: the task's completion keeps the packet alive (join.rs).
+    let slot = ValueSlot::new(&packet);
+    let handle_packet = JoinHandle::packet_of(&packet);
     let mut fiber = Fiber::new(name.clone(), id, stack, move || {
         // First run: complete the switch that brought us here.
         worker::finish_task_switch();
         let v = f();
-        // SAFETY: the task's one store, just before its fiber ends; its worker's `exit_task`
-        // then calls `complete` on this OS thread.
-        unsafe { slot.set_value(v) };
+        // SAFETY: the task's one store, just before its closure ends; the fiber's exit hook
+        // (`worker::exit_current`) then calls `complete` on this OS thread. The task, and so
+        // its completion, an `Arc` of the same packet, outlives its closure.
+        unsafe { slot.set(v) };
     });
     fiber.set_fp_control(shared.fp_control);
+    fiber.set_on_exit(worker::exit_current);
     let mut se = SchedEntity::new(b.nice);
     if let Some(s) = b.slice {
         let ns = u64::try_from(s.as_nanos()).unwrap_or(u64::MAX);
         se.set_custom_slice(Some(ns.clamp(MIN_CUSTOM_SLICE, MAX_CUSTOM_SLICE)));
     }
-    let task: super::TaskRef = Arc::new(Task::new(
-        Some(fiber),
-        se,
-        id,
-        name,
-        affinity,
-        packet.clone(),
-        Arc::clone(shared),
-    ));
+    // Built in place in its allocation: `Arc::new(Task::new(..))` compiled to a ~270-byte
+    // copy from the stack (issue #5).
+    let uninit = Arc::into_raw(Arc::<Task>::new_uninit()).cast_mut();
+    // SAFETY: the allocation is fresh and this is its only pointer; it is written once, whole,
+    // before `assume_init`.
+    let task: super::TaskRef = unsafe {
+        (*uninit).write(Task::new(
+            Some(fiber),
+            se,
+            id,
+            name,
+            affinity,
+            packet,
+            Arc::clone(shared),
+        ));
+        Arc::from_raw(uninit).assume_init()
+    };
     crate::trace::spawn(shared, &task);
     let local_idx = local.map(|wt| wt.index);
     let prev = local_idx.unwrap_or_else(|| {
@@ -188,7 +200,11 @@ where
     let target = crate::wake::select_cpu(shared, &task, prev, local_idx);
     task.cpu.store(target, Ordering::Relaxed);
     crate::wake::enqueue_on(shared, local, target, Arc::clone(&task), true);
-    Ok(JoinHandle { packet, id, task })
+    Ok(JoinHandle {
+        packet: handle_packet,
+        id,
+        task,
+    })
 }
 
 /// What a task knows about itself.

@@ -19,8 +19,8 @@
 //!   `PENDING`: write its unparker into `waiter`, then `compare_exchange(PENDING → WAITING)`
 //!   (AcqRel): on success it is registered and parks; on failure the state is `DONE` (the
 //!   finisher came in between and saw no waiter): it drops its unparker and takes the outcome.
-//! * **finisher** (`complete` or `cancel`, exactly once per task: its completion is taken
-//!   once): write `outcome`, then `swap(DONE)` (AcqRel): the Release half publishes the
+//! * **finisher** (`complete` or `cancel`, exactly once per task: the task ends once, and
+//!   shutdown cancels only a task that never ended): write `outcome`, then `swap(DONE)` (AcqRel): the Release half publishes the
 //!   outcome to the joiner's Acquire; if the old state was `WAITING`, the Acquire half makes
 //!   the joiner's `waiter` write visible: take it and unpark it.
 //!
@@ -29,15 +29,16 @@
 //! overwritten: the joiner sleeps forever (mutant `join_split_check`).
 //!
 //! The closure's value does not go through the state word either: the task stores it in a
-//! cell of its own (`set_value`) just before its fiber ends, and the worker that ran it moves
-//! it into the outcome in `complete`, on the same OS thread after the switch away from the
-//! ended fiber, so the two accesses are ordered by program order.
+//! cell of its own (`set_value`) just before its closure returns, and the fiber's exit hook
+//! (`worker/exit.rs`) moves it into the outcome in `complete`, still on the task's stack and
+//! OS thread, so the two accesses are ordered by program order.
 //!
 //! Checked by the loom model `join` (`loom-tests/tests/join.rs`), which runs `try_take` (one
 //! round of `join`) and the finishing side (`set_value`, then `Complete::complete`) against
 //! each other over the real park/unpark path; mutant `join_split_check`.
 
 use alloc::sync::Arc;
+use core::ptr::NonNull;
 
 use super::park::{Unparker, current_unparker, park};
 use crate::JoinError;
@@ -100,8 +101,8 @@ impl<T> Packet<T> {
     /// The closure's value, stored by the task itself just before it ends.
     ///
     /// # Safety
-    /// Called by the task once, from its fiber, which then ends; `complete` runs later on the
-    /// same OS thread (module doc).
+    /// Called by the task once, from its fiber, whose closure then ends; `complete` runs later
+    /// on the same OS thread (module doc).
     pub(crate) unsafe fn set_value(&self, v: T) {
         // SAFETY: the caller's contract: the only access until `complete`, which follows it on
         // this thread.
@@ -111,7 +112,8 @@ impl<T> Packet<T> {
     /// The finisher's step (module doc); called once per packet.
     fn finish(&self, outcome: Outcome<T>) {
         // SAFETY: the outcome cell is the finisher's until the swap below publishes DONE, and
-        // there is one finisher (the task's completion is taken once).
+        // there is one finisher (the task ends once; shutdown cancels only a task that never
+        // ended).
         self.outcome.with_mut(|p| unsafe { *p = Some(outcome) });
         if self.state.swap(DONE, Ordering::AcqRel) == WAITING {
             // SAFETY: the joiner wrote its unparker before its PENDING → WAITING exchange,
@@ -126,7 +128,7 @@ impl<T> Packet<T> {
 
 impl<T: Send> Complete for Packet<T> {
     fn complete(&self, panic: Option<JoinError>) {
-        // SAFETY: `complete` runs on the worker thread that ran the task, after its fiber
+        // SAFETY: `complete` runs on the worker thread that ran the task, after its closure
         // ended: `set_value`, if it ran, is done and nothing else touches the cell (module doc).
         let value = self.value.with_mut(|p| unsafe { (*p).take() });
         let r = match (panic, value) {
@@ -142,13 +144,47 @@ impl<T: Send> Complete for Packet<T> {
     }
 }
 
+/// The task's pointer to its packet's value cell, for [`Packet::set_value`]: a plain pointer,
+/// not an `Arc` clone (two locked read-modify-writes per spawn, issue #5). The task's
+/// `completion` is an `Arc` of the same packet, dropped only with the task, which outlives
+/// its closure.
+pub(crate) struct ValueSlot<T>(*const Packet<T>);
+
+// SAFETY: it is used only as `set_value` through `&Packet<T>`, which is Send + Sync for
+// `T: Send`.
+unsafe impl<T: Send> Send for ValueSlot<T> {}
+
+impl<T> ValueSlot<T> {
+    pub(crate) fn new(p: &Arc<Packet<T>>) -> Self {
+        ValueSlot(Arc::as_ptr(p))
+    }
+
+    /// [`Packet::set_value`] through the pointer.
+    ///
+    /// # Safety
+    /// As for `set_value`, and the packet is alive: called by the task's closure, whose task
+    /// (and so its completion) outlives it.
+    pub(crate) unsafe fn set(self, v: T) {
+        // SAFETY: the caller's contract.
+        unsafe { (*self.0).set_value(v) }
+    }
+}
+
 /// The handle of a spawned task: [`join`](Self::join) waits for its end and returns its value,
 /// or the panic that ended it as a [`JoinError`].
 pub struct JoinHandle<T> {
-    pub(crate) packet: Arc<Packet<T>>,
+    /// The task's packet, kept alive by `task`, whose `completion` is an `Arc` of it: a
+    /// second `Arc` here would cost two more locked read-modify-writes per spawn (issue #5).
+    pub(crate) packet: NonNull<Packet<T>>,
     pub(crate) id: u64,
     pub(crate) task: super::TaskRef,
 }
+
+// SAFETY: as if it held an `Arc<Packet<T>>` (which it reaches through its task): the packet
+// is Send and Sync for `T: Send`, and the task reference is.
+unsafe impl<T: Send> Send for JoinHandle<T> {}
+// SAFETY: as for Send.
+unsafe impl<T: Send> Sync for JoinHandle<T> {}
 
 impl<T> core::fmt::Debug for JoinHandle<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -157,6 +193,28 @@ impl<T> core::fmt::Debug for JoinHandle<T> {
 }
 
 impl<T> JoinHandle<T> {
+    /// The handle of `task`, whose completion is `packet`.
+    #[cfg(loom)]
+    pub(crate) fn new(packet: &Arc<Packet<T>>, id: u64, task: super::TaskRef) -> Self {
+        JoinHandle {
+            packet: Self::packet_of(packet),
+            id,
+            task,
+        }
+    }
+
+    /// The pointer a handle keeps to `packet`, which its task's completion must hold.
+    pub(crate) fn packet_of(packet: &Arc<Packet<T>>) -> NonNull<Packet<T>> {
+        NonNull::from(&**packet)
+    }
+
+    /// The packet.
+    fn packet(&self) -> &Packet<T> {
+        // SAFETY: `self.task` keeps the task alive, and its completion keeps the packet alive
+        // (the task drops it only when it is freed).
+        unsafe { self.packet.as_ref() }
+    }
+
     /// The task's id.
     pub fn id(&self) -> u64 {
         self.id
@@ -169,7 +227,7 @@ impl<T> JoinHandle<T> {
 
     /// Whether the task has ended (its outcome is ready).
     pub fn is_finished(&self) -> bool {
-        self.packet.state.load(Ordering::Acquire) == DONE
+        self.packet().state.load(Ordering::Acquire) == DONE
     }
 
     /// Waits for the task to end; from a task (it blocks, the worker runs others) or from a
@@ -197,7 +255,7 @@ impl<T> JoinHandle<T> {
         &self,
         waiter: impl FnOnce() -> Unparker,
     ) -> Option<Result<T, JoinError>> {
-        let p = &*self.packet;
+        let p = self.packet();
         match p.state.load(Ordering::Acquire) {
             DONE => return Some(self.take_outcome()),
             WAITING => return None,
@@ -233,7 +291,7 @@ impl<T> JoinHandle<T> {
     /// Takes the outcome once the state read `DONE` (Acquire).
     fn take_outcome(&self) -> Result<T, JoinError> {
         // SAFETY: after DONE the outcome cell is the joiner's (module doc); there is one joiner.
-        let o = self.packet.outcome.with_mut(|c| unsafe { (*c).take() });
+        let o = self.packet().outcome.with_mut(|c| unsafe { (*c).take() });
         match o {
             Some(Outcome::Ended(r)) => r,
             Some(Outcome::Cancelled) => panic!("lagom: joined task was cancelled by shutdown"),

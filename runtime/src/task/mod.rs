@@ -104,8 +104,6 @@ pub(crate) struct Sched {
     pub(crate) new: bool,
     /// The worker whose idle context the fiber's parent link names.
     pub(crate) parent_worker: usize,
-    /// Delivers the outcome to the join handle.
-    pub(crate) completion: Option<Arc<dyn Complete>>,
 }
 
 /// A task control block. Shared through [`TaskRef`].
@@ -154,6 +152,11 @@ pub(crate) struct Task {
     pub(crate) affinity: Option<Vec<u64>>,
     /// The runtime it belongs to (wakers from any thread find its workers here).
     pub(crate) shared: Arc<Shared>,
+    /// Delivers the outcome to the join handle (`join.rs`): called once, by the exit hook
+    /// (`worker/exit.rs`) or, for a task that never ended (it still has its fiber), by
+    /// shutdown. Kept until the task is freed: the join handle, which holds a reference to the
+    /// task, reaches the packet through this one (no second `Arc` of the packet).
+    pub(crate) completion: Arc<dyn Complete>,
 }
 
 // SAFETY: every field shared between threads is an atomic or sits in `sched`, whose access
@@ -181,8 +184,11 @@ unsafe impl Linked for Task {
 }
 
 impl Task {
+    /// Inlined so that a caller writing it into its allocation builds it in place.
+    ///
     /// A new task around `fiber` (`None` only in loom models, which never switch), runnable (state `RUNNING`), on no queue (its `cpu` is set
     /// by the spawner once chosen).
+    #[inline(always)]
     pub(crate) fn new(
         fiber: Option<Fiber<DefaultStack>>,
         se: SchedEntity,
@@ -211,7 +217,6 @@ impl Task {
                 fiber,
                 new: true,
                 parent_worker: usize::MAX,
-                completion: Some(completion),
             }),
             ctx,
             #[cfg(loom)]
@@ -220,6 +225,7 @@ impl Task {
             name,
             affinity,
             shared,
+            completion,
         }
     }
 

@@ -1,5 +1,4 @@
-//! The worker thread's main loop, which is also its idle task: pick and switch, free tasks
-//! that ended, pull work when newly idle, and sleep on the kick word.
+//! The worker thread's main loop, which is also its idle task: pick and switch, pull work when newly idle, and sleep on the kick word.
 //!
 //! Invariant (the kick protocol, `sync/kick.rs`): *a worker never sleeps while work published
 //! for it before it slept is pending.* The idle worker spins for `idle_spin` watching its
@@ -48,10 +47,8 @@ use core::ptr;
 
 use super::{LOCAL, Shared, WorkerThread, balance, drain, finish_task_switch, pick, timer};
 use crate::arch::{Context, SignalStack, StackPool, switch};
-use crate::policy::{DequeueKind, Dequeued};
 use crate::sync::atomic::Ordering;
 use crate::sync::kick::Idle;
-use crate::task::{DEAD, Task};
 use crate::trace::SwitchReason;
 
 /// How many idle stacks each worker's pool keeps.
@@ -70,6 +67,7 @@ pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
         idle_ctx: core::cell::UnsafeCell::new(Context::with_fp_control(fp_control)),
         curr: Cell::new(ptr::null()),
         prev: Cell::new(ptr::null()),
+        dead: Cell::new(ptr::null()),
         clock: Cell::new(0),
         pool: RefCell::new(pool),
         timers: RefCell::new(timer::Timers::default()),
@@ -85,13 +83,9 @@ pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
 fn idle_loop(wt: &WorkerThread) {
     let shared = &*wt.shared;
     let w = wt.worker();
-    // The clock of a task's exit, reused by the pick that follows it (one read per call).
-    let mut exit_now = None;
     loop {
         timer::fire(wt);
-        let now = exit_now
-            .take()
-            .unwrap_or_else(crate::sys::time::sched_clock);
+        let now = crate::sys::time::sched_clock();
         let mut rq = w.rq.lock();
         drain(shared, wt.index, &mut rq, now);
         let next = pick(w, &mut rq, now);
@@ -104,14 +98,9 @@ fn idle_loop(wt: &WorkerThread) {
             drop(rq);
             // SAFETY: the idle context is this thread's; `n` is suspended (see prepare_switch).
             unsafe { switch(wt.idle_ctx(), n.ctx) };
-            // Back on the idle task: either a task scheduled to idle (curr is null, prev is
-            // set) or a task's fiber ended and switched to its parent (curr is that task).
-            let ended = wt.curr.replace(ptr::null());
+            // Back on the idle task: a task scheduled to idle or ended (`exit.rs`) with
+            // nothing runnable (curr is null, prev is set; a dead task is freed here).
             finish_task_switch();
-            if !ended.is_null() {
-                // SAFETY: the registry keeps it alive until exit_task removes it.
-                exit_now = Some(exit_task(wt, unsafe { &*ended }));
-            }
             continue;
         }
         let empty = rq.nr_queued() == 0;
@@ -171,53 +160,4 @@ fn spin(wt: &WorkerThread, has_work: &impl Fn() -> bool) -> bool {
             return false;
         }
     }
-}
-
-/// Frees a task whose fiber ended: completes its dequeue, gives its stack back, takes it out
-/// of its registry, delivers its outcome, drops the registry's reference. Returns the clock
-/// time it ran at, which the wakeup of its joiner also used (`WorkerThread::clock`).
-fn exit_task(wt: &WorkerThread, t: &Task) -> u64 {
-    crate::trace::switch(wt, Some(t), None, SwitchReason::Exit);
-    let w = wt.worker();
-    let now = crate::sys::time::sched_clock();
-    {
-        let mut rq = w.rq.lock();
-        // SAFETY: the task ran here, so its scheduling part belongs to this worker.
-        let h = unsafe { t.sched(|s| s.handle.take()) }.expect("ending task is queued");
-        t.state.store(DEAD, Ordering::Relaxed);
-        match rq.dequeue(h, DequeueKind::Sleep, now) {
-            Dequeued::Delayed => drop(rq.finish_delayed(h, now)),
-            Dequeued::Removed { .. } => {}
-        }
-        t.sched_delayed.store(false, Ordering::Relaxed);
-        t.on_rq.store(false, Ordering::Release);
-        w.publish(&rq);
-    }
-    if let Some(sig) = &wt.signals {
-        // SAFETY: null is always allowed; the task's info is about to be freed.
-        unsafe { sig.set_current(ptr::null()) };
-    }
-    t.on_cpu.store(false, Ordering::Release);
-    // SAFETY: the task is off every queue and CPU; only this worker references its parts.
-    let (fiber, completion) = unsafe { t.sched(|s| (s.fiber.take(), s.completion.take())) };
-    let mut fiber = fiber.expect("ending task has its fiber");
-    let outcome = fiber.take_outcome();
-    if let Some(stack) = fiber.into_stack() {
-        wt.pool.borrow_mut().put(stack);
-    }
-    w.stats.inc_owned(&w.stats.exits);
-    // The registry's reference: held until the end, since it keeps `t` alive.
-    let me = {
-        let home = t.reg_home.load(Ordering::Relaxed);
-        let mut reg = wt.shared.workers[home].tasks.lock();
-        reg.stack_returned();
-        reg.remove(t.reg_slot.load(Ordering::Relaxed))
-    };
-    if let Some(c) = completion {
-        wt.clock.set(now);
-        c.complete(outcome.and_then(Result::err));
-        wt.clock.set(0);
-    }
-    drop(me);
-    now
 }

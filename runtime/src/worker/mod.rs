@@ -5,8 +5,9 @@
 //! * `activate.rs` — the wakelist drain and enqueueing a woken task (`sched_ttwu_pending`,
 //!   `ttwu_do_activate`);
 //! * `schedule.rs` — `schedule()`, `finish_task_switch()` and the lock-before-switch argument;
-//! * `idle.rs` — the worker thread's loop (its idle task), freeing ended tasks, the idle/kick
-//!   sleep;
+//! * `exit.rs` — a task's exit: straight to the next task, the dead task freed on the next
+//!   context;
+//! * `idle.rs` — the worker thread's loop (its idle task), the idle/kick sleep;
 //! * `balance.rs` — newly idle and periodic load balancing (moving tasks between workers);
 //! * `timer.rs` — the timer heap of `sleep`; `stats.rs` — the counters.
 //!
@@ -15,6 +16,7 @@
 
 mod activate;
 mod balance;
+mod exit;
 mod idle;
 mod schedule;
 mod stats;
@@ -24,6 +26,7 @@ pub(crate) use activate::{activate, check_preempt, drain, finished_delayed};
 #[cfg(loom)]
 pub(crate) use balance::periodic_balance;
 pub(crate) use balance::tick as balance_tick;
+pub(crate) use exit::exit_current;
 pub(crate) use idle::worker_main;
 pub(crate) use schedule::{
     Reason, block_current, finish_task_switch, pick, prepare_switch, schedule,
@@ -124,6 +127,9 @@ pub(crate) struct WorkerThread {
     curr: Cell<*const Task>,
     /// The task being switched away from, for `finish_task_switch`.
     prev: Cell<*const Task>,
+    /// The task that ended in the switch in progress, freed by `finish_task_switch` on the
+    /// next context (`exit.rs`).
+    dead: Cell<*const Task>,
     /// The scheduler-clock time of the runtime call in progress on this thread, when it
     /// spans several runqueue operations (a task's exit and the wakeup of its joiner), so
     /// that they read the clock once, as the kernel's `rq_clock` within one `__schedule`;
@@ -255,6 +261,14 @@ impl WorkerThread {
 
     fn idle_ctx(&self) -> *mut Context {
         self.idle_ctx.get()
+    }
+
+    /// No task runs here next: the overflow handler reports none.
+    fn clear_signal_task(&self) {
+        if let Some(sig) = &self.signals {
+            // SAFETY: null is always allowed.
+            unsafe { sig.set_current(core::ptr::null()) };
+        }
     }
 
     /// Marks `next` running here and points its fiber's parent at this worker

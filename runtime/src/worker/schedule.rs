@@ -28,8 +28,8 @@
 //! by this worker, after the switch. The cost is the Acquire/Release pair on `on_cpu`, which
 //! the wakeup path needs anyway.
 //!
-//! A task that ends does not come back through `schedule()`: its fiber switches to its parent
-//! context, the worker's idle context, which frees it (`idle.rs`).
+//! A task that ends does not come back through `schedule()`: its fiber's exit hook dequeues it
+//! and switches straight to the next task (`exit.rs`); `finish_task_switch` frees it there.
 //!
 //! Checked by the loom models `lost_wakeup` and `double_wake` (`loom-tests/tests/ttwu.rs`),
 //! which run `put_prev`, `pick`, `drain` and `clear_on_cpu` against the real wakeup path
@@ -225,7 +225,8 @@ fn schedule_on(wt: &WorkerThread, reason: Reason) {
 }
 
 /// Completes a switch on the new context's stack: clears the previous task's `on_cpu` with
-/// Release, so that whoever observes it clear (Acquire) sees its saved registers and stack.
+/// Release, so that whoever observes it clear (Acquire) sees its saved registers and stack,
+/// then frees the previous task if it died (`exit.rs`).
 pub(crate) fn finish_task_switch() {
     let Some(wt) = local() else { return };
     let prev = wt.prev.replace(ptr::null());
@@ -234,6 +235,7 @@ pub(crate) fn finish_task_switch() {
         // the idle context after its on_cpu is clear.
         clear_on_cpu(unsafe { &*prev });
     }
+    super::exit::put_dead(wt);
 }
 
 /// The switch away from `t` is complete: publish it (Release; O2/O3).

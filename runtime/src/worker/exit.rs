@@ -1,0 +1,129 @@
+//! A task's exit (the kernel's `do_exit` and its final `__schedule`), and the freeing of the
+//! dead task on the next context (`finish_task_switch`'s `put_task_stack` for `TASK_DEAD`).
+//!
+//! Invariant: *a dead task's fiber and stack are freed only once a worker runs on another
+//! context, never while the task's own stack is in use, and its registry reference is dropped
+//! last.*
+//!
+//! ## Steps (`exit_current`, on the ending task's own stack)
+//!
+//! The fiber's exit hook runs once the closure has ended and its outcome is recorded:
+//!
+//! 1. fire expired timers (as `schedule()` does);
+//! 2. under the runqueue lock, dequeue the task (`Sleep`; a delayed dequeue is finished at
+//!    once), store `DEAD` and `on_rq = false` (Release);
+//! 3. deliver the outcome (`Complete::complete`, outside the lock): the joiner is woken
+//!    through `try_to_wake_up`, which for a joiner sleeping delayed on this worker requeues it
+//!    in place under this worker's lock;
+//! 4. under the lock again, drain the wakelist and pick the next task (marking it `on_cpu`);
+//!    record the dead task in `WorkerThread::dead` and as `prev`, release the lock, and return
+//!    the next task's context, or the idle context if nothing is runnable: the fiber switches
+//!    there straight away. The dead task's registers are saved into its own context, which
+//!    nobody resumes.
+//!
+//! The hook returns the context instead of switching itself so that the switch is made from
+//! `fiber_main`, one call deep on the task's stack as the fiber's old switch to its parent
+//! was. Made from inside the hook, one call deeper, the switch measured ~20 ns slower per
+//! spawn+join, probably return mispredictions: the profile's new hot spots were the
+//! instructions after the resumed joiner's calls into `park`.
+//!
+//! The outcome is delivered after the dequeue, not before it under the same lock as the
+//! pick: `try_to_wake_up` takes the lock itself, and delivering first (one lock round trip
+//! fewer) measured ~15 ns *slower* per spawn+join (`examples/spawn_join`), probably because
+//! the joiner then re-enters the tree while the ending task is still queued, which makes the
+//! ending task's dequeue dearer (the profile shows its delayed dequeue being finished).
+//!
+//! On the next context, `finish_task_switch` clears the dead task's `on_cpu` as for any
+//! previous task and then calls [`put_dead`], which takes the fiber out of the task, gives the
+//! stack back to this worker's pool, removes the task from its registry and drops that last
+//! owning reference (the join handle may still hold one). The idle context is kept for when
+//! nothing is runnable; before this path existed every exit went through it: a second switch
+//! per task (issue #5). Measured on one worker, the direct path costs what the way through
+//! the idle context cost (`examples/spawn_join`: 444–446 against 442–445 ns): the switch it
+//! saves is paid back by the exit's second lock round trip, which `try_to_wake_up` forces.
+
+use core::ptr;
+
+use super::{WorkerThread, drain, local, pick, timer};
+use crate::arch::Context;
+use crate::policy::{DequeueKind, Dequeued};
+use crate::sync::atomic::Ordering;
+use crate::task::{DEAD, Task};
+use crate::trace::SwitchReason;
+
+/// The exit hook of every task's fiber (module doc): dequeues the task, delivers its outcome,
+/// picks the next one and returns the context the fiber then switches to for the last time.
+pub(crate) fn exit_current() -> *const Context {
+    let wt = local().expect("lagom: a task ended outside a worker");
+    let prev = wt.curr.get();
+    assert!(!prev.is_null(), "lagom: exit from the idle task");
+    // SAFETY: the registry keeps the running task alive until `put_dead` on the next context.
+    let t = unsafe { &*prev };
+    timer::fire(wt);
+    let now = crate::sys::time::sched_clock();
+    let w = wt.worker();
+    // SAFETY: the running task's scheduling part belongs to this worker; the fiber's outcome
+    // was recorded before the hook was called and the fiber touches it no more.
+    let outcome = unsafe { t.sched(|s| s.fiber.as_mut().and_then(|f| f.take_outcome())) };
+    {
+        let mut rq = w.rq.lock();
+        // SAFETY: as above.
+        let h = unsafe { t.sched(|s| s.handle.take()) }.expect("lagom: ending task not queued");
+        t.state.store(DEAD, Ordering::Relaxed);
+        match rq.dequeue(h, DequeueKind::Sleep, now) {
+            Dequeued::Delayed => drop(rq.finish_delayed(h, now)),
+            Dequeued::Removed { .. } => {}
+        }
+        t.sched_delayed.store(false, Ordering::Relaxed);
+        t.on_rq.store(false, Ordering::Release);
+        w.publish(&rq);
+    }
+    wt.clock.set(now);
+    t.completion.complete(outcome.and_then(Result::err));
+    wt.clock.set(0);
+    let mut rq = w.rq.lock();
+    drain(&wt.shared, wt.index, &mut rq, now);
+    let next = pick(w, &mut rq, now);
+    w.stats.inc_owned(&w.stats.exits);
+    // SAFETY: `next` is null or was picked from the runqueue, which holds a reference.
+    let next_t = unsafe { next.as_ref() };
+    match next_t {
+        Some(n) => wt.prepare_switch(n),
+        None => wt.clear_signal_task(),
+    }
+    crate::trace::switch(wt, Some(t), next_t, SwitchReason::Exit);
+    wt.prev.set(prev);
+    wt.dead.set(prev);
+    wt.curr.set(next);
+    drop(rq);
+    // Suspended: a task picked under the lock whose previous switch-out completed, or this
+    // thread's idle context, suspended while any task runs here.
+    next_t.map_or(wt.idle_ctx(), |n| n.ctx)
+}
+
+/// Frees the task that died in the switch that just completed, if any (module doc); called by
+/// `finish_task_switch` on the next context, after the dead task's `on_cpu` is clear.
+pub(crate) fn put_dead(wt: &WorkerThread) {
+    let dead = wt.dead.replace(ptr::null());
+    if dead.is_null() {
+        return;
+    }
+    // SAFETY: the registry keeps the dead task alive until it is removed below.
+    let t: &Task = unsafe { &*dead };
+    // SAFETY: the task is dead, off every queue and CPU: only this worker references its
+    // scheduling part.
+    let fiber = unsafe { t.sched(|s| s.fiber.take()) };
+    let stack = fiber.and_then(|f| f.into_stack());
+    let home = t.reg_home.load(Ordering::Relaxed);
+    let slot = t.reg_slot.load(Ordering::Relaxed);
+    let me = {
+        let mut reg = wt.shared.workers[home].tasks.lock();
+        reg.stack_returned();
+        reg.remove(slot)
+    };
+    if let Some(stack) = stack {
+        wt.pool.borrow_mut().put(stack);
+    }
+    // The registry's reference, dropped last: it may be the one that frees `t`.
+    drop(me);
+}
