@@ -102,7 +102,7 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
                 return Woken::Runnable;
             }
         }
-        if ttwu_runnable(shared, t, local_idx) {
+        if ttwu_runnable(shared, t, local_wt) {
             return Woken::Runnable;
         }
     }
@@ -156,8 +156,11 @@ pub(crate) fn select_cpu(shared: &Shared, t: &TaskRef, prev: usize, waker: Optio
 }
 
 /// The runnable wakeup (module doc, step 3). Returns `false` if the task left its runqueue
-/// before the lock was taken. `local_idx` is the waker's worker, if it is one of `shared`'s.
-fn ttwu_runnable(shared: &Shared, t: &TaskRef, local_idx: Option<usize>) -> bool {
+/// before the lock was taken. `local_wt` is the waker's worker thread, if it is one of
+/// `shared`'s: a wakeup on its own runqueue uses the clock of the runtime call in progress
+/// (`WorkerThread::sched_now`, e.g. a task's exit waking its joiner).
+fn ttwu_runnable(shared: &Shared, t: &TaskRef, local_wt: Option<&WorkerThread>) -> bool {
+    let local_idx = local_wt.map(|wt| wt.index);
     loop {
         let cpu = t.cpu.load(Ordering::Acquire);
         let w = &shared.workers[cpu];
@@ -178,7 +181,10 @@ fn ttwu_runnable(shared: &Shared, t: &TaskRef, local_idx: Option<usize>) -> bool
         }
         // SAFETY: the task is queued on this runqueue, whose lock is held.
         let h = unsafe { t.sched(|s| s.handle) }.expect("queued task has a handle");
-        let now = crate::sys::time::sched_clock();
+        let now = match local_wt {
+            Some(wt) if wt.index == cpu => wt.sched_now(),
+            _ => crate::sys::time::sched_clock(),
+        };
         if rq.entity(h).sched_delayed && shared.features.is_enabled(Feature::TtwuDequeue) {
             // TTWU_DEQUEUE: finish the delayed dequeue and wake it like any sleeper, through
             // CPU selection (the caller's full path).
