@@ -297,24 +297,43 @@ impl<T> RunQueue<T> {
     }
 
     /// The charge of [`Self::update_curr`]: `delta > 0` ns since the last accounting point.
+    ///
+    /// The refresh of the request (once per request) is a tail call, so that the usual charge
+    /// makes no call at all.
     #[inline(never)]
     fn charge_curr(&mut self, c: u32, delta: u64, now: u64) -> bool {
         let se = self.se_mut(c);
         se.exec_start = now;
         se.sum_exec_runtime += delta;
-        se.vruntime = se.vruntime.wrapping_add(calc_delta_fair(delta, se.weight));
-        let resched = self.update_deadline(c);
+        let v = se.vruntime.wrapping_add(calc_delta_fair(delta, se.weight));
+        se.vruntime = v;
+        let (deadline, vprot) = (se.deadline, se.vprot);
+        if !vbefore(v, deadline) {
+            return self.charge_new_request(c);
+        }
+        // Still within its request: switch out only past its protected slice.
+        if self.nr_queued == 1 || vbefore(v, vprot) {
+            return false;
+        }
+        if self.next == c {
+            self.next = NIL;
+        }
+        true
+    }
+
+    /// The end of [`Self::charge_curr`] when the running entity used up its request: a new
+    /// request (which moves neither its vruntime nor its protection), and a switch-out if
+    /// others are queued.
+    #[inline(never)]
+    fn charge_new_request(&mut self, c: u32) -> bool {
+        self.new_request(c);
         if self.nr_queued == 1 {
             return false;
         }
-        let se = self.se(c);
-        if resched || !vbefore(se.vruntime, se.vprot) {
-            if self.next == c {
-                self.next = NIL;
-            }
-            return true;
+        if self.next == c {
+            self.next = NIL;
         }
-        false
+        true
     }
 
     /// Issues a new request once the running entity's vruntime reached its deadline

@@ -95,6 +95,14 @@ pub fn calc_delta_fair(delta: u64, weight: u64) -> u64 {
     if let Some(p) = delta.checked_mul(NICE_0_LOAD) {
         return p / weight.max(1);
     }
+    calc_delta_fair_wide(delta, weight)
+}
+
+/// [`calc_delta_fair`] for a product beyond 64 bits: out of line, so that the callers' hot
+/// paths make no call (a call there costs them register saves on every run).
+#[cold]
+#[inline(never)]
+fn calc_delta_fair_wide(delta: u64, weight: u64) -> u64 {
     let v = (delta as u128 * NICE_0_LOAD as u128) / weight.max(1) as u128;
     u64::try_from(v).unwrap_or(u64::MAX)
 }
