@@ -23,7 +23,7 @@ use super::entity::SchedEntity;
 use super::features::{Feature, Features};
 use super::tree::{NIL, Tree};
 use super::vtime::{vbefore, vdiff};
-use super::weight::calc_delta_fair;
+use super::weight::{calc_delta_fair, calc_delta_fair_narrow};
 
 /// Addresses a queued entity of one [`RunQueue`]. Valid from `enqueue` until the entity
 /// leaves that runqueue (full dequeue or finished delayed dequeue); using it afterwards
@@ -298,14 +298,33 @@ impl<T> RunQueue<T> {
 
     /// The charge of [`Self::update_curr`]: `delta > 0` ns since the last accounting point.
     ///
-    /// The refresh of the request (once per request) is a tail call, so that the usual charge
-    /// makes no call at all.
+    /// The usual charge makes no call at all, so that it saves no registers: the refresh of
+    /// the request (once per request) is a tail call, and so is a charge that needs 128-bit
+    /// arithmetic (a weighted delta of hours).
     #[inline(never)]
     fn charge_curr(&mut self, c: u32, delta: u64, now: u64) -> bool {
+        let se = self.se(c);
+        match calc_delta_fair_narrow(delta, se.weight) {
+            Some(dv) => self.charge_by(c, delta, dv, now),
+            None => self.charge_curr_wide(c, delta, now),
+        }
+    }
+
+    /// [`Self::charge_curr`] when the virtual delta needs 128-bit arithmetic.
+    #[cold]
+    #[inline(never)]
+    fn charge_curr_wide(&mut self, c: u32, delta: u64, now: u64) -> bool {
+        let dv = calc_delta_fair(delta, self.se(c).weight);
+        self.charge_by(c, delta, dv, now)
+    }
+
+    /// Charges the running entity `delta` ns, `dv` virtual ns, and decides need-resched.
+    #[inline(always)]
+    fn charge_by(&mut self, c: u32, delta: u64, dv: u64, now: u64) -> bool {
         let se = self.se_mut(c);
         se.exec_start = now;
         se.sum_exec_runtime += delta;
-        let v = se.vruntime.wrapping_add(calc_delta_fair(delta, se.weight));
+        let v = se.vruntime.wrapping_add(dv);
         se.vruntime = v;
         let (deadline, vprot) = (se.deadline, se.vprot);
         if !vbefore(v, deadline) {
