@@ -11,7 +11,9 @@
 //! * a placement (enqueue, or a requeue of a delayed entity whose saved lag changed): the
 //!   vruntime is `V − vlag·(W + w)/W` and the deadline one request (or half of one) later;
 //! * a pick: EEVDF with the next buddy and slice protection, the earliest eligible deadline;
-//! * `update_curr`: the running entity is charged exactly the time since it was last;
+//! * `update_curr`: the running entity is charged exactly the time since it was last, gets a
+//!   new request when it reaches its deadline, and need-resched is asked iff others are
+//!   queued and its request or its protected slice ran out;
 //! * after every step, every invariant (`check_invariants`: tree, sums, counts).
 //!
 //! These are the paths the tiny-queue fast paths replace (the empty and one-entity tree, the
@@ -157,24 +159,57 @@ impl Run {
     /// reads is the state the operation starts from (its own `update_curr` is then a no-op).
     /// The running entity is charged exactly the time since its last accounting point.
     fn snapshot(&mut self) -> (Vec<(Handle, SchedEntity)>, Option<u64>) {
-        if let Some(c) = self.rq.curr() {
-            let before = *self.rq.entity(c);
-            self.rq.update_curr(self.now);
-            let after = self.rq.entity(c);
-            let delta = vd(self.now, before.exec_start).max(0) as u64;
-            let want = (
-                before.exec_start + delta,
-                before.sum_exec_runtime + delta,
-                before
-                    .vruntime
-                    .wrapping_add(calc_delta_fair(delta, before.weight)),
-            );
-            let got = (after.exec_start, after.sum_exec_runtime, after.vruntime);
-            assert_eq!(got, want, "update_curr charged the running entity wrongly");
-        }
+        self.charge(false);
         let q = queued(&self.rq);
         let v = v_ref(&q).map(|x| x.0);
         (q, v)
+    }
+
+    /// `update_curr` (or, with `tick`, `task_tick`) checked against the reference; returns
+    /// its need-resched.
+    fn charge(&mut self, tick: bool) -> bool {
+        let mut resched = false;
+        if let Some(c) = self.rq.curr() {
+            let before = *self.rq.entity(c);
+            let others = self.rq.nr_queued() > 1;
+            resched = if tick {
+                self.rq.task_tick(self.now)
+            } else {
+                self.rq.update_curr(self.now)
+            };
+            let after = self.rq.entity(c);
+            let delta = vd(self.now, before.exec_start).max(0) as u64;
+            let v = before
+                .vruntime
+                .wrapping_add(calc_delta_fair(delta, before.weight));
+            let want = (
+                before.exec_start + delta,
+                before.sum_exec_runtime + delta,
+                v,
+            );
+            let got = (after.exec_start, after.sum_exec_runtime, after.vruntime);
+            assert_eq!(got, want, "update_curr charged the running entity wrongly");
+            // A charge that reaches the deadline issues a new request; need-resched iff
+            // charged, others are queued, and the request or the protection ran out.
+            let used_up = delta > 0 && vd(v, before.deadline) >= 0;
+            if used_up {
+                let slice = if before.custom_slice {
+                    before.slice
+                } else {
+                    self.cfg.base_slice
+                };
+                let deadline = v.wrapping_add(calc_delta_fair(slice, before.weight));
+                assert_eq!(after.deadline, deadline, "update_curr: wrong new request");
+            } else {
+                assert_eq!(
+                    after.deadline, before.deadline,
+                    "update_curr: deadline moved"
+                );
+            }
+            let want = delta > 0 && others && (used_up || vd(v, before.vprot) >= 0);
+            assert_eq!(resched, want, "update_curr: wrong need-resched");
+        }
+        resched
     }
 
     /// V of the queue when it is empty: the zero point (reading it changes nothing then).
@@ -369,7 +404,7 @@ impl Run {
                     1 => self.rng.range(100_000, 3_000_000),
                     _ => self.rng.range(1, 2_000),
                 };
-                if self.rq.task_tick(self.now) || self.rq.curr().is_none() {
+                if self.charge(true) || self.rq.curr().is_none() {
                     self.schedule();
                 }
             }

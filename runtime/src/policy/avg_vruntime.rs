@@ -139,8 +139,14 @@ impl<T> RunQueue<T> {
             return (self.zero_vruntime, w);
         }
         let delta = if let (Ok(s64), Ok(w64)) = (i64::try_from(s), i64::try_from(w)) {
-            // The common case fits 64 bits, where division is several times cheaper.
-            s64.div_euclid(w64)
+            // The common case fits 64 bits, where division is several times cheaper; and a
+            // total weight that is a power of two (nice-0 entities, 2^20 each, in a queue of
+            // one, two or four) divides by a shift, as exact (rounding toward −∞ both).
+            if w64 & (w64 - 1) == 0 {
+                s64 >> w64.trailing_zeros()
+            } else {
+                s64.div_euclid(w64)
+            }
         } else {
             s.div_euclid(w) as i64
         };

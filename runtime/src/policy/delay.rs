@@ -140,17 +140,18 @@ impl<T> RunQueue<T> {
             "requeue_delayed on an entity that is not delayed"
         );
         self.update_curr(now);
-        if self.update_entity_lag(i) {
+        let replace = self.update_entity_lag(i);
+        self.se_mut(i).sched_delayed = false;
+        self.nr_delayed -= 1;
+        if replace {
             // A delayed entity may still be current (woken before it was switched out). The
             // kernel then places it while it still counts in V and in the load it inflates
             // its lag by; lagom takes it out of both first, so that the placed lag is exactly
-            // the saved one (spec §4.3), as for any other placement.
+            // the saved one (spec §4.3), as for any other placement. Placement reads no flag,
+            // and a tree entity's item moves with the flag already cleared.
             self.place_again(i);
-        }
-        self.se_mut(i).sched_delayed = false;
-        if i != self.curr {
+        } else if i != self.curr {
             self.tree.set_delayed(i, false);
         }
-        self.nr_delayed -= 1;
     }
 }

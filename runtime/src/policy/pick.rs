@@ -57,7 +57,20 @@ impl<T> RunQueue<T> {
         }
         let (s, w) = self.sums_with_curr();
         let v0 = self.zero_vruntime;
-        let eligible = |v: u64| s >= vdiff(v, v0) as i128 * w;
+        if (0..w).contains(&s) {
+            // V is the zero point (the usual case: the operation before read V and nothing
+            // moved since), so `S ≥ (v − v0)·W` holds iff `v − v0 ≤ 0` (see `eligible_at`):
+            // no 128-bit product per test.
+            self.pick_eevdf_with(protect, |v: u64| vdiff(v, v0) <= 0)
+        } else {
+            self.pick_eevdf_with(protect, |v: u64| s >= vdiff(v, v0) as i128 * w)
+        }
+    }
+
+    /// The choice of [`Self::pick_eevdf_idx`] among two or more queued entities, with
+    /// `eligible` the exact eligibility test for the present sums.
+    #[inline(always)]
+    fn pick_eevdf_with(&self, protect: bool, eligible: impl Fn(u64) -> bool + Copy) -> u32 {
         if protect
             && self.next != NIL
             && self.feat(Feature::PickBuddy)

@@ -53,11 +53,23 @@ impl<T> RunQueue<T> {
     /// `place_entity`: sets vruntime from V and the saved lag, and the deadline. `se` is not
     /// accounted in the runqueue while this runs.
     pub(super) fn place_entity(&mut self, se: &mut SchedEntity, initial: bool) {
+        let p = self.placement(Placing::of(se), initial);
+        p.apply(se);
+    }
+
+    /// The computation of [`Self::place_entity`], from the fields it reads to the fields it
+    /// writes, so that an entity in its slot is placed without copying it out and back.
+    /// Inlined into its two callers (enqueue, and the requeue of a woken delayed entity),
+    /// where the fields stay in registers.
+    #[inline(always)]
+    fn placement(&mut self, se: Placing, initial: bool) -> Placed {
         let (v_avg, w_all) = self.update_avg();
-        if !se.custom_slice {
-            se.slice = self.cfg.base_slice;
-        }
-        let mut vslice = calc_delta_fair(se.slice, se.weight);
+        let slice = if se.custom_slice {
+            se.slice
+        } else {
+            self.cfg.base_slice
+        };
+        let mut vslice = calc_delta_fair(slice, se.weight);
         let mut lag: i64 = 0;
         let mut rebase = false;
         if self.feat(Feature::PlaceLag) && self.nr_queued > 0 && se.vlag != 0 {
@@ -66,24 +78,28 @@ impl<T> RunQueue<T> {
             lag = inflate_lag(se.vlag, w_all, w);
             rebase = w > w_all;
         }
-        se.vruntime = vadd(v_avg, -lag);
+        let vruntime = vadd(v_avg, -lag);
         if rebase {
             // A heavy entity: move the zero point next to it so later key·w products stay
             // small (the kernel does this to avoid 64-bit overflow; here it keeps the sums
             // small and mirrors the kernel's rounding).
             self.rebase(-lag);
         }
-        if se.rel_deadline {
-            se.rel_deadline = false;
-            if self.feat(Feature::PlaceRelDeadline) {
-                se.deadline = se.deadline.wrapping_add(se.vruntime);
-                return;
-            }
+        if se.rel_deadline && self.feat(Feature::PlaceRelDeadline) {
+            return Placed {
+                slice,
+                vruntime,
+                deadline: se.deadline.wrapping_add(vruntime),
+            };
         }
         if initial && self.feat(Feature::PlaceDeadlineInitial) {
             vslice /= 2;
         }
-        se.deadline = se.vruntime.wrapping_add(vslice);
+        Placed {
+            slice,
+            vruntime,
+            deadline: vruntime.wrapping_add(vslice),
+        }
     }
 
     /// The lag clamp: `calc_delta_fair(max_slice + tick)` for this entity (§4.2).
@@ -154,9 +170,8 @@ impl<T> RunQueue<T> {
         let w = self.se(i).weight;
         self.load_weight -= w;
         self.nr_queued -= 1;
-        let mut se = *self.se(i);
-        self.place_entity(&mut se, false);
-        *self.se_mut(i) = se;
+        let p = self.placement(Placing::of(self.se(i)), false);
+        p.apply(self.se_mut(i));
         if in_tree {
             self.tree_rekey(i);
         } else {
@@ -214,6 +229,50 @@ impl<T> RunQueue<T> {
             self.tree_insert(i);
         }
         debug_assert!(self.curr != NIL || in_tree);
+    }
+}
+
+/// What placement reads of an entity.
+#[derive(Clone, Copy)]
+struct Placing {
+    custom_slice: bool,
+    slice: u64,
+    weight: u64,
+    vlag: i64,
+    rel_deadline: bool,
+    deadline: u64,
+}
+
+impl Placing {
+    #[inline]
+    fn of(se: &SchedEntity) -> Placing {
+        Placing {
+            custom_slice: se.custom_slice,
+            slice: se.slice,
+            weight: se.weight,
+            vlag: se.vlag,
+            rel_deadline: se.rel_deadline,
+            deadline: se.deadline,
+        }
+    }
+}
+
+/// What placement writes: the slice (the base slice unless custom), vruntime and the
+/// absolute deadline (a relative deadline is made absolute or dropped).
+#[derive(Clone, Copy)]
+struct Placed {
+    slice: u64,
+    vruntime: u64,
+    deadline: u64,
+}
+
+impl Placed {
+    #[inline]
+    fn apply(self, se: &mut SchedEntity) {
+        se.slice = self.slice;
+        se.vruntime = self.vruntime;
+        se.deadline = self.deadline;
+        se.rel_deadline = false;
     }
 }
 

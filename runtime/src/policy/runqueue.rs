@@ -23,7 +23,7 @@ use super::entity::SchedEntity;
 use super::features::{Feature, Features};
 use super::tree::{NIL, Tree};
 use super::vtime::{vbefore, vdiff};
-use super::weight::calc_delta_fair;
+use super::weight::{calc_delta_fair, calc_delta_fair_narrow};
 
 /// Addresses a queued entity of one [`RunQueue`]. Valid from `enqueue` until the entity
 /// leaves that runqueue (full dequeue or finished delayed dequeue); using it afterwards
@@ -297,24 +297,62 @@ impl<T> RunQueue<T> {
     }
 
     /// The charge of [`Self::update_curr`]: `delta > 0` ns since the last accounting point.
+    ///
+    /// The usual charge makes no call at all, so that it saves no registers: the refresh of
+    /// the request (once per request) is a tail call, and so is a charge that needs 128-bit
+    /// arithmetic (a weighted delta of hours).
     #[inline(never)]
     fn charge_curr(&mut self, c: u32, delta: u64, now: u64) -> bool {
+        let se = self.se(c);
+        match calc_delta_fair_narrow(delta, se.weight) {
+            Some(dv) => self.charge_by(c, delta, dv, now),
+            None => self.charge_curr_wide(c, delta, now),
+        }
+    }
+
+    /// [`Self::charge_curr`] when the virtual delta needs 128-bit arithmetic.
+    #[cold]
+    #[inline(never)]
+    fn charge_curr_wide(&mut self, c: u32, delta: u64, now: u64) -> bool {
+        let dv = calc_delta_fair(delta, self.se(c).weight);
+        self.charge_by(c, delta, dv, now)
+    }
+
+    /// Charges the running entity `delta` ns, `dv` virtual ns, and decides need-resched.
+    #[inline(always)]
+    fn charge_by(&mut self, c: u32, delta: u64, dv: u64, now: u64) -> bool {
         let se = self.se_mut(c);
         se.exec_start = now;
         se.sum_exec_runtime += delta;
-        se.vruntime = se.vruntime.wrapping_add(calc_delta_fair(delta, se.weight));
-        let resched = self.update_deadline(c);
+        let v = se.vruntime.wrapping_add(dv);
+        se.vruntime = v;
+        let (deadline, vprot) = (se.deadline, se.vprot);
+        if !vbefore(v, deadline) {
+            return self.charge_new_request(c);
+        }
+        // Still within its request: switch out only past its protected slice.
+        if self.nr_queued == 1 || vbefore(v, vprot) {
+            return false;
+        }
+        if self.next == c {
+            self.next = NIL;
+        }
+        true
+    }
+
+    /// The end of [`Self::charge_curr`] when the running entity used up its request: a new
+    /// request (which moves neither its vruntime nor its protection), and a switch-out if
+    /// others are queued.
+    #[inline(never)]
+    fn charge_new_request(&mut self, c: u32) -> bool {
+        self.new_request(c);
         if self.nr_queued == 1 {
             return false;
         }
-        let se = self.se(c);
-        if resched || !vbefore(se.vruntime, se.vprot) {
-            if self.next == c {
-                self.next = NIL;
-            }
-            return true;
+        if self.next == c {
+            self.next = NIL;
         }
-        false
+        true
     }
 
     /// Issues a new request once the running entity's vruntime reached its deadline

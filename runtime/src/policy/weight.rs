@@ -86,15 +86,31 @@ pub const fn inv_weight_of_nice(nice: i32) -> u32 {
 /// ```
 #[inline]
 pub fn calc_delta_fair(delta: u64, weight: u64) -> u64 {
-    if weight == NICE_0_LOAD {
-        return delta;
-    }
-    debug_assert!(weight > 0, "an entity has a positive weight");
     // Below 2^44 ns (about 4.9 hours) the product fits 64 bits, where the division is several
     // times cheaper; the quotient is the same.
-    if let Some(p) = delta.checked_mul(NICE_0_LOAD) {
-        return p / weight.max(1);
+    match calc_delta_fair_narrow(delta, weight) {
+        Some(v) => v,
+        None => calc_delta_fair_wide(delta, weight),
     }
+}
+
+/// [`calc_delta_fair`] where it needs no 128-bit arithmetic (a nice-0 weight, or a product
+/// that fits 64 bits: below 2^44 ns), else `None`. A caller that handles `None` out of line
+/// makes no call on its usual path.
+#[inline]
+pub(crate) fn calc_delta_fair_narrow(delta: u64, weight: u64) -> Option<u64> {
+    if weight == NICE_0_LOAD {
+        return Some(delta);
+    }
+    debug_assert!(weight > 0, "an entity has a positive weight");
+    delta.checked_mul(NICE_0_LOAD).map(|p| p / weight.max(1))
+}
+
+/// [`calc_delta_fair`] for a product beyond 64 bits: out of line, so that the callers' hot
+/// paths make no call (a call there costs them register saves on every run).
+#[cold]
+#[inline(never)]
+fn calc_delta_fair_wide(delta: u64, weight: u64) -> u64 {
     let v = (delta as u128 * NICE_0_LOAD as u128) / weight.max(1) as u128;
     u64::try_from(v).unwrap_or(u64::MAX)
 }

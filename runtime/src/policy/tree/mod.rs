@@ -229,9 +229,11 @@ impl Tree {
 
     /// Marks entity `i` (in the tree) delayed or not.
     pub(crate) fn set_delayed(&mut self, i: u32, delayed: bool) {
-        let x = self.leaf_of[i as usize] as usize;
-        let j = self.nodes[x].find(i);
-        self.nodes[x].items[j].delayed = delayed;
+        let n = &mut self.nodes[self.leaf_of[i as usize] as usize];
+        // The first item of its leaf (every entity of a small tree's lone leaf is often that
+        // one) is found without a scan.
+        let j = if n.items[0].id == i { 0 } else { n.find(i) };
+        n.items[j].delayed = delayed;
     }
 
     // ----- insertion ------------------------------------------------------------------------
