@@ -102,8 +102,8 @@ enum State {
 }
 
 /// The part of a fiber the fiber's own code reaches through the entry argument. It is the
-/// head of a [`WithClosure`], so that the closure shares its allocation (one allocation per
-/// fiber instead of two, issue #5); `run` and `free` are that type's monomorphic functions.
+/// head of a [`WithClosure`], so that the closure shares its place (the top of the stack or
+/// one box, module doc); `run` and `free` are that type's monomorphic functions.
 struct Inner {
     ctx: Context,
     info: TaskInfo,

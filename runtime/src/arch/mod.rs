@@ -256,8 +256,10 @@ pub unsafe fn init<S: Stack + ?Sized>(
 /// stack's base: the fiber keeps its header above `top` (`fiber.rs`).
 ///
 /// # Safety
-/// As for [`init`], for the stack bytes below `top`, which must lie in a stack with at least
-/// [`MIN_STACK_SIZE`] `/ 2` usable bytes below it.
+/// As for [`init`], for the stack bytes below `top`: `top` lies in a [`Stack`] whose bytes
+/// from its limit up to `top` are at least 15/16 of [`MIN_STACK_SIZE`] (the fiber takes at
+/// most `1 / IN_STACK_SHARE` of the stack, [`IN_STACK_SHARE`]) and are not used by anything
+/// else.
 pub(crate) unsafe fn init_below(
     top: usize,
     entry: EntryFn,
