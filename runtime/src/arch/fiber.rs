@@ -16,6 +16,32 @@
 //! Dropping a fiber that is suspended mid-run leaks its stack rather than unmapping it: values
 //! on that stack may still be referenced from elsewhere (a wait-queue node, say), and nothing
 //! unwinds them.
+//!
+//! # Where the header and the closure live
+//!
+//! A fiber's bookkeeping (its `Inner`: context, info, outcome, exit hook) and its closure form
+//! one `WithClosure<F>`. When that value, padded to its alignment (at least 16), takes at most
+//! [`IN_STACK_SHARE`] of the stack's usable bytes (1/16: 1 KiB of a 16 KiB stack, 16 KiB of
+//! the default 256 KiB), it is written at the top of the stack itself, so spawning a fiber
+//! costs no allocation (issue #5: one `malloc`/`free` pair fewer per task); otherwise it is
+//! boxed. Either way the fiber's *top* is the lowest byte of the header's slot (the stack's
+//! base on the boxed path): the parent link, the initial frame and everything the closure
+//! pushes lie below it, [`TaskInfo::stack_size`] counts only the bytes from the stack's limit
+//! up to it, and the guard page below the limit is unchanged, so an overflow still faults
+//! there and is reported as before. The header is dropped in place (or freed) by
+//! [`Fiber::into_stack`], [`Fiber::into_stack_abandoned`] or the fiber's drop, before the
+//! stack is given back or unmapped, so a reused stack never holds a stale header.
+//!
+//! ```text
+//!   base ->  +---------------------------+  (page-aligned for a DefaultStack)
+//!            | WithClosure { Inner, F }  |  in-stack path only, aligned to max(16, align)
+//!   top  ->  +---------------------------+  = base on the boxed path
+//!            | padding word, parent link |  16 bytes (arch::BASE_RESERVED)
+//!            | initial frame, then the   |
+//!            | closure's frames ...      |
+//!  limit ->  +---------------------------+
+//!            | guard page (PROT_NONE)    |
+//! ```
 
 use alloc::boxed::Box;
 use alloc::string::String;
@@ -57,7 +83,8 @@ impl TaskInfo {
     pub fn id(&self) -> u64 {
         self.id
     }
-    /// Usable bytes of its stack.
+    /// Usable bytes of its stack for the closure's run: from the stack's limit up to the
+    /// fiber's top, so without the header and closure kept at the top (module doc).
     pub fn stack_size(&self) -> usize {
         self.stack_size
     }
@@ -75,8 +102,8 @@ enum State {
 }
 
 /// The part of a fiber the fiber's own code reaches through the entry argument. It is the
-/// head of a [`WithClosure`], so that the closure shares its allocation (one allocation per
-/// fiber instead of two, issue #5); `run` and `free` are that type's monomorphic functions.
+/// head of a [`WithClosure`], so that the closure shares its place (the top of the stack or
+/// one box, module doc); `run` and `free` are that type's monomorphic functions.
 struct Inner {
     ctx: Context,
     info: TaskInfo,
@@ -91,12 +118,18 @@ struct Inner {
     outcome: Option<Result<(), JoinError>>,
     /// Called on the fiber's stack once the outcome is recorded ([`Fiber::set_on_exit`]).
     on_exit: Option<fn() -> *const Context>,
-    /// The stack's base, below which lies the parent link.
-    stack_base: NonNull<u8>,
+    /// The fiber's top (module doc): the header's slot on the in-stack path, else the
+    /// stack's base; the parent link lies just below it.
+    top: usize,
 }
 
-/// The fiber's one allocation: its [`Inner`] first (`repr(C)`, so a pointer to it is a
-/// pointer to the whole), then the closure.
+/// The largest share of a stack's usable bytes that the fiber's header and closure may take
+/// at its top (module doc): `1 / IN_STACK_SHARE`. Larger ones are boxed.
+pub const IN_STACK_SHARE: usize = 16;
+
+/// The fiber's header and closure, at the top of its stack or boxed (module doc): its
+/// [`Inner`] first (`repr(C)`, so a pointer to it is a pointer to the whole), then the
+/// closure.
 #[repr(C)]
 struct WithClosure<F> {
     inner: Inner,
@@ -115,13 +148,34 @@ unsafe fn run_closure<F: FnOnce()>(p: *mut Inner) -> Option<Result<(), JoinError
     Some(run(f, unsafe { &(*p).info }))
 }
 
-/// `Inner::free` for closures of type `F`.
+/// `Inner::free` for boxed closures of type `F`.
 ///
 /// # Safety
 /// `p` is the `Inner` of a `WithClosure<F>` leaked from a `Box` by `Fiber::new`; freed once.
-unsafe fn free_closure<F>(p: *mut Inner) {
+unsafe fn free_boxed<F>(p: *mut Inner) {
     // SAFETY: per contract.
     drop(unsafe { Box::from_raw(p.cast::<WithClosure<F>>()) });
+}
+
+/// `Inner::free` for closures of type `F` kept at the top of the fiber's stack: drops the
+/// header and the closure in place (the memory is the stack's).
+///
+/// # Safety
+/// `p` is the `Inner` of a `WithClosure<F>` written into its stack by `Fiber::new`, which
+/// is still mapped; dropped once, and not used afterwards.
+unsafe fn drop_in_stack<F>(p: *mut Inner) {
+    // SAFETY: per contract.
+    unsafe { core::ptr::drop_in_place(p.cast::<WithClosure<F>>()) }
+}
+
+/// Where a `WithClosure<F>` goes at the top of `stack`: the address of its slot, aligned to
+/// at least 16 (so the slot's start can be the fiber's top), or `None` if the slot would
+/// take more than `1 / IN_STACK_SHARE` of the stack's usable bytes.
+fn in_stack_slot<F, S: Stack + ?Sized>(stack: &S) -> Option<usize> {
+    let base = stack.base().as_ptr() as usize;
+    let align = core::mem::align_of::<WithClosure<F>>().max(16);
+    let slot = base.checked_sub(core::mem::size_of::<WithClosure<F>>())? & !(align - 1);
+    (base - slot <= stack.size() / IN_STACK_SHARE).then_some(slot)
 }
 
 /// A closure running on its own stack, with its saved context and outcome.
@@ -143,34 +197,51 @@ impl<S: Stack> Fiber<S> {
     {
         let name = name.into();
         let guard = stack.guard();
-        let inner = Box::new(WithClosure {
+        let slot = in_stack_slot::<F, S>(&stack);
+        let top = slot.unwrap_or(stack.base().as_ptr() as usize);
+        let header = WithClosure {
             inner: Inner {
                 ctx: Context::new(),
                 info: TaskInfo {
                     name_ptr: name.as_ptr(),
                     name_len: name.len(),
                     id,
-                    stack_size: stack.size(),
+                    stack_size: top - stack.limit().as_ptr() as usize,
                     guard_start: guard.start,
                     guard_end: guard.end,
                 },
                 _name: name,
                 run: run_closure::<F>,
-                free: free_closure::<F>,
+                free: if slot.is_some() {
+                    drop_in_stack::<F>
+                } else {
+                    free_boxed::<F>
+                },
                 state: State::NotStarted,
                 outcome: None,
                 on_exit: None,
-                stack_base: stack.base(),
+                top,
             },
             f: Some(f),
-        });
-        let inner = NonNull::from(Box::leak(inner)).cast::<Inner>();
-        // SAFETY: the stack is fresh and owned by the fiber; fiber_main never returns and
-        // ends by switching away for the last time.
+        };
+        let inner = match slot {
+            Some(addr) => {
+                let p = addr as *mut WithClosure<F>;
+                // SAFETY: `in_stack_slot` placed the slot inside `[limit, base)` (it takes at
+                // most a sixteenth of the usable bytes) and aligned it for `WithClosure<F>`;
+                // the stack is fresh and owned by the fiber, so nothing else uses it.
+                unsafe { p.write(header) };
+                // SAFETY: `p` is inside the stack's mapping, not null.
+                unsafe { NonNull::new_unchecked(p) }.cast::<Inner>()
+            }
+            None => NonNull::from(Box::leak(Box::new(header))).cast::<Inner>(),
+        };
+        // SAFETY: the stack is fresh and owned by the fiber, and `[limit, top)` is free of
+        // the header; fiber_main never returns and ends by switching away for the last time.
         let ctx =
-            unsafe { super::init(&stack, fiber_main, inner.as_ptr().cast(), core::ptr::null()) };
-        // SAFETY: inner is a valid, exclusively owned allocation; the context names the
-        // fiber's info (same allocation, so it lives as long as the context).
+            unsafe { super::init_below(top, fiber_main, inner.as_ptr().cast(), core::ptr::null()) };
+        // SAFETY: inner is valid and exclusively owned; the context names the fiber's info
+        // (same allocation, so it lives as long as the context).
         unsafe {
             let p = inner.as_ptr();
             (*p).ctx = ctx;
@@ -195,8 +266,9 @@ impl<S: Stack> Fiber<S> {
     /// The fiber must not be running; `parent` must stay valid while the fiber runs on that
     /// worker (see [`super::set_parent`]).
     pub unsafe fn set_parent(&mut self, parent: *const Context) {
-        // SAFETY: forwarded contract; the stack carries a context made by init.
-        unsafe { super::set_parent(&*self.stack, parent) }
+        // SAFETY: forwarded contract; the stack carries a context made by `init_below` at
+        // this top, whose reserved words are the stack's and free of the header.
+        unsafe { super::set_parent_at((*self.inner.as_ptr()).top, parent) }
     }
 
     /// Sets the exit hook: a function that the fiber calls on its own stack once its closure
@@ -264,8 +336,8 @@ impl<S: Stack> Fiber<S> {
     pub fn into_stack(self) -> Option<S> {
         let mut this = ManuallyDrop::new(self);
         let reusable = this.state() != State::Running;
-        // SAFETY: inner came from Box::leak in new (as a WithClosure, which `free` frees) and
-        // is freed exactly once, here.
+        // SAFETY: inner is the WithClosure made by new (boxed or in the still-mapped stack,
+        // which `free` knows) and is freed exactly once, here, before the stack is released.
         unsafe { ((*this.inner.as_ptr()).free)(this.inner.as_ptr()) };
         // SAFETY: the stack is taken exactly once; `this` is never dropped.
         let stack = unsafe { ManuallyDrop::take(&mut this.stack) };
@@ -287,8 +359,8 @@ impl<S: Stack> Fiber<S> {
     /// node or borrowed value living there is reachable by any thread).
     pub unsafe fn into_stack_abandoned(self) -> S {
         let mut this = ManuallyDrop::new(self);
-        // SAFETY: inner came from Box::leak in new (as a WithClosure, which `free` frees) and
-        // is freed exactly once, here.
+        // SAFETY: inner is the WithClosure made by new (boxed or in the still-mapped stack,
+        // which `free` knows) and is freed exactly once, here, before the stack is released.
         unsafe { ((*this.inner.as_ptr()).free)(this.inner.as_ptr()) };
         // SAFETY: the stack is taken exactly once; `this` is never dropped.
         unsafe { ManuallyDrop::take(&mut this.stack) }
@@ -298,8 +370,8 @@ impl<S: Stack> Fiber<S> {
 impl<S: Stack> Drop for Fiber<S> {
     fn drop(&mut self) {
         let reusable = self.state() != State::Running;
-        // SAFETY: inner came from Box::leak in new (as a WithClosure, which `free` frees) and
-        // is freed exactly once, here.
+        // SAFETY: inner is the WithClosure made by new (boxed or in the still-mapped stack,
+        // which `free` knows) and is freed exactly once, here, before the stack is released.
         unsafe { ((*self.inner.as_ptr()).free)(self.inner.as_ptr()) };
         if reusable {
             // SAFETY: dropped exactly once; nothing runs on it.
@@ -346,7 +418,7 @@ unsafe extern "C" fn fiber_main(arg: *mut u8) -> ! {
     // hook's context is suspended and valid (`set_on_exit`).
     unsafe {
         let to = if to.is_null() {
-            *super::parent_link((*inner).stack_base.as_ptr() as usize)
+            *super::parent_link((*inner).top)
         } else {
             to
         };

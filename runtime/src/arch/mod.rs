@@ -112,7 +112,7 @@ mod overflow;
 mod pool;
 mod stack;
 
-pub use fiber::{Fiber, TaskInfo};
+pub use fiber::{Fiber, IN_STACK_SHARE, TaskInfo};
 pub use fp::FpControl;
 pub use overflow::SignalStack;
 pub use pool::StackPool;
@@ -248,12 +248,30 @@ pub unsafe fn init<S: Stack + ?Sized>(
     arg: *mut u8,
     parent: *const Context,
 ) -> Context {
-    let base = stack.base().as_ptr() as usize & !15;
-    // SAFETY: base is the top of a stack we may write (contract of Stack and of this fn);
+    // SAFETY: forwarded contract; the base is the top of the stack's usable bytes.
+    unsafe { init_below(stack.base().as_ptr() as usize, entry, arg, parent) }
+}
+
+/// [`init`] for a context whose stack ends at `top` (rounded down to 16) rather than at its
+/// stack's base: the fiber keeps its header above `top` (`fiber.rs`).
+///
+/// # Safety
+/// As for [`init`], for the stack bytes below `top`: `top` lies in a [`Stack`] whose bytes
+/// from its limit up to `top` are at least 15/16 of [`MIN_STACK_SIZE`] (the fiber takes at
+/// most `1 / IN_STACK_SHARE` of the stack, [`IN_STACK_SHARE`]) and are not used by anything
+/// else.
+pub(crate) unsafe fn init_below(
+    top: usize,
+    entry: EntryFn,
+    arg: *mut u8,
+    parent: *const Context,
+) -> Context {
+    let top = top & !15;
+    // SAFETY: top is the top of stack bytes we may write (contract of Stack and of this fn);
     // the reserved words and the initial frame fit far above the minimum stack size.
     unsafe {
-        set_parent_at(base, parent);
-        let sp = imp::initial_frame(base - BASE_RESERVED, entry, arg);
+        set_parent_at(top, parent);
+        let sp = imp::initial_frame(top - BASE_RESERVED, entry, arg);
         Context {
             sp,
             ..Context::new()
@@ -277,11 +295,11 @@ pub(crate) fn parent_link(base: usize) -> *mut *const Context {
     ((base & !15) - BASE_RESERVED) as *mut *const Context
 }
 
-/// Writes the parent link of the stack whose base is `base`.
+/// Writes the parent link of the stack whose base (or fiber top) is `base`.
 ///
 /// # Safety
 /// The two reserved words below `base` must be writable.
-unsafe fn set_parent_at(base: usize, parent: *const Context) {
+pub(crate) unsafe fn set_parent_at(base: usize, parent: *const Context) {
     let link = parent_link(base);
     // SAFETY: per contract; the padding word above the link stays zero.
     unsafe {

@@ -28,7 +28,8 @@
 //!
 //! When the fault address lies in the current task's guard range, the handler writes
 //! `task '<name>' (id N) has overflowed its stack (S KiB)` to stderr with `write(2)` and aborts
-//! (SIGABRT), as std does for a thread. It formats numbers into a buffer on its own stack: no
+//! (S: [`TaskInfo::stack_size`], the bytes below the fiber's top, to the nearest KiB)
+//! with SIGABRT, as std does for a thread. It formats numbers into a buffer on its own stack: no
 //! allocation, no locks.
 
 use core::marker::PhantomData;
@@ -174,7 +175,12 @@ fn on_fault(addr: usize) {
     signal::write_stderr(b"' (id ");
     signal::write_stderr(fmt_u64(info.id(), &mut buf));
     signal::write_stderr(b") has overflowed its stack (");
-    signal::write_stderr(fmt_u64((info.stack_size() / 1024) as u64, &mut buf));
+    // Rounded to the nearest KiB: the fiber's header at the top of the stack takes a few
+    // hundred bytes of it (`fiber.rs`), and the report names the size the task asked for.
+    signal::write_stderr(fmt_u64(
+        info.stack_size().saturating_add(512) as u64 / 1024,
+        &mut buf,
+    ));
     signal::write_stderr(b" KiB)\n");
     signal::abort();
 }

@@ -5,9 +5,11 @@ use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
+use core::ptr::NonNull;
 use core::time::Duration;
 
-use super::join::{JoinHandle, Packet, ValueSlot};
+use super::completion::{Completion, PacketStore, write_inline};
+use super::join::{Complete, JoinHandle, Packet, ValueSlot};
 use super::{Task, next_id};
 use crate::Error;
 use crate::arch::{DefaultStack, Fiber, MIN_STACK_SIZE};
@@ -148,17 +150,29 @@ where
     // Empty for unnamed tasks (no allocation); `current()`, panics and the overflow report
     // print `task-<id>` for it.
     let name = b.name.unwrap_or_default();
-    let packet = Packet::<T>::new();
+    // The task's allocation comes first: the packet goes in it when it fits (completion.rs),
+    // and the closure needs the packet's address. Built in place: `Arc::new(Task::new(..))`
+    // compiled to a ~270-byte copy from the stack (issue #5).
+    let uninit = Arc::into_raw(Arc::<Task>::new_uninit()).cast_mut();
+    let task_ptr = uninit.cast::<Task>();
+    let (completion, packet) = if PacketStore::fits::<T>() {
+        // SAFETY: the packet fits; the store is the task's, written below with the task as
+        // its completion, and `write_inline` follows right after.
+        unsafe { Completion::inline::<T>(&raw mut (*task_ptr).packet_store) }
+    } else {
+        let packet = Packet::<T>::new();
+        let at = NonNull::from(&*packet);
+        (Completion::from(packet as Arc<dyn Complete>), at)
+    };
     // Not `Arc` clones: the task's completion keeps the packet alive (join.rs).
-    let slot = ValueSlot::new(&packet);
-    let handle_packet = JoinHandle::packet_of(&packet);
+    let slot = ValueSlot::new(packet);
     let mut fiber = Fiber::new(name.clone(), id, stack, move || {
         // First run: complete the switch that brought us here.
         worker::finish_task_switch();
         let v = f();
         // SAFETY: the task's one store, just before its closure ends; the fiber's exit hook
         // (`worker::exit_current`) then calls `complete` on this OS thread. The task, and so
-        // its completion, an `Arc` of the same packet, outlives its closure.
+        // its completion, which owns the packet, outlives its closure.
         unsafe { slot.set(v) };
     });
     fiber.set_fp_control(shared.fp_control);
@@ -168,11 +182,10 @@ where
         let ns = u64::try_from(s.as_nanos()).unwrap_or(u64::MAX);
         se.set_custom_slice(Some(ns.clamp(MIN_CUSTOM_SLICE, MAX_CUSTOM_SLICE)));
     }
-    // Built in place in its allocation: `Arc::new(Task::new(..))` compiled to a ~270-byte
-    // copy from the stack (issue #5).
-    let uninit = Arc::into_raw(Arc::<Task>::new_uninit()).cast_mut();
-    // SAFETY: the allocation is fresh and this is its only pointer; it is written once, whole,
-    // before `assume_init`.
+    let inline = PacketStore::fits::<T>();
+    // SAFETY: the allocation is fresh and `uninit` its only pointer; it is written once,
+    // whole, then its inline packet (if any) as `Completion::inline` requires, before
+    // `assume_init`.
     let task: super::TaskRef = unsafe {
         (*uninit).write(Task::new(
             Some(fiber),
@@ -180,9 +193,12 @@ where
             id,
             name,
             affinity,
-            packet,
+            completion,
             Arc::clone(shared),
         ));
+        if inline {
+            write_inline(packet);
+        }
         Arc::from_raw(uninit).assume_init()
     };
     crate::trace::spawn(shared, &task);
@@ -200,11 +216,7 @@ where
     let target = crate::wake::select_cpu(shared, &task, prev, local_idx);
     task.cpu.store(target, Ordering::Relaxed);
     crate::wake::enqueue_on(shared, local, target, Arc::clone(&task), true);
-    Ok(JoinHandle {
-        packet: handle_packet,
-        id,
-        task,
-    })
+    Ok(JoinHandle { packet, id, task })
 }
 
 /// What a task knows about itself.

@@ -89,13 +89,19 @@ unsafe impl<T: Send> Sync for Packet<T> {}
 unsafe impl<T: Send> Send for Packet<T> {}
 
 impl<T> Packet<T> {
+    /// A packet of its own (a task whose packet does not fit in the task, and loom models).
     pub(crate) fn new() -> Arc<Self> {
-        Arc::new(Packet {
+        Arc::new(Self::new_value())
+    }
+
+    /// A packet, to be kept in its task (`completion.rs`).
+    pub(crate) fn new_value() -> Self {
+        Packet {
             state: AtomicU32::new(PENDING),
             waiter: UnsafeCell::new(None),
             outcome: UnsafeCell::new(None),
             value: UnsafeCell::new(None),
-        })
+        }
     }
 
     /// The closure's value, stored by the task itself just before it ends.
@@ -146,8 +152,8 @@ impl<T: Send> Complete for Packet<T> {
 
 /// The task's pointer to its packet's value cell, for [`Packet::set_value`]: a plain pointer,
 /// not an `Arc` clone (two locked read-modify-writes per spawn, issue #5). The task's
-/// `completion` is an `Arc` of the same packet, dropped only with the task, which outlives
-/// its closure.
+/// `completion` owns the same packet (in the task or as an `Arc`, `completion.rs`) and is
+/// dropped only with the task, which outlives its closure.
 pub(crate) struct ValueSlot<T>(*const Packet<T>);
 
 // SAFETY: it is used only as `set_value` through `&Packet<T>`, which is Send + Sync for
@@ -155,8 +161,9 @@ pub(crate) struct ValueSlot<T>(*const Packet<T>);
 unsafe impl<T: Send> Send for ValueSlot<T> {}
 
 impl<T> ValueSlot<T> {
-    pub(crate) fn new(p: &Arc<Packet<T>>) -> Self {
-        ValueSlot(Arc::as_ptr(p))
+    /// The slot of the packet at `p`, which the task's completion owns.
+    pub(crate) fn new(p: NonNull<Packet<T>>) -> Self {
+        ValueSlot(p.as_ptr())
     }
 
     /// [`Packet::set_value`] through the pointer.
@@ -173,8 +180,8 @@ impl<T> ValueSlot<T> {
 /// The handle of a spawned task: [`join`](Self::join) waits for its end and returns its value,
 /// or the panic that ended it as a [`JoinError`].
 pub struct JoinHandle<T> {
-    /// The task's packet, kept alive by `task`, whose `completion` is an `Arc` of it: a
-    /// second `Arc` here would cost two more locked read-modify-writes per spawn (issue #5).
+    /// The task's packet, kept alive by `task`, whose `completion` owns it (`completion.rs`):
+    /// an `Arc` here would cost two more locked read-modify-writes per spawn (issue #5).
     pub(crate) packet: NonNull<Packet<T>>,
     pub(crate) id: u64,
     pub(crate) task: super::TaskRef,
@@ -204,6 +211,7 @@ impl<T> JoinHandle<T> {
     }
 
     /// The pointer a handle keeps to `packet`, which its task's completion must hold.
+    #[cfg(loom)]
     pub(crate) fn packet_of(packet: &Arc<Packet<T>>) -> NonNull<Packet<T>> {
         NonNull::from(&**packet)
     }

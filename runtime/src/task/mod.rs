@@ -45,12 +45,16 @@
 //! `delayed_wakeup_during_block` and `lost_wakeup`).
 
 mod builder;
+mod completion;
 mod join;
 mod park;
 mod registry;
 
 pub(crate) use builder::spawn_inner;
 pub use builder::{Builder, CurrentTask, cond_resched, current, runtime, sleep, spawn, yield_now};
+pub(crate) use completion::Completion;
+use completion::PacketStore;
+#[cfg(loom)]
 pub(crate) use join::Complete;
 pub use join::JoinHandle;
 #[cfg(loom)]
@@ -155,8 +159,12 @@ pub(crate) struct Task {
     /// Delivers the outcome to the join handle (`join.rs`): called once, by the exit hook
     /// (`worker/exit.rs`) or, for a task that never ended (it still has its fiber), by
     /// shutdown. Kept until the task is freed: the join handle, which holds a reference to the
-    /// task, reaches the packet through this one (no second `Arc` of the packet).
-    pub(crate) completion: Arc<dyn Complete>,
+    /// task, reaches the packet through this one (no second `Arc` of the packet). The packet
+    /// is in `packet_store` when it fits (no allocation of its own, `completion.rs`).
+    pub(crate) completion: Completion,
+    /// Where `completion`'s packet lives when it fits (`completion.rs`); `completion` points
+    /// into it, so a task never moves once in its `Arc`.
+    pub(crate) packet_store: PacketStore,
 }
 
 // SAFETY: every field shared between threads is an atomic or sits in `sched`, whose access
@@ -195,7 +203,7 @@ impl Task {
         id: u64,
         name: String,
         affinity: Option<Vec<u64>>,
-        completion: Arc<dyn Complete>,
+        completion: impl Into<Completion>,
         shared: Arc<Shared>,
     ) -> Task {
         let ctx = fiber.as_ref().map_or(core::ptr::null_mut(), Fiber::context);
@@ -225,7 +233,8 @@ impl Task {
             name,
             affinity,
             shared,
-            completion,
+            completion: completion.into(),
+            packet_store: PacketStore::new(),
         }
     }
 

@@ -1,0 +1,152 @@
+//! `Completion`: how a task reaches its join packet, kept in the task's own allocation when
+//! it fits (issue #5: one allocation fewer per spawn).
+//!
+//! A task owns its packet (`join.rs`): the packet lives exactly as long as the task, and the
+//! join handle and the task's closure reach it through plain pointers that the task keeps
+//! valid. So the packet need not be an allocation of its own: when a `Packet<T>` fits in
+//! [`PacketStore`] (at most [`INLINE_PACKET`] bytes, alignment at most 16) the spawner writes
+//! it into that field of the task, right after writing the task into its `Arc` allocation
+//! ([`Completion::inline`], [`write_inline`]); otherwise it is an `Arc` of its own, as
+//! before (`Completion::from`).
+//!
+//! Either way a `Completion` is a type-erased pointer to the packet plus the function that
+//! drops it: `Arc::from_raw` for a shared packet, `drop_in_place` for an inline one. The
+//! inline pointer points into the task itself, which is sound because a task is never moved
+//! once it is in its `Arc` (nothing takes it out: no `Arc::try_unwrap` on a `TaskRef`) and the
+//! `Completion` is dropped with the task, while the store it points at is still there (a
+//! `MaybeUninit` with no drop of its own).
+
+use alloc::sync::Arc;
+use core::mem::MaybeUninit;
+use core::ops::Deref;
+use core::ptr::NonNull;
+
+use super::join::{Complete, Packet};
+
+/// Bytes a task reserves for an inline packet: enough for `Packet<T>` with a `T` of up to
+/// about four words (a `Packet<u64>` takes about 100 bytes).
+pub(crate) const INLINE_PACKET: usize = 128;
+
+/// The task's storage for an inline packet (module doc).
+#[repr(C, align(16))]
+pub(crate) struct PacketStore(MaybeUninit<[u8; INLINE_PACKET]>);
+
+impl PacketStore {
+    /// Empty storage.
+    pub(crate) const fn new() -> Self {
+        PacketStore(MaybeUninit::uninit())
+    }
+
+    /// Whether a `Packet<T>` fits in the store.
+    pub(crate) const fn fits<T>() -> bool {
+        size_of::<Packet<T>>() <= INLINE_PACKET && align_of::<Packet<T>>() <= 16
+    }
+}
+
+/// The task's packet, type-erased (module doc).
+pub(crate) struct Completion {
+    packet: NonNull<dyn Complete>,
+    /// Drops the packet: releases the `Arc` or drops the inline packet in place.
+    drop: unsafe fn(NonNull<dyn Complete>),
+}
+
+// SAFETY: the packet is `Complete`, so Send and Sync; the pointer is owned as the `Arc` or
+// the inline value it stands for.
+unsafe impl Send for Completion {}
+// SAFETY: as for Send.
+unsafe impl Sync for Completion {}
+
+/// `Completion::drop` for a shared packet.
+///
+/// # Safety
+/// `p` came from `Arc::into_raw`, and is released once.
+unsafe fn release_arc(p: NonNull<dyn Complete>) {
+    // SAFETY: per contract.
+    drop(unsafe { Arc::from_raw(p.as_ptr().cast_const()) });
+}
+
+/// `Completion::drop` for an inline packet.
+///
+/// # Safety
+/// `p` is a packet written into a store by `Completion::inline`, dropped once, not used after.
+unsafe fn drop_inline(p: NonNull<dyn Complete>) {
+    // SAFETY: per contract.
+    unsafe { core::ptr::drop_in_place(p.as_ptr()) }
+}
+
+impl From<Arc<dyn Complete>> for Completion {
+    fn from(packet: Arc<dyn Complete>) -> Self {
+        Completion {
+            // SAFETY: `Arc::into_raw` is never null.
+            packet: unsafe { NonNull::new_unchecked(Arc::into_raw(packet).cast_mut()) },
+            drop: release_arc,
+        }
+    }
+}
+
+impl Completion {
+    /// The completion of a packet to be kept in `store`, and the packet's address (for the
+    /// join handle and the task's closure). The packet is not written yet: the task that
+    /// holds `store` is written first (which leaves the store uninitialised), then the packet,
+    /// with [`write_inline`].
+    ///
+    /// # Safety
+    /// `PacketStore::fits::<T>()`; `store` is the `packet_store` of a task in its `Arc`
+    /// allocation whose `completion` is the returned value; [`write_inline`] is called on
+    /// the returned pointer once that task is written, before the completion is used or
+    /// dropped.
+    pub(crate) unsafe fn inline<T: Send + 'static>(
+        store: *mut PacketStore,
+    ) -> (Completion, NonNull<Packet<T>>) {
+        debug_assert!(PacketStore::fits::<T>());
+        // SAFETY: `store` points into the task's allocation, not null.
+        let packet = unsafe { NonNull::new_unchecked(store.cast::<Packet<T>>()) };
+        let completion = Completion {
+            packet,
+            drop: drop_inline,
+        };
+        (completion, packet)
+    }
+}
+
+/// Writes a new packet where [`Completion::inline`] said it goes.
+///
+/// # Safety
+/// `packet` came from `Completion::inline`, whose task is now written; called once.
+pub(crate) unsafe fn write_inline<T: Send + 'static>(packet: NonNull<Packet<T>>) {
+    // SAFETY: per contract the store is free, and large and aligned enough (`fits`).
+    unsafe { packet.as_ptr().write(Packet::new_value()) }
+}
+
+impl Deref for Completion {
+    type Target = dyn Complete;
+
+    fn deref(&self) -> &(dyn Complete + 'static) {
+        // SAFETY: the packet lives as long as this completion (module doc).
+        unsafe { self.packet.as_ref() }
+    }
+}
+
+impl Drop for Completion {
+    fn drop(&mut self) {
+        // SAFETY: `drop` is the function made for how `packet` is held; called once, here.
+        unsafe { (self.drop)(self.packet) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_results_fit_in_the_task_and_large_ones_do_not() {
+        // What `tests/runtime_join_packet.rs` relies on to exercise both paths.
+        assert!(PacketStore::fits::<()>());
+        assert!(PacketStore::fits::<u64>());
+        assert!(PacketStore::fits::<(alloc::sync::Arc<AtomicUsizeLike>, u64)>());
+        assert!(!PacketStore::fits::<[u64; 64]>());
+    }
+
+    /// A stand-in with the size of a pointer.
+    struct AtomicUsizeLike(#[allow(dead_code)] usize);
+}
