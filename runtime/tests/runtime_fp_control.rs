@@ -197,8 +197,10 @@ fn child() {
             .name("rounds-toward-zero")
             .spawn(|| {
                 fp::round_toward_zero(true);
-                // Blocks (a yield with nothing else runnable would not switch).
-                lagom::task::sleep(Duration::from_millis(1));
+                // Blocks (a yield with nothing else runnable would not switch). Long enough
+                // that the deadline cannot pass before the sleep first blocks, even under
+                // qemu, where a 1 ms sleep was seen to return without blocking.
+                lagom::task::sleep(Duration::from_millis(50));
                 fp::round_toward_zero(false);
             })
             .unwrap();
