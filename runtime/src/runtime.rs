@@ -72,7 +72,10 @@ impl Builder {
     }
 
     /// The default task stack size in bytes (default 256 KiB; at least
-    /// [`MIN_STACK_SIZE`]).
+    /// [`MIN_STACK_SIZE`]). A task's closure and the fiber's bookkeeping are kept at the top
+    /// of its stack when they take at most 1/16 of it
+    /// ([`IN_STACK_SHARE`](crate::arch::IN_STACK_SHARE)), which saves an allocation per
+    /// task; the task's frames get the rest.
     pub fn stack_size(mut self, bytes: usize) -> Builder {
         self.stack_size = Some(bytes);
         self

@@ -62,7 +62,9 @@ impl Builder {
         self
     }
 
-    /// The task's stack size in bytes (at least [`MIN_STACK_SIZE`]).
+    /// The task's stack size in bytes (at least [`MIN_STACK_SIZE`]); as for
+    /// [`Runtime`](crate::Runtime)'s default, a closure that takes at most 1/16 of it is kept
+    /// at its top.
     pub fn stack_size(mut self, bytes: usize) -> Builder {
         self.stack_size = Some(bytes);
         self
