@@ -387,6 +387,8 @@ impl<T: Send> ModelExit<T> {
         // SAFETY: the task's one store; `complete` follows below on this thread, as on the
         // worker thread that frees a real task.
         unsafe { self.slot.set_value(v) };
-        self.task.completion.complete(None);
+        if let Some(joiner) = self.task.completion.complete(None) {
+            joiner.unpark();
+        }
     }
 }

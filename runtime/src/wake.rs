@@ -51,11 +51,11 @@
 use alloc::sync::Arc;
 use core::ptr::NonNull;
 
-use crate::policy::{CpuView, Feature, select_task_rq};
+use crate::policy::{CpuView, Feature, RunQueue, select_task_rq};
 use crate::sync::atomic::Ordering;
 use crate::task::{BLOCKED, Claim, TaskRef};
 use crate::trace::{self, MigrateCause, WakePath};
-use crate::worker::{Shared, WorkerThread, activate, check_preempt, local};
+use crate::worker::{RqGuard, Shared, WorkerThread, activate, check_preempt, local};
 
 /// Which path a wakeup took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,13 +74,46 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
     if t.state.load(Ordering::Relaxed) != BLOCKED {
         return Woken::NotBlocked;
     }
+    let local_wt = local().filter(|wt| core::ptr::eq(&*wt.shared, &*t.shared));
+    ttwu(t, local_wt, None).0
+}
+
+/// [`try_to_wake_up`] from worker thread `wt`, which holds its own runqueue lock `rq` (a
+/// task's exit waking its joiner, `worker/exit.rs`): a wakeup that lands on `wt`'s worker
+/// (the joiner requeued in place there, or enqueued there) is done under `rq`, in the same
+/// lock section as the exit's dequeue and pick. Any other path first releases `rq` (it never
+/// takes a second runqueue lock, nor spins, nor kicks while holding one) and goes on as
+/// `try_to_wake_up`. Returns the guard if the lock is still held.
+pub(crate) fn try_to_wake_up_held<'a>(
+    t: &TaskRef,
+    wt: &'a WorkerThread,
+    rq: RqGuard<'a>,
+) -> Option<RqGuard<'a>> {
+    if t.state.load(Ordering::Relaxed) != BLOCKED {
+        return Some(rq);
+    }
+    if !core::ptr::eq(&*wt.shared, &*t.shared) {
+        drop(rq);
+        let _ = try_to_wake_up(t);
+        return None;
+    }
+    ttwu(t, Some(wt), Some(rq)).1
+}
+
+/// The body of [`try_to_wake_up`] once the state was seen `BLOCKED`. `local_wt` is the
+/// waker's worker thread if it is one of `t`'s runtime; `held`, if any, is that worker's
+/// runqueue lock, held by the caller, and given back if still held.
+fn ttwu<'a>(
+    t: &TaskRef,
+    local_wt: Option<&'a WorkerThread>,
+    mut held: Option<RqGuard<'a>>,
+) -> (Woken, Option<RqGuard<'a>>) {
     if t.claim() == Claim::NotBlocked {
-        return Woken::NotBlocked;
+        return (Woken::NotBlocked, held);
     }
     // Borrowed, not cloned: `t` keeps it alive, and a clone would bounce the count's cache
     // line between every waker.
     let shared: &Shared = &t.shared;
-    let local_wt = local().filter(|wt| core::ptr::eq(&*wt.shared, shared));
     let local_idx = local_wt.map(|wt| wt.index);
     if t.on_rq.load(Ordering::Acquire) {
         // TTWU_QUEUE_DELAYED (spec §7.10): a delayed task on another worker is handed to
@@ -92,6 +125,7 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
         {
             let cpu = t.cpu.load(Ordering::Relaxed);
             if Some(cpu) != local_idx {
+                drop(held.take());
                 t.wake_cpu
                     .store(local_idx.unwrap_or(usize::MAX), Ordering::Relaxed);
                 t.wake_delayed.store(true, Ordering::Relaxed);
@@ -99,26 +133,30 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
                 trace::wakeup(shared, t, cpu, WakePath::DelayedQueued);
                 w.stats.inc(&w.stats.runnable_queued);
                 queue_wakelist(shared, cpu, Arc::clone(t));
-                return Woken::Runnable;
+                return (Woken::Runnable, held);
             }
         }
-        if ttwu_runnable(shared, t, local_wt) {
-            return Woken::Runnable;
+        if ttwu_runnable(shared, t, local_wt, &mut held) {
+            return (Woken::Runnable, held);
         }
     }
     // Off every runqueue; the sleeper's dequeue happened-before (O2).
-    if t.on_cpu.load(Ordering::Acquire) && shared.features.is_enabled(Feature::TtwuQueueOnCpu) {
-        let cpu = t.cpu.load(Ordering::Relaxed);
-        // Any other worker could switch the task in before its switch-out completed (loom
-        // model `on_cpu_handoff`, mutant `ttwu_on_cpu_wrong_cpu`).
-        #[cfg(lagom_mutant = "ttwu_on_cpu_wrong_cpu")]
-        let cpu = (cpu + 1) % shared.workers.len();
-        if Some(cpu) != local_idx {
-            let w = &shared.workers[cpu];
-            trace::wakeup(shared, t, cpu, WakePath::OnCpu);
-            w.stats.inc(&w.stats.wakeups_on_cpu);
-            queue_wakelist(shared, cpu, Arc::clone(t));
-            return Woken::Enqueued;
+    if t.on_cpu.load(Ordering::Acquire) {
+        // Never spin or kick under a runqueue lock.
+        drop(held.take());
+        if shared.features.is_enabled(Feature::TtwuQueueOnCpu) {
+            let cpu = t.cpu.load(Ordering::Relaxed);
+            // Any other worker could switch the task in before its switch-out completed (loom
+            // model `on_cpu_handoff`, mutant `ttwu_on_cpu_wrong_cpu`).
+            #[cfg(lagom_mutant = "ttwu_on_cpu_wrong_cpu")]
+            let cpu = (cpu + 1) % shared.workers.len();
+            if Some(cpu) != local_idx {
+                let w = &shared.workers[cpu];
+                trace::wakeup(shared, t, cpu, WakePath::OnCpu);
+                w.stats.inc(&w.stats.wakeups_on_cpu);
+                queue_wakelist(shared, cpu, Arc::clone(t));
+                return (Woken::Enqueued, held);
+            }
         }
     }
     // Dropping the wait lets a worker switch the task in while its switch-out is still
@@ -138,8 +176,20 @@ pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
     let target = select_cpu(shared, t, prev, local_idx);
     trace::migrate(shared, t, prev, target, MigrateCause::Wakeup);
     t.cpu.store(target, Ordering::Relaxed);
-    enqueue_on(shared, local_wt, target, Arc::clone(t), false);
-    Woken::Enqueued
+    match (held.as_mut(), local_wt) {
+        (Some(rq), Some(wt)) if wt.index == target => {
+            // The waker's own runqueue, whose lock the caller holds (`try_to_wake_up_held`).
+            let w = &shared.workers[target];
+            trace::enqueue(shared, t, local_idx, target, false);
+            activate(w, rq, Arc::clone(t), wt.sched_now());
+            w.stats.inc_owned(&w.stats.wakeups_local);
+        }
+        _ => {
+            drop(held.take());
+            enqueue_on(shared, local_wt, target, Arc::clone(t), false);
+        }
+    }
+    (Woken::Enqueued, held)
 }
 
 /// `select_task_rq` over the workers' published state.
@@ -158,13 +208,29 @@ pub(crate) fn select_cpu(shared: &Shared, t: &TaskRef, prev: usize, waker: Optio
 /// The runnable wakeup (module doc, step 3). Returns `false` if the task left its runqueue
 /// before the lock was taken. `local_wt` is the waker's worker thread, if it is one of
 /// `shared`'s: a wakeup on its own runqueue uses the clock of the runtime call in progress
-/// (`WorkerThread::sched_now`, e.g. a task's exit waking its joiner).
-fn ttwu_runnable(shared: &Shared, t: &TaskRef, local_wt: Option<&WorkerThread>) -> bool {
+/// (`WorkerThread::sched_now`, e.g. a task's exit waking its joiner). `held` is that worker's
+/// runqueue lock if the caller holds it (`try_to_wake_up_held`): used when the task is queued
+/// there, released before any other runqueue lock is taken.
+fn ttwu_runnable<'a>(
+    shared: &Shared,
+    t: &TaskRef,
+    local_wt: Option<&'a WorkerThread>,
+    held: &mut Option<RqGuard<'a>>,
+) -> bool {
     let local_idx = local_wt.map(|wt| wt.index);
     loop {
         let cpu = t.cpu.load(Ordering::Acquire);
         let w = &shared.workers[cpu];
-        let mut rq = w.rq.lock();
+        let mut own: Option<RqGuard<'_>> = None;
+        let rq: &mut RunQueue<TaskRef> = match held.as_mut() {
+            // The lock of `cpu` is held: a balancer, which moves a task under both locks,
+            // cannot move it away now, and the checks below hold as for a fresh lock.
+            Some(g) if Some(cpu) == local_idx => g,
+            _ => {
+                drop(held.take());
+                own.insert(w.rq.lock())
+            }
+        };
         // O4: a balancer may have moved the task before this lock was taken (it changes
         // `cpu` under both runqueue locks): follow it (loom model `migration_chase`, mutant
         // `ttwu_runnable_no_cpu_recheck`).
@@ -190,19 +256,19 @@ fn ttwu_runnable(shared: &Shared, t: &TaskRef, local_wt: Option<&WorkerThread>) 
             // CPU selection (the caller's full path).
             let (se, p) = rq.finish_delayed(h, now);
             crate::worker::finished_delayed(w, se, p);
-            w.publish(&rq);
+            w.publish(rq);
             return false;
         }
         if rq.entity(h).sched_delayed {
             t.sched_delayed.store(false, Ordering::Relaxed);
             rq.requeue_delayed(h, now);
-            check_preempt(w, &mut rq, h, crate::policy::WakeFlags::TTWU, now);
-            w.publish(&rq);
+            check_preempt(w, rq, h, crate::policy::WakeFlags::TTWU, now);
+            w.publish(rq);
         }
         t.state.store(crate::task::RUNNING, Ordering::Relaxed);
         trace::wakeup(shared, t, cpu, WakePath::RunnableInPlace);
         w.stats.inc_owned(&w.stats.runnable_in_place);
-        drop(rq);
+        drop(own);
         // An idle owner must run the requeued task (its need-resched is set too, but the
         // kick is what wakes a sleeping worker). A waker on the owner itself is that worker,
         // running: no kick (whose fence is the dearest step of a local wakeup).

@@ -22,7 +22,8 @@
 //! * **finisher** (`complete` or `cancel`, exactly once per task: the task ends once, and
 //!   shutdown cancels only a task that never ended): write `outcome`, then `swap(DONE)` (AcqRel): the Release half publishes the
 //!   outcome to the joiner's Acquire; if the old state was `WAITING`, the Acquire half makes
-//!   the joiner's `waiter` write visible: take it and unpark it.
+//!   the joiner's `waiter` write visible: take it and unpark it (`complete` hands it to its
+//!   caller, the exit hook, which unparks it under the runqueue lock it already holds).
 //!
 //! The check and the registration are one compare-exchange. A check followed by a plain store
 //! of `WAITING` would let the finisher swap in between, find no waiter, and then be
@@ -48,8 +49,10 @@ use crate::sync::cell::UnsafeCell;
 /// The type-erased side a worker calls when the task ends.
 pub(crate) trait Complete: Send + Sync {
     /// The task ended: `Some` if it panicked, `None` if its closure returned (the value is
-    /// already in the slot). Wakes the joiner.
-    fn complete(&self, panic: Option<JoinError>);
+    /// already in the slot). Returns the registered joiner's unparker, which the caller must
+    /// unpark (the exit hook does so under the runqueue lock it holds, `worker/exit.rs`).
+    #[must_use = "the joiner must be unparked"]
+    fn complete(&self, panic: Option<JoinError>) -> Option<Unparker>;
     /// The runtime shut down before the task ended.
     fn cancel(&self);
 }
@@ -115,8 +118,9 @@ impl<T> Packet<T> {
         self.value.with_mut(|p| unsafe { *p = Some(v) });
     }
 
-    /// The finisher's step (module doc); called once per packet.
-    fn finish(&self, outcome: Outcome<T>) {
+    /// The finisher's step (module doc); called once per packet. Returns the joiner to unpark,
+    /// if one registered.
+    fn finish(&self, outcome: Outcome<T>) -> Option<Unparker> {
         // SAFETY: the outcome cell is the finisher's until the swap below publishes DONE, and
         // there is one finisher (the task ends once; shutdown cancels only a task that never
         // ended).
@@ -124,16 +128,14 @@ impl<T> Packet<T> {
         if self.state.swap(DONE, Ordering::AcqRel) == WAITING {
             // SAFETY: the joiner wrote its unparker before its PENDING → WAITING exchange,
             // which this swap read (Acquire); from WAITING on the cell is the finisher's.
-            let waiter = self.waiter.with_mut(|p| unsafe { (*p).take() });
-            if let Some(w) = waiter {
-                w.unpark();
-            }
+            return self.waiter.with_mut(|p| unsafe { (*p).take() });
         }
+        None
     }
 }
 
 impl<T: Send> Complete for Packet<T> {
-    fn complete(&self, panic: Option<JoinError>) {
+    fn complete(&self, panic: Option<JoinError>) -> Option<Unparker> {
         // SAFETY: `complete` runs on the worker thread that ran the task, after its closure
         // ended: `set_value`, if it ran, is done and nothing else touches the cell (module doc).
         let value = self.value.with_mut(|p| unsafe { (*p).take() });
@@ -142,11 +144,13 @@ impl<T: Send> Complete for Packet<T> {
             (None, Some(v)) => Ok(v),
             (None, None) => unreachable!("lagom: a task ended without a value or a panic"),
         };
-        self.finish(Outcome::Ended(r));
+        self.finish(Outcome::Ended(r))
     }
 
     fn cancel(&self) {
-        self.finish(Outcome::Cancelled);
+        if let Some(w) = self.finish(Outcome::Cancelled) {
+            w.unpark();
+        }
     }
 }
 

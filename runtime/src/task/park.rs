@@ -34,7 +34,7 @@ use super::{Task, TaskRef};
 use crate::sync::atomic::{Ordering, fence};
 use crate::sync::futex::Futex;
 use crate::sys::thread::Key;
-use crate::worker::{self, WorkerThread};
+use crate::worker::{self, RqGuard, WorkerThread};
 
 /// Wakes one parked task or thread. Cloning it is cheap; any thread may call `unpark`.
 #[derive(Clone)]
@@ -69,6 +69,27 @@ impl Unparker {
         match &self.inner {
             Inner::Task(t) => unpark_task(t),
             Inner::Thread(p) => p.unpark(),
+        }
+    }
+
+    /// [`unpark`](Self::unpark) from worker thread `wt`, which holds its own runqueue lock
+    /// (`rq`): a task joiner queued or woken on `wt`'s worker is made runnable under that
+    /// lock, without taking it again (`wake::try_to_wake_up_held`). Returns the guard if the
+    /// lock is still held; `None` if it was released on the way (another worker's queue, a
+    /// thread parker), and the caller must take it again.
+    pub(crate) fn unpark_held<'a>(
+        &self,
+        wt: &'a WorkerThread,
+        rq: RqGuard<'a>,
+    ) -> Option<RqGuard<'a>> {
+        match &self.inner {
+            Inner::Task(t) => unpark_task_held(t, wt, rq),
+            Inner::Thread(p) => {
+                // A futex wake is a system call: not under the runqueue lock.
+                drop(rq);
+                p.unpark();
+                None
+            }
         }
     }
 }
@@ -132,19 +153,41 @@ pub(crate) fn park_task(wt: &WorkerThread, task: &Task) {
 }
 
 pub(crate) fn unpark_task(task: &TaskRef) {
+    if set_token(task) {
+        let _ = crate::wake::try_to_wake_up(task);
+    }
+}
+
+/// [`unpark_task`] from worker thread `wt` holding its runqueue lock (`Unparker::unpark_held`).
+fn unpark_task_held<'a>(
+    task: &TaskRef,
+    wt: &'a WorkerThread,
+    rq: RqGuard<'a>,
+) -> Option<RqGuard<'a>> {
+    if set_token(task) {
+        crate::wake::try_to_wake_up_held(task, wt, rq)
+    } else {
+        Some(rq)
+    }
+}
+
+/// The unparker's token step (module doc): sets the token and returns whether this unparker
+/// must go on to `try_to_wake_up` (the token was clear), after the fence that orders the token
+/// store before the wakeup's state load.
+fn set_token(task: &Task) -> bool {
     // A read-modify-write, not a look and a store: only a swap reads the latest token (module
     // doc; loom model `stale_token`, mutant `unpark_look_first`).
     #[cfg(lagom_mutant = "unpark_look_first")]
     if task.token.load(Ordering::Relaxed) {
-        return;
+        return false;
     }
     if task.token.swap(true, Ordering::Release) {
-        return;
+        return false;
     }
     // Orders the token store before the state load in try_to_wake_up (module doc).
     #[cfg(not(lagom_mutant = "park_no_waker_fence"))]
     fence(Ordering::SeqCst);
-    let _ = crate::wake::try_to_wake_up(task);
+    true
 }
 
 const EMPTY: u32 = 0;

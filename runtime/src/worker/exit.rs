@@ -12,10 +12,13 @@
 //! 1. fire expired timers (as `schedule()` does);
 //! 2. under the runqueue lock, dequeue the task (`Sleep`; a delayed dequeue is finished at
 //!    once), store `DEAD` and `on_rq = false` (Release);
-//! 3. deliver the outcome (`Complete::complete`, outside the lock): the joiner is woken
-//!    through `try_to_wake_up`, which for a joiner sleeping delayed on this worker requeues it
-//!    in place under this worker's lock;
-//! 4. under the lock again, drain the wakelist and pick the next task (marking it `on_cpu`);
+//! 3. still under the lock, deliver the outcome (`Complete::complete`, which returns the
+//!    registered joiner) and wake the joiner with `try_to_wake_up_held`: a joiner that lands
+//!    on this worker (requeued in place while it sleeps delayed here, or enqueued here) is
+//!    woken under the lock already held; any other wakeup (another worker's queue or lock, a
+//!    joiner still `on_cpu` elsewhere, a thread parker) releases the lock first and takes the
+//!    usual path, and the lock is then taken again;
+//! 4. drain the wakelist and pick the next task (marking it `on_cpu`);
 //!    record the dead task in `WorkerThread::dead` and as `prev`, release the lock, and return
 //!    the next task's context, or the idle context if nothing is runnable: the fiber switches
 //!    there straight away. The dead task's registers are saved into its own context, which
@@ -27,20 +30,19 @@
 //! spawn+join, probably return mispredictions: the profile's new hot spots were the
 //! instructions after the resumed joiner's calls into `park`.
 //!
-//! The outcome is delivered after the dequeue, not before it under the same lock as the
-//! pick: `try_to_wake_up` takes the lock itself, and delivering first (one lock round trip
-//! fewer) measured ~15 ns *slower* per spawn+join (`examples/spawn_join`), probably because
-//! the joiner then re-enters the tree while the ending task is still queued, which makes the
-//! ending task's dequeue dearer (the profile shows its delayed dequeue being finished).
+//! The outcome is delivered after the dequeue, not before it: delivering first (then one lock
+//! round trip fewer, when `try_to_wake_up` took the lock itself) measured ~15 ns *slower* per
+//! spawn+join (`examples/spawn_join`), probably because the joiner then re-enters the tree
+//! while the ending task is still queued, which makes the ending task's dequeue dearer (the
+//! profile shows its delayed dequeue being finished). So the order is dequeue → wake joiner →
+//! pick, in one lock section in the usual (same-worker) case.
 //!
 //! On the next context, `finish_task_switch` clears the dead task's `on_cpu` as for any
 //! previous task and then calls [`put_dead`], which takes the fiber out of the task, gives the
 //! stack back to this worker's pool, removes the task from its registry and drops that last
 //! owning reference (the join handle may still hold one). The idle context is kept for when
 //! nothing is runnable; before this path existed every exit went through it: a second switch
-//! per task (issue #5). Measured on one worker, the direct path costs what the way through
-//! the idle context cost (`examples/spawn_join`: 444–446 against 442–445 ns): the switch it
-//! saves is paid back by the exit's second lock round trip, which `try_to_wake_up` forces.
+//! per task (issue #5).
 
 use core::ptr;
 
@@ -65,23 +67,34 @@ pub(crate) fn exit_current() -> *const Context {
     // SAFETY: the running task's scheduling part belongs to this worker; the fiber's outcome
     // was recorded before the hook was called and the fiber touches it no more.
     let outcome = unsafe { t.sched(|s| s.fiber.as_mut().and_then(|f| f.take_outcome())) };
-    {
-        let mut rq = w.rq.lock();
-        // SAFETY: as above.
-        let h = unsafe { t.sched(|s| s.handle.take()) }.expect("lagom: ending task not queued");
-        t.state.store(DEAD, Ordering::Relaxed);
-        match rq.dequeue(h, DequeueKind::Sleep, now) {
-            Dequeued::Delayed => drop(rq.finish_delayed(h, now)),
-            Dequeued::Removed { .. } => {}
-        }
-        t.sched_delayed.store(false, Ordering::Relaxed);
-        t.on_rq.store(false, Ordering::Release);
-        w.publish(&rq);
-    }
-    wt.clock.set(now);
-    t.completion.complete(outcome.and_then(Result::err));
-    wt.clock.set(0);
     let mut rq = w.rq.lock();
+    // SAFETY: as above.
+    let h = unsafe { t.sched(|s| s.handle.take()) }.expect("lagom: ending task not queued");
+    t.state.store(DEAD, Ordering::Relaxed);
+    match rq.dequeue(h, DequeueKind::Sleep, now) {
+        Dequeued::Delayed => drop(rq.finish_delayed(h, now)),
+        Dequeued::Removed { .. } => {}
+    }
+    t.sched_delayed.store(false, Ordering::Relaxed);
+    t.on_rq.store(false, Ordering::Release);
+    w.publish(&rq);
+    // Deliver the outcome and wake the joiner, in the same lock section when the joiner
+    // lands on this worker (step 3).
+    let joiner = t.completion.complete(outcome.and_then(Result::err));
+    let mut rq = match joiner {
+        Some(j) => {
+            wt.clock.set(now);
+            let held = j.unpark_held(wt, rq);
+            wt.clock.set(0);
+            // Dropping the unparker's reference never frees the joiner, which its registry
+            // keeps alive while it waits.
+            match held {
+                Some(rq) => rq,
+                None => w.rq.lock(),
+            }
+        }
+        None => rq,
+    };
     drain(&wt.shared, wt.index, &mut rq, now);
     let next = pick(w, &mut rq, now);
     w.stats.inc_owned(&w.stats.exits);

@@ -50,6 +50,9 @@ use crate::sync::lock::Lock;
 use crate::sys::thread::Key;
 use crate::task::{Registry, Task, TaskRef};
 
+/// A held runqueue lock.
+pub(crate) type RqGuard<'a> = crate::sync::lock::LockGuard<'a, RunQueue<TaskRef>>;
+
 /// The part of a worker that other threads reach: runqueue, wakelist, kick word, counters.
 pub(crate) struct Worker {
     /// The OS CPU it is pinned to.
