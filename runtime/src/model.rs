@@ -125,7 +125,9 @@ impl Model {
     pub fn queued_task(&self, cpu: usize) -> ModelTask {
         let t = self.new_task(cpu, task::Packet::<()>::new());
         let w = &self.shared.workers[cpu];
-        worker::activate(w, &mut w.rq.lock(), Arc::clone(&t), 0);
+        // SAFETY: the returned `ModelTask` holds the task for the whole model, longer than
+        // its time in the runqueue (`task/queued.rs`).
+        unsafe { worker::activate(w, &mut w.rq.lock(), &t, 0) };
         ModelTask(t)
     }
 
@@ -147,7 +149,8 @@ impl Model {
         let t = self.new_task(cpu, completion);
         let w = &self.shared.workers[cpu];
         let mut rq = w.rq.lock();
-        worker::activate(w, &mut rq, Arc::clone(&t), 0);
+        // SAFETY: as in `queued_task`.
+        unsafe { worker::activate(w, &mut rq, &t, 0) };
         let Pick::Run(h) = rq.pick_next(0) else {
             panic!("the only task is picked")
         };

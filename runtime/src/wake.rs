@@ -53,7 +53,7 @@ use core::ptr::NonNull;
 
 use crate::policy::{CpuView, Feature, RunQueue, select_task_rq};
 use crate::sync::atomic::Ordering;
-use crate::task::{BLOCKED, Claim, TaskRef};
+use crate::task::{BLOCKED, Claim, QueuedTask, TaskRef};
 use crate::trace::{self, MigrateCause, WakePath};
 use crate::worker::{RqGuard, Shared, WorkerThread, activate, check_preempt, local};
 
@@ -181,12 +181,14 @@ fn ttwu<'a>(
             // The waker's own runqueue, whose lock the caller holds (`try_to_wake_up_held`).
             let w = &shared.workers[target];
             trace::enqueue(shared, t, local_idx, target, false);
-            activate(w, rq, Arc::clone(t), wt.sched_now());
+            // SAFETY: a claimed task is alive and in its registry (module doc of
+            // `task/queued.rs`), the caller's `t` keeps it alive meanwhile.
+            unsafe { activate(w, rq, t, wt.sched_now()) };
             w.stats.inc_owned(&w.stats.wakeups_local);
         }
         _ => {
             drop(held.take());
-            enqueue_on(shared, local_wt, target, Arc::clone(t), false);
+            enqueue_on(shared, local_wt, target, t, false);
         }
     }
     (Woken::Enqueued, held)
@@ -222,7 +224,7 @@ fn ttwu_runnable<'a>(
         let cpu = t.cpu.load(Ordering::Acquire);
         let w = &shared.workers[cpu];
         let mut own: Option<RqGuard<'_>> = None;
-        let rq: &mut RunQueue<TaskRef> = match held.as_mut() {
+        let rq: &mut RunQueue<QueuedTask> = match held.as_mut() {
             // The lock of `cpu` is held: a balancer, which moves a task under both locks,
             // cannot move it away now, and the checks below hold as for a fresh lock.
             Some(g) if Some(cpu) == local_idx => g,
@@ -285,19 +287,20 @@ pub(crate) fn enqueue_on(
     shared: &Shared,
     local: Option<&WorkerThread>,
     target: usize,
-    t: TaskRef,
+    t: &TaskRef,
     spawn: bool,
 ) {
     let w = &shared.workers[target];
     let local_idx = local.map(|wt| wt.index);
-    trace::enqueue(shared, &t, local_idx, target, spawn);
+    trace::enqueue(shared, t, local_idx, target, spawn);
     if spawn {
         w.stats.inc(&w.stats.spawns);
     }
     if let Some(wt) = local.filter(|wt| wt.index == target) {
         let now = wt.sched_now();
         let mut rq = w.rq.lock();
-        activate(w, &mut rq, t, now);
+        // SAFETY: `t` is new or claimed, and in its registry (`task/queued.rs`).
+        unsafe { activate(w, &mut rq, t, now) };
         if !spawn {
             w.stats.inc_owned(&w.stats.wakeups_local);
         }
@@ -305,12 +308,13 @@ pub(crate) fn enqueue_on(
         if !spawn {
             w.stats.inc(&w.stats.wakeups_queued);
         }
-        queue_wakelist(shared, target, t);
+        queue_wakelist(shared, target, Arc::clone(t));
     } else {
         let now = crate::sys::time::sched_clock();
         {
             let mut rq = w.rq.lock();
-            activate(w, &mut rq, t, now);
+            // SAFETY: as above.
+            unsafe { activate(w, &mut rq, t, now) };
         }
         if !spawn {
             w.stats.inc(&w.stats.wakeups_remote);

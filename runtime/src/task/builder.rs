@@ -217,7 +217,7 @@ where
     }
     let target = crate::wake::select_cpu(shared, &task, prev, local_idx);
     task.cpu.store(target, Ordering::Relaxed);
-    crate::wake::enqueue_on(shared, local, target, Arc::clone(&task), true);
+    crate::wake::enqueue_on(shared, local, target, &task, true);
     Ok(JoinHandle { packet, id, task })
 }
 

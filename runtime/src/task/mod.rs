@@ -48,6 +48,7 @@ mod builder;
 mod completion;
 mod join;
 mod park;
+mod queued;
 mod registry;
 
 pub(crate) use builder::spawn_inner;
@@ -63,6 +64,7 @@ pub(crate) use park::unpark_task;
 #[cfg(loom)]
 pub(crate) use park::{ParkStep, prepare_park};
 pub use park::{Unparker, current_unparker, park};
+pub(crate) use queued::QueuedTask;
 pub(crate) use registry::Registry;
 
 use alloc::string::String;
@@ -174,8 +176,8 @@ unsafe impl Send for Task {}
 // SAFETY: as for Send.
 unsafe impl Sync for Task {}
 
-/// The reference-counted task pointer. A runqueue, a wakelist and a worker registry
-/// (`registry.rs`) each hold one while the task is theirs.
+/// The reference-counted task pointer. A wakelist and a worker registry (`registry.rs`) each
+/// hold one while the task is theirs; a runqueue borrows the registry's ([`QueuedTask`]).
 pub(crate) type TaskRef = Arc<Task>;
 
 // SAFETY: `link` is a field of `Task`; `from_node` subtracts its offset.

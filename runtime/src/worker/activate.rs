@@ -7,7 +7,7 @@ use alloc::sync::Arc;
 use super::{Shared, Worker};
 use crate::policy::{EnqueueKind, Handle, RunQueue, WakeFlags, Wakeup};
 use crate::sync::atomic::Ordering;
-use crate::task::{RUNNING, TaskRef};
+use crate::task::{QueuedTask, RUNNING, TaskRef};
 
 /// Takes every wakelist entry of worker `me` and activates it on `rq` (the kernel's
 /// `sched_ttwu_pending`). The caller holds that runqueue's lock.
@@ -19,7 +19,7 @@ use crate::task::{RUNNING, TaskRef};
 /// this one is held). If balancing moved the delayed task to another worker meanwhile, the
 /// entry is forwarded there (the chase, `balance.rs`).
 #[inline]
-pub(crate) fn drain(shared: &Shared, me: usize, rq: &mut RunQueue<TaskRef>, now: u64) {
+pub(crate) fn drain(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, now: u64) {
     // Look before taking: most drains find the list empty, and the swap is a locked
     // instruction. An entry pushed after this look waits for the next drain (or the idle
     // re-check), as one pushed just after the swap would. The look is inlined into the
@@ -31,7 +31,7 @@ pub(crate) fn drain(shared: &Shared, me: usize, rq: &mut RunQueue<TaskRef>, now:
 
 /// The body of [`drain`] once the list was seen non-empty.
 #[inline(never)]
-fn drain_pending(shared: &Shared, me: usize, rq: &mut RunQueue<TaskRef>, now: u64) {
+fn drain_pending(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, now: u64) {
     let w = &shared.workers[me];
     for t in w.wakelist.take_all() {
         // SAFETY: pushed from `Arc::into_raw` by `queue_wakelist`; the list gives it back once.
@@ -79,13 +79,20 @@ fn drain_pending(shared: &Shared, me: usize, rq: &mut RunQueue<TaskRef>, now: u6
                 continue;
             }
         }
-        activate(w, rq, t, now);
+        // SAFETY: a woken task is alive and in its registry (it is not dead: a dead task is
+        // never claimed), which outlives its time in the runqueue (`task/queued.rs`).
+        unsafe { activate(w, rq, &t, now) };
     }
 }
 
 /// Enqueues a claimed (or new) task here and runs the wakeup-preemption check
-/// (`ttwu_do_activate`). The caller holds `w`'s runqueue lock and owns `t`.
-pub(crate) fn activate(w: &Worker, rq: &mut RunQueue<TaskRef>, t: TaskRef, now: u64) {
+/// (`ttwu_do_activate`). The caller holds `w`'s runqueue lock and owns `t`'s wakeup. The
+/// runqueue borrows the task's registry reference ([`QueuedTask`]): no count changes.
+///
+/// # Safety
+/// `t` is in its registry (or, in a loom model, held by the model) until it has been dequeued
+/// for good (`task/queued.rs`).
+pub(crate) unsafe fn activate(w: &Worker, rq: &mut RunQueue<QueuedTask>, t: &TaskRef, now: u64) {
     // SAFETY: the caller holds the lock of the runqueue `t` joins and owns `t` (claimed or new,
     // on no queue, off every CPU).
     let (se, kind) = unsafe {
@@ -99,9 +106,9 @@ pub(crate) fn activate(w: &Worker, rq: &mut RunQueue<TaskRef>, t: TaskRef, now: 
             (s.se, kind)
         })
     };
-    let h = rq.enqueue(se, t, kind, now);
-    // Borrowed back from the runqueue, which now holds the reference.
-    let task = rq.payload(h);
+    // SAFETY: per the contract.
+    let h = rq.enqueue(se, unsafe { QueuedTask::new(t) }, kind, now);
+    let task = t;
     // SAFETY: as above.
     unsafe { task.sched(|s| s.handle = Some(h)) };
     task.on_rq.store(true, Ordering::Relaxed);
@@ -122,7 +129,7 @@ pub(crate) fn activate(w: &Worker, rq: &mut RunQueue<TaskRef>, t: TaskRef, now: 
 /// says) and sets need-resched if it says so.
 pub(crate) fn check_preempt(
     w: &Worker,
-    rq: &mut RunQueue<TaskRef>,
+    rq: &mut RunQueue<QueuedTask>,
     h: Handle,
     wf: WakeFlags,
     now: u64,
@@ -145,7 +152,7 @@ pub(crate) fn check_preempt(
 }
 
 /// A delayed entity completed its dequeue: store its entity and publish `on_rq = false`.
-pub(crate) fn finished_delayed(w: &Worker, se: crate::policy::SchedEntity, t: TaskRef) {
+pub(crate) fn finished_delayed(w: &Worker, se: crate::policy::SchedEntity, t: QueuedTask) {
     // SAFETY: the caller holds the lock of the runqueue `t` was queued on.
     unsafe {
         t.sched(|s| {

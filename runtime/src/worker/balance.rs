@@ -31,15 +31,13 @@
 //! kernel's `attach_task` does, so a task with an earlier deadline is not kept waiting for
 //! the puller's running task to finish its request.
 
-use alloc::sync::Arc;
-
 use super::{Shared, Worker, WorkerThread, check_preempt};
 use crate::policy::{
     BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Feature, Imbalance, LoadView,
     RunQueue, WakeFlags, can_migrate, moved, newidle_imbalance, periodic_imbalance,
 };
 use crate::sync::atomic::Ordering;
-use crate::task::TaskRef;
+use crate::task::QueuedTask;
 use crate::trace::MigrateCause;
 
 /// At most this many tasks move in one balance (the kernel's `sysctl_sched_nr_migrate`
@@ -171,8 +169,8 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
 /// `me`'s) for balancer `who`. The caller holds both locks.
 fn move_task(
     shared: &Shared,
-    src_rq: &mut RunQueue<TaskRef>,
-    dst_rq: &mut RunQueue<TaskRef>,
+    src_rq: &mut RunQueue<QueuedTask>,
+    dst_rq: &mut RunQueue<QueuedTask>,
     h: crate::policy::Handle,
     (src, me): (usize, usize),
     who: Balancer,
@@ -183,15 +181,15 @@ fn move_task(
     };
     let delayed = se.sched_delayed;
     payload.cpu.store(me, Ordering::Relaxed);
-    let t = Arc::clone(&payload);
     let nh = dst_rq.enqueue(se, payload, EnqueueKind::Restore, now);
+    let t = dst_rq.payload(nh);
     // SAFETY: both runqueue locks are held; the task is queued, not on any CPU.
     unsafe { t.sched(|s| s.handle = Some(nh)) };
     let cause = match who {
         Balancer::NewlyIdle => MigrateCause::Balance,
         Balancer::Periodic => MigrateCause::PeriodicBalance,
     };
-    crate::trace::migrate(shared, &t, src, me, cause);
+    crate::trace::migrate(shared, t, src, me, cause);
     let w: &Worker = &shared.workers[me];
     if delayed {
         w.stats.inc(&w.stats.balance_delayed);

@@ -98,7 +98,7 @@ pub(crate) fn exit_current() -> *const Context {
     drain(&wt.shared, wt.index, &mut rq, now);
     let next = pick(w, &mut rq, now);
     w.stats.inc_owned(&w.stats.exits);
-    // SAFETY: `next` is null or was picked from the runqueue, which holds a reference.
+    // SAFETY: `next` is null or was picked from the runqueue: its registry keeps it alive (`task/queued.rs`).
     let next_t = unsafe { next.as_ref() };
     match next_t {
         Some(n) => wt.prepare_switch(n),

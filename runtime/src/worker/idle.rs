@@ -90,7 +90,7 @@ fn idle_loop(wt: &WorkerThread) {
         drain(shared, wt.index, &mut rq, now);
         let next = pick(w, &mut rq, now);
         if !next.is_null() {
-            // SAFETY: picked from the runqueue, which holds a reference.
+            // SAFETY: picked from the runqueue: its registry keeps it alive (`task/queued.rs`).
             let n = unsafe { &*next };
             wt.prepare_switch(n);
             crate::trace::switch(wt, None, Some(n), SwitchReason::Idle);

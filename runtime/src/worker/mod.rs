@@ -48,17 +48,17 @@ use crate::sync::llist::LList;
 use crate::sync::lock::Lock;
 #[cfg(not(all(feature = "std", not(loom))))]
 use crate::sys::thread::Key;
-use crate::task::{Registry, Task, TaskRef};
+use crate::task::{QueuedTask, Registry, Task, TaskRef};
 
 /// A held runqueue lock.
-pub(crate) type RqGuard<'a> = crate::sync::lock::LockGuard<'a, RunQueue<TaskRef>>;
+pub(crate) type RqGuard<'a> = crate::sync::lock::LockGuard<'a, RunQueue<QueuedTask>>;
 
 /// The part of a worker that other threads reach: runqueue, wakelist, kick word, counters.
 pub(crate) struct Worker {
     /// The OS CPU it is pinned to.
     pub(crate) os_cpu: usize,
     /// The runqueue (the cfs_rq), behind the runqueue lock.
-    pub(crate) rq: Lock<RunQueue<TaskRef>>,
+    pub(crate) rq: Lock<RunQueue<QueuedTask>>,
     /// Remote wakeups waiting to be activated here (TTWU_QUEUE).
     pub(crate) wakelist: LList<Task>,
     /// The idle/kick word.
@@ -96,7 +96,7 @@ impl Worker {
 impl Worker {
     /// Publishes `rq`'s runnable count and load (the caller holds its lock and has just
     /// changed it).
-    pub(crate) fn publish(&self, rq: &RunQueue<TaskRef>) {
+    pub(crate) fn publish(&self, rq: &RunQueue<QueuedTask>) {
         self.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
         self.load.store(rq.load_weight(), Ordering::Relaxed);
     }

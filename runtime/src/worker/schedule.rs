@@ -42,20 +42,19 @@
 //! the task never runs on two workers at once (mutants `ttwu_on_cpu_wrong_cpu`,
 //! `ttwu_no_on_cpu_wait`). The migration chase is model 7 (`loom-tests/tests/migrate.rs`).
 
-use alloc::sync::Arc;
 use core::ptr;
 
 use super::{Worker, WorkerThread, balance_tick, drain, finished_delayed, local, timer};
 use crate::arch::{Context, SignalStack, switch};
 use crate::policy::{DequeueKind, Dequeued, Pick, RunQueue};
 use crate::sync::atomic::Ordering;
-use crate::task::{RUNNING, Task, TaskRef};
+use crate::task::{QueuedTask, RUNNING, Task};
 
 /// Picks the next task (`pick_next_task`), finishing delayed dequeues on the way.
-pub(crate) fn pick(w: &Worker, rq: &mut RunQueue<TaskRef>, now: u64) -> *const Task {
+pub(crate) fn pick(w: &Worker, rq: &mut RunQueue<QueuedTask>, now: u64) -> *const Task {
     let next = loop {
         match rq.pick_next(now) {
-            Pick::Run(h) => break Arc::as_ptr(rq.payload(h)),
+            Pick::Run(h) => break rq.payload(h).as_ptr(),
             Pick::FinishedDelayed { se, payload } => finished_delayed(w, se, payload),
             Pick::Idle => break ptr::null(),
         }
@@ -125,7 +124,7 @@ pub(crate) enum SwitchKind {
 /// the running task again switches nothing.
 pub(crate) fn put_prev(
     w: &Worker,
-    rq: &mut RunQueue<TaskRef>,
+    rq: &mut RunQueue<QueuedTask>,
     prev_t: &Task,
     reason: Reason,
     now: u64,
@@ -199,7 +198,7 @@ fn schedule_on(wt: &WorkerThread, reason: Reason) {
         SwitchKind::Involuntary => &w.stats.switches_involuntary,
     });
     if let Some(n) = (!next.is_null()).then(|| {
-        // SAFETY: picked from the runqueue, which holds a reference.
+        // SAFETY: picked from the runqueue: its registry keeps it alive (`task/queued.rs`).
         unsafe { &*next }
     }) {
         wt.prepare_switch(n);
@@ -207,7 +206,7 @@ fn schedule_on(wt: &WorkerThread, reason: Reason) {
         // SAFETY: null is always allowed.
         unsafe { sig.set_current(ptr::null()) };
     }
-    // SAFETY: `next` is null or was picked from the runqueue, which holds a reference.
+    // SAFETY: `next` is null or was picked from the runqueue: its registry keeps it alive (`task/queued.rs`).
     crate::trace::switch(wt, Some(prev_t), unsafe { next.as_ref() }, reason);
     wt.prev.set(prev);
     wt.curr.set(next);

@@ -1,0 +1,57 @@
+//! `QueuedTask`: the runqueue's payload, a pointer to a queued task that borrows the reference
+//! its registry holds instead of owning one (issue #5: an `Arc` clone on every enqueue and its
+//! drop on every dequeue are two locked read-modify-writes per spawn).
+//!
+//! The lifetime argument: a task is inserted into its registry (`registry.rs`) before its
+//! first enqueue (`spawn_inner`), and leaves it only
+//!
+//! * in `worker::put_dead`, after its exit hook has dequeued it for good (a dead task is never
+//!   enqueued again: only a claimed `BLOCKED` task or a new one is activated), or
+//! * in `Runtime::shutdown`, after every worker has stopped and every runqueue was replaced by
+//!   an empty one.
+//!
+//! So while a `QueuedTask` is in a runqueue the registry's reference keeps its task alive, and
+//! a pointer taken out of it (`pick`, balance, a finished delayed dequeue) is used only under
+//! that runqueue's lock or, for the running task, while the registry still holds it. Loom
+//! models, which have no registry, keep every task they queue in their own handle
+//! (`model.rs`). A `QueuedTask` never frees anything; dropping one is a no-op.
+
+use core::ops::Deref;
+use core::ptr::NonNull;
+
+use super::{Task, TaskRef};
+
+/// A queued task (module doc).
+pub(crate) struct QueuedTask(NonNull<Task>);
+
+// SAFETY: it stands for a shared reference to a `Task`, which is Sync (and Send as an Arc).
+unsafe impl Send for QueuedTask {}
+// SAFETY: as for Send.
+unsafe impl Sync for QueuedTask {}
+
+impl QueuedTask {
+    /// The payload for `t`, which is about to be enqueued.
+    ///
+    /// # Safety
+    /// Another reference to `t` (its registry's, or a loom model's) outlives the returned
+    /// value's time in the runqueue, and whatever is done through pointers taken out of it
+    /// (module doc).
+    pub(crate) unsafe fn new(t: &TaskRef) -> QueuedTask {
+        QueuedTask(NonNull::from(&**t))
+    }
+
+    /// The task's address.
+    pub(crate) fn as_ptr(&self) -> *const Task {
+        self.0.as_ptr()
+    }
+}
+
+impl Deref for QueuedTask {
+    type Target = Task;
+
+    fn deref(&self) -> &Task {
+        // SAFETY: the registry's reference keeps the task alive while it is queued, and a
+        // payload is reached only through its runqueue (module doc).
+        unsafe { self.0.as_ref() }
+    }
+}
