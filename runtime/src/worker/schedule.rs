@@ -139,7 +139,7 @@ pub(crate) fn put_prev(
                 prev_t.sched_delayed.store(true, Ordering::Release);
                 w.stats.inc_owned(&w.stats.delayed_dequeues);
             }
-            Dequeued::Removed { se, payload } => {
+            Dequeued::Removed { se, .. } => {
                 // SAFETY: as above.
                 unsafe {
                     prev_t.sched(|s| {
@@ -154,7 +154,6 @@ pub(crate) fn put_prev(
                 // this very worker), so loom cannot break the model by weakening this store;
                 // it stays Release as the kernel's, for readers that skip the on_cpu wait.
                 prev_t.on_rq.store(false, Ordering::Release);
-                drop(payload);
             }
         }
         SwitchKind::Voluntary
