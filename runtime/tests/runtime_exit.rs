@@ -48,3 +48,38 @@ fn an_ending_task_switches_straight_to_its_joiner() {
     }
     assert_eq!((st.live_tasks, st.live_stacks), (0, 0), "{st}");
 }
+
+/// An exit wakes its joiner on every path, under every combination of the wakeup features:
+/// a joiner on the same worker (woken in the exit's own lock section), a joiner on another
+/// worker (the exit releases its lock first) and a plain OS thread (a futex wake, never under
+/// the lock). A lost or doubled wakeup hangs here or corrupts the values.
+#[test]
+fn an_exit_wakes_its_joiner_on_every_path() {
+    const N: u64 = 20;
+    let cpus = runtime_util::two_cpus();
+    let (here, there) = (cpus[0], *cpus.last().unwrap());
+    for f in runtime_util::feature_combinations() {
+        let rt = Runtime::builder()
+            .worker_cpus(cpus.clone())
+            .features(f.as_str())
+            .build()
+            .unwrap();
+        let parent = rt
+            .spawn_with(task::Builder::new().cpus([here]), move || {
+                let mut sum = 0;
+                for i in 0..N {
+                    for cpu in [here, there] {
+                        let h = task::Builder::new().cpus([cpu]).spawn(move || i + 1);
+                        sum += h.unwrap().join().unwrap();
+                    }
+                }
+                sum
+            })
+            .unwrap();
+        let outside: u64 = (0..N).map(|i| rt.spawn(move || i + 1).join().unwrap()).sum();
+        assert_eq!(parent.join().unwrap(), N * (N + 1), "{f}");
+        assert_eq!(outside, N * (N + 1) / 2, "{f}");
+        let st = rt.shutdown();
+        assert_eq!((st.live_tasks, st.live_stacks), (0, 0), "{f}: {st}");
+    }
+}
