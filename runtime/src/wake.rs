@@ -47,6 +47,17 @@
 //! `drain_delayed_no_recheck`, `finish_delayed_relaxed_on_rq`). The Acquire on
 //! `sched_delayed` is kept as the RFC has it, but in lagom the claim's Acquire already orders
 //! everything the waker reads next: weakening it to Relaxed is not caught by that model.
+//!
+//! **From a task's exit** (`try_to_wake_up_held`, `worker/exit.rs`): the exit wakes its joiner
+//! while it holds its own runqueue lock (the kernel's wakeups from `__schedule` under
+//! `rq->lock`). The steps are the same code (`ttwu`), with that lock standing in for the one
+//! they would take on the waker's own worker: a joiner queued there is requeued in place
+//! under it (the `cpu` re-check holds trivially: a balancer moves a task only under both
+//! locks), and a joiner that is enqueued there is activated under it. Every other step
+//! releases the held lock before it goes on: another runqueue lock (never two at once, so no
+//! lock-order question), a wakelist push and its kick, or the `on_cpu` wait. The loom models
+//! run the lock-free waker only (they have no worker thread to hold a lock); the held variant
+//! adds no interleaving, as the lock it reuses excludes exactly what a fresh one would.
 
 use alloc::sync::Arc;
 use core::ptr::NonNull;

@@ -76,7 +76,9 @@ fn an_exit_wakes_its_joiner_on_every_path() {
                 sum
             })
             .unwrap();
-        let outside: u64 = (0..N).map(|i| rt.spawn(move || i + 1).join().unwrap()).sum();
+        let outside: u64 = (0..N)
+            .map(|i| rt.spawn(move || i + 1).join().unwrap())
+            .sum();
         assert_eq!(parent.join().unwrap(), N * (N + 1), "{f}");
         assert_eq!(outside, N * (N + 1) / 2, "{f}");
         let st = rt.shutdown();
