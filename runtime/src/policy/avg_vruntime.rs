@@ -30,6 +30,20 @@ impl<T> RunQueue<T> {
         self.sum_weight += se.weight;
     }
 
+    /// Entity `i`'s deadline, vruntime, weight, slice and delayed flag: what its tree item
+    /// and its term of the sums are made of.
+    #[inline(always)]
+    fn tree_keys(&self, i: u32) -> (u64, u64, u64, u64, bool) {
+        let se = self.se(i);
+        (
+            se.deadline,
+            se.vruntime,
+            se.weight,
+            se.slice,
+            se.sched_delayed,
+        )
+    }
+
     /// [`Self::tree_remove`] of `old`, the tree's only entity, then [`Self::tree_insert`]
     /// of `i`, in one step (same sums: integer additions in any order).
     pub(super) fn tree_replace_only(&mut self, old: u32, i: u32) {
@@ -39,14 +53,7 @@ impl<T> RunQueue<T> {
             vo,
             "vruntime changed while in the tree"
         );
-        let se = self.se(i);
-        let (d, v, w, sl, dl) = (
-            se.deadline,
-            se.vruntime,
-            se.weight,
-            se.slice,
-            se.sched_delayed,
-        );
+        let (d, v, w, sl, dl) = self.tree_keys(i);
         self.tree.replace_only(old, i, d, v, sl, dl);
         let z = self.zero_vruntime;
         self.sum_w_vruntime += vdiff(v, z) as i128 * w as i128 - vdiff(vo, z) as i128 * wo as i128;
@@ -58,14 +65,7 @@ impl<T> RunQueue<T> {
     /// `tree_remove` before the change and `tree_insert` after it would do. The only entity
     /// of the tree is re-keyed in place.
     pub(super) fn tree_rekey(&mut self, i: u32) {
-        let se = self.se(i);
-        let (d, v, w, sl, dl) = (
-            se.deadline,
-            se.vruntime,
-            se.weight,
-            se.slice,
-            se.sched_delayed,
-        );
+        let (d, v, w, sl, dl) = self.tree_keys(i);
         if self.tree.len() == 1 {
             self.tree.replace_only(i, i, d, v, sl, dl);
         } else {

@@ -247,14 +247,7 @@ impl Tree {
         slice: u64,
         delayed: bool,
     ) {
-        let item = Item {
-            key: deadline,
-            minv: vruntime,
-            mins: slice,
-            maxs: slice,
-            id: i,
-            delayed,
-        };
+        let item = Item::entity(i, deadline, vruntime, slice, delayed);
         self.len += 1;
         if self.root == NIL {
             // Empty to one entity (every other operation on a tiny queue): the new root

@@ -31,6 +31,21 @@ pub(crate) struct Item {
     pub(super) delayed: bool,
 }
 
+impl Item {
+    /// The leaf item of entity `id`.
+    #[inline]
+    pub(super) fn entity(id: u32, deadline: u64, vruntime: u64, slice: u64, delayed: bool) -> Item {
+        Item {
+            key: deadline,
+            minv: vruntime,
+            mins: slice,
+            maxs: slice,
+            id,
+            delayed,
+        }
+    }
+}
+
 pub(super) const NO_ITEM: Item = Item {
     key: 0,
     minv: 0,

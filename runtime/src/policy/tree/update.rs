@@ -84,14 +84,7 @@ impl Tree {
             self.len
         );
         let x = self.root;
-        let item = Item {
-            key: deadline,
-            minv: vruntime,
-            mins: slice,
-            maxs: slice,
-            id: i,
-            delayed,
-        };
+        let item = Item::entity(i, deadline, vruntime, slice, delayed);
         let n = &mut self.nodes[x as usize];
         debug_assert_eq!(n.items[0].id, old);
         (n.items[0], n.sufv[0]) = (item, vruntime);
