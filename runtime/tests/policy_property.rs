@@ -18,19 +18,6 @@ const SEQUENCES: u64 = 5_000;
 const STEPS: usize = 300;
 const MAX_TASKS: usize = 24;
 
-/// Features the sequences toggle at random; the rest keep their defaults.
-const TOGGLED: [Feature; 9] = [
-    Feature::PlaceLag,
-    Feature::PlaceDeadlineInitial,
-    Feature::PlaceRelDeadline,
-    Feature::RunToParity,
-    Feature::PreemptShort,
-    Feature::NextBuddy,
-    Feature::PickBuddy,
-    Feature::DelayDequeue,
-    Feature::DelayZero,
-];
-
 /// Σ w·(V − v) over every queued entity with V = `avg_vruntime()`, the exact weighted mean
 /// recomputed from scratch, and the total weight.
 fn recompute(sim: &mut Sim) -> (u64, i128, i128, u64) {
@@ -122,11 +109,7 @@ fn run_sequence(seed: u64, steps: usize) -> [u64; 3] {
     let mut cfg = RqConfig::for_cpus(rng.range(1, 17) as usize);
     cfg.tick = if rng.chance(50) { 1_000_000 } else { 4_000_000 };
     let mut features = Features::DEFAULT;
-    for f in TOGGLED {
-        if rng.chance(30) {
-            features.set(f, !features.is_enabled(f));
-        }
-    }
+    policy_util::toggle_features(&mut features, &mut rng, 30);
     cfg.features = features;
     let mut sim = Sim::new(cfg);
     // Tasks off this runqueue ("migrated away"): their entities, held by the test.

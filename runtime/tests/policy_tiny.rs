@@ -37,18 +37,6 @@ const SEQUENCES: u64 = 3_000;
 const STEPS: usize = 200;
 const TASKS: usize = 3;
 
-const TOGGLED: [Feature; 9] = [
-    Feature::PlaceLag,
-    Feature::PlaceDeadlineInitial,
-    Feature::PlaceRelDeadline,
-    Feature::RunToParity,
-    Feature::PreemptShort,
-    Feature::NextBuddy,
-    Feature::PickBuddy,
-    Feature::DelayDequeue,
-    Feature::DelayZero,
-];
-
 fn vd(a: u64, b: u64) -> i128 {
     a.wrapping_sub(b) as i64 as i128
 }
@@ -480,11 +468,7 @@ fn run_sequence(seed: u64) -> [u64; 4] {
     let mut rng = Rng::new(seed);
     let mut cfg = RqConfig::for_cpus(rng.range(1, 9) as usize);
     cfg.tick = if rng.chance(50) { 1_000_000 } else { 4_000_000 };
-    for f in TOGGLED {
-        if rng.chance(25) {
-            cfg.features.set(f, !cfg.features.is_enabled(f));
-        }
-    }
+    policy_util::toggle_features(&mut cfg.features, &mut rng, 25);
     let huge = rng.chance(10);
     let mut run = Run {
         rq: RunQueue::new(cfg),

@@ -4,8 +4,8 @@
 #![allow(dead_code)]
 
 use lagom::policy::{
-    DequeueKind, Dequeued, EnqueueKind, Handle, NICE_0_LOAD, Pick, RqConfig, RunQueue, SchedEntity,
-    WakeFlags, Wakeup,
+    DequeueKind, Dequeued, EnqueueKind, Feature, Features, Handle, NICE_0_LOAD, Pick, RqConfig,
+    RunQueue, SchedEntity, WakeFlags, Wakeup,
 };
 
 /// Where a task is.
@@ -248,4 +248,26 @@ pub fn seed(default: u64) -> u64 {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(default)
+}
+
+/// The features the randomized policy tests toggle; the rest keep their defaults.
+pub const TOGGLED: [Feature; 9] = [
+    Feature::PlaceLag,
+    Feature::PlaceDeadlineInitial,
+    Feature::PlaceRelDeadline,
+    Feature::RunToParity,
+    Feature::PreemptShort,
+    Feature::NextBuddy,
+    Feature::PickBuddy,
+    Feature::DelayDequeue,
+    Feature::DelayZero,
+];
+
+/// Flips each of [`TOGGLED`] in `features` with probability `percent` %.
+pub fn toggle_features(features: &mut Features, rng: &mut Rng, percent: u64) {
+    for f in TOGGLED {
+        if rng.chance(percent) {
+            features.set(f, !features.is_enabled(f));
+        }
+    }
 }
