@@ -40,6 +40,8 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::cell::{Cell, RefCell};
 
+use crossbeam_utils::CachePadded;
+
 use crate::arch::{Context, FpControl, SignalStack, StackPool};
 use crate::policy::{Features, RqConfig, RunQueue};
 use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -54,41 +56,51 @@ use crate::task::{QueuedTask, Registry, Task, TaskRef};
 pub(crate) type RqGuard<'a> = crate::sync::lock::LockGuard<'a, RunQueue<QueuedTask>>;
 
 /// The part of a worker that other threads reach: runqueue, wakelist, kick word, counters.
+///
+/// The layout follows who writes what, so that a cross-worker wakeup moves as few cache
+/// lines as it can (issue #5, remote wake to a busy worker). The first line holds what a
+/// waker on another worker touches and the owner polls at every runtime call (`wakelist`,
+/// `kick`, `need_resched`) and the published load that CPU selection reads: a remote
+/// wakeup pulls that one line from the owner and hands it back, which is the signal itself.
+/// The runqueue (whose lock the owner takes at every `cond_resched`), the counters and the
+/// registry each start on their own line pair (`CachePadded`), so that the owner's writes
+/// there do not take the first line away from wakers, nor the reverse.
+#[repr(C)]
 pub(crate) struct Worker {
-    /// The OS CPU it is pinned to.
-    pub(crate) os_cpu: usize,
-    /// The runqueue (the cfs_rq), behind the runqueue lock.
-    pub(crate) rq: Lock<RunQueue<QueuedTask>>,
     /// Remote wakeups waiting to be activated here (TTWU_QUEUE).
     pub(crate) wakelist: LList<Task>,
-    /// The idle/kick word.
-    pub(crate) kick: Kick,
-    /// A wakeup asked the running task to yield (acted on at its next runtime call).
-    pub(crate) need_resched: AtomicBool,
     /// `nr_runnable` of the runqueue, published after every change under the lock (a hint
     /// for CPU selection and balancing, and the idle re-check).
     pub(crate) nr_running: AtomicUsize,
     /// `load_weight` of the runqueue (queued weight, delayed entities included), published
     /// with `nr_running` (a hint for balancing).
     pub(crate) load: AtomicU64,
+    /// The idle/kick word.
+    pub(crate) kick: Kick,
+    /// A wakeup asked the running task to yield (acted on at its next runtime call).
+    pub(crate) need_resched: AtomicBool,
+    /// The OS CPU it is pinned to.
+    pub(crate) os_cpu: usize,
+    /// The runqueue (the cfs_rq), behind the runqueue lock.
+    pub(crate) rq: CachePadded<Lock<RunQueue<QueuedTask>>>,
     /// Counters.
-    pub(crate) stats: Counters,
+    pub(crate) stats: CachePadded<Counters>,
     /// The live tasks whose home this worker is (`task/registry.rs`).
-    pub(crate) tasks: Lock<Registry<TaskRef>>,
+    pub(crate) tasks: CachePadded<Lock<Registry<TaskRef>>>,
 }
 
 impl Worker {
     pub(crate) fn new(os_cpu: usize, cfg: RqConfig) -> Worker {
         Worker {
-            os_cpu,
-            rq: Lock::new(RunQueue::new(cfg)),
             wakelist: LList::new(),
-            kick: Kick::new(),
-            need_resched: AtomicBool::new(false),
             nr_running: AtomicUsize::new(0),
             load: AtomicU64::new(0),
-            stats: Counters::default(),
-            tasks: Lock::new(Registry::default()),
+            kick: Kick::new(),
+            need_resched: AtomicBool::new(false),
+            os_cpu,
+            rq: CachePadded::new(Lock::new(RunQueue::new(cfg))),
+            stats: CachePadded::new(Counters::default()),
+            tasks: CachePadded::new(Lock::new(Registry::default())),
         }
     }
 }

@@ -7,6 +7,12 @@
 //! `wakeups_local`, `runnable_in_place`, `exits`) each have one writer at a time (the worker's
 //! thread, or whoever holds its runqueue lock) and use [`Counters::inc_owned`], a plain load
 //! and store; the others use a locked `fetch_add`.
+//!
+//! The first eight counters are the ones that wakers and spawners on *other* workers bump
+//! (a wakeup queued here, a kick sent here): they fill the first cache line of the block
+//! (`Worker::stats` starts on a line of its own), so that those remote increments and the
+//! owner's own counting, at every switch, never write the same line (the test below checks
+//! the split). The table lists the counters in this order.
 
 use alloc::vec::Vec;
 use core::fmt;
@@ -17,6 +23,7 @@ macro_rules! counters {
     ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
         /// The live counters of one worker.
         #[derive(Debug, Default)]
+        #[repr(C)]
         pub(crate) struct Counters {
             $( $(#[$doc])* pub(crate) $name: AtomicU64, )*
         }
@@ -52,19 +59,28 @@ macro_rules! counters {
 }
 
 counters! {
-    /// Wakeups enqueued on this worker by a waker running on it.
-    wakeups_local,
     /// Wakeups enqueued on this worker by another thread, under its runqueue lock.
     wakeups_remote,
     /// Wakeups (and spawns) queued on this worker's wakelist (TTWU_QUEUE).
     wakeups_queued,
     /// Wakeups queued here because the task was still switching away (TTWU_QUEUE_ON_CPU).
     wakeups_on_cpu,
-    /// Runnable wakeups handled in place (the task was still queued here).
-    runnable_in_place,
     /// Runnable wakeups of delayed tasks handed to this worker's wakelist
     /// (TTWU_QUEUE_DELAYED).
     runnable_queued,
+    /// Futex wakes sent to this worker.
+    kicks,
+    /// Sleeping idle workers this worker woke to pull its waiting tasks (nohz balance kick).
+    nohz_kicks,
+    /// Delayed wakeups that found their task moved by balancing and were forwarded to the
+    /// worker that now owns it (the drain's chase, TTWU_QUEUE_DELAYED).
+    wakeups_chased,
+    /// Tasks spawned onto this worker.
+    spawns,
+    /// Wakeups enqueued on this worker by a waker running on it.
+    wakeups_local,
+    /// Runnable wakeups handled in place (the task was still queued here).
+    runnable_in_place,
     /// Delayed wakees that this worker dequeued and sent elsewhere after CPU selection
     /// (TTWU_QUEUE_DELAYED; with TTWU_DEQUEUE they count as ordinary wakeups instead).
     runnable_migrated,
@@ -82,21 +98,12 @@ counters! {
     switches_involuntary,
     /// Futex sleeps of the idle worker.
     idle_sleeps,
-    /// Futex wakes sent to this worker.
-    kicks,
     /// Tasks pulled here by newly-idle balancing.
     balance_pulls,
     /// Tasks pulled here by periodic (load) balancing.
     balance_periodic,
     /// Of those, tasks that were delayed (asleep, still queued) when they moved.
     balance_delayed,
-    /// Sleeping idle workers this worker woke to pull its waiting tasks (nohz balance kick).
-    nohz_kicks,
-    /// Delayed wakeups that found their task moved by balancing and were forwarded to the
-    /// worker that now owns it (the drain's chase, TTWU_QUEUE_DELAYED).
-    wakeups_chased,
-    /// Tasks spawned onto this worker.
-    spawns,
     /// Tasks that ended on this worker.
     exits,
 }
@@ -173,5 +180,29 @@ impl fmt::Display for Stats {
             "live tasks {}, live stacks {}",
             self.live_tasks, self.live_stacks
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Counters;
+    use core::mem::offset_of;
+
+    /// The counters that other workers bump fill the block's first cache line, and only they
+    /// (module doc).
+    #[test]
+    fn remote_counters_fill_the_first_line() {
+        let remote = [
+            offset_of!(Counters, wakeups_remote),
+            offset_of!(Counters, wakeups_queued),
+            offset_of!(Counters, wakeups_on_cpu),
+            offset_of!(Counters, runnable_queued),
+            offset_of!(Counters, kicks),
+            offset_of!(Counters, nohz_kicks),
+            offset_of!(Counters, wakeups_chased),
+            offset_of!(Counters, spawns),
+        ];
+        assert!(remote.iter().all(|&o| o < 64), "{remote:?}");
+        assert_eq!(offset_of!(Counters, wakeups_local), 64);
     }
 }
