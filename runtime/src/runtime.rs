@@ -373,10 +373,9 @@ impl Runtime {
             t.join();
         }
         for w in &self.shared.workers {
-            for t in w.wakelist.take_all() {
-                // SAFETY: wakelist entries come from Arc::into_raw (wake.rs).
-                drop(unsafe { Arc::from_raw(t.as_ptr().cast_const()) });
-            }
+            // Wakelist entries borrow their registry's reference (`wake::queue_wakelist`):
+            // empty the lists before the registries free the tasks they point to.
+            for _ in w.wakelist.take_all() {}
             let cfg = *w.rq.lock().config();
             let old = core::mem::replace(&mut *w.rq.lock(), crate::policy::RunQueue::new(cfg));
             drop(old);

@@ -59,7 +59,6 @@
 //! run the lock-free waker only (they have no worker thread to hold a lock); the held variant
 //! adds no interleaving, as the lock it reuses excludes exactly what a fresh one would.
 
-use alloc::sync::Arc;
 use core::ptr::NonNull;
 
 use crate::policy::{CpuView, Feature, RunQueue, select_task_rq};
@@ -143,7 +142,8 @@ fn ttwu<'a>(
                 let w = &shared.workers[cpu];
                 trace::wakeup(shared, t, cpu, WakePath::DelayedQueued);
                 w.stats.inc(&w.stats.runnable_queued);
-                queue_wakelist(shared, cpu, Arc::clone(t));
+                // SAFETY: claimed just above; a claimed task is alive in its registry.
+                unsafe { queue_wakelist(shared, cpu, t) };
                 return (Woken::Runnable, held);
             }
         }
@@ -165,7 +165,8 @@ fn ttwu<'a>(
                 let w = &shared.workers[cpu];
                 trace::wakeup(shared, t, cpu, WakePath::OnCpu);
                 w.stats.inc(&w.stats.wakeups_on_cpu);
-                queue_wakelist(shared, cpu, Arc::clone(t));
+                // SAFETY: claimed just above; a claimed task is alive in its registry.
+                unsafe { queue_wakelist(shared, cpu, t) };
                 return (Woken::Enqueued, held);
             }
         }
@@ -319,7 +320,8 @@ pub(crate) fn enqueue_on(
         if !spawn {
             w.stats.inc(&w.stats.wakeups_queued);
         }
-        queue_wakelist(shared, target, Arc::clone(t));
+        // SAFETY: `t` is new or claimed (the caller's), so alive in its registry.
+        unsafe { queue_wakelist(shared, target, t) };
     } else {
         let now = crate::sys::time::sched_clock();
         {
@@ -336,14 +338,20 @@ pub(crate) fn enqueue_on(
     }
 }
 
-/// Pushes `t` on worker `cpu`'s wakelist and kicks it if it is idle.
-pub(crate) fn queue_wakelist(shared: &Shared, cpu: usize, t: TaskRef) {
+/// Pushes `t` on worker `cpu`'s wakelist and kicks it if it is idle. The entry borrows the
+/// registry's reference, as a runqueue payload does (`task/queued.rs`): no count changes, so
+/// a cross-worker wakeup does not move the `Arc`'s count between the two workers' caches.
+///
+/// # Safety
+/// `t` is claimed (or new) and on no wakelist, and stays in its registry (or, in a loom
+/// model, the model's hands) until the drain that takes it has activated it: a claimed or new
+/// task is not dead, and leaves its registry only after it ran to its end or at shutdown,
+/// which empties the wakelists first (`task/queued.rs`).
+pub(crate) unsafe fn queue_wakelist(shared: &Shared, cpu: usize, t: &TaskRef) {
     let w = &shared.workers[cpu];
-    // SAFETY: Arc::into_raw never returns null.
-    let p = unsafe { NonNull::new_unchecked(Arc::into_raw(t).cast_mut()) };
-    // SAFETY: the task is claimed (or new) and on no list: this waker owns it until the
-    // owner's take_all; the reference forgotten above travels with the entry.
-    unsafe { w.wakelist.push(p) };
+    // SAFETY: the task is claimed (or new) and on no list: this waker has it until the
+    // owner's take_all, and the registry keeps it alive meanwhile (the caller's contract).
+    unsafe { w.wakelist.push(NonNull::from(&**t)) };
     if w.kick.kick() {
         w.stats.inc(&w.stats.kicks);
     }

@@ -176,8 +176,9 @@ unsafe impl Send for Task {}
 // SAFETY: as for Send.
 unsafe impl Sync for Task {}
 
-/// The reference-counted task pointer. A wakelist and a worker registry (`registry.rs`) each
-/// hold one while the task is theirs; a runqueue borrows the registry's ([`QueuedTask`]).
+/// The reference-counted task pointer. A worker registry (`registry.rs`) holds one while the
+/// task lives; a runqueue ([`QueuedTask`]) and a wakelist entry (`wake::queue_wakelist`)
+/// borrow the registry's.
 pub(crate) type TaskRef = Arc<Task>;
 
 // SAFETY: `link` is a field of `Task`; `from_node` subtracts its offset.

@@ -12,7 +12,12 @@
 //!
 //! So while a `QueuedTask` is in a runqueue the registry's reference keeps its task alive, and
 //! a pointer taken out of it (`pick`, balance, a finished delayed dequeue) is used only under
-//! that runqueue's lock or, for the running task, while the registry still holds it. Loom
+//! that runqueue's lock or, for the running task, while the registry still holds it.
+//!
+//! Wakelist entries (`wake::queue_wakelist`) borrow the registry's reference the same way: an
+//! entry is a claimed or new task, which is not dead and so still in its registry, until the
+//! drain that takes it activates it; shutdown empties every wakelist before it frees the
+//! registries' tasks. Loom
 //! models, which have no registry, keep every task they queue in their own handle
 //! (`model.rs`). A `QueuedTask` never frees anything; dropping one is a no-op.
 

@@ -3,6 +3,7 @@
 //! under the worker's runqueue lock.
 
 use alloc::sync::Arc;
+use core::mem::ManuallyDrop;
 
 use super::{Shared, Worker};
 use crate::policy::{EnqueueKind, Handle, RunQueue, WakeFlags, Wakeup};
@@ -33,9 +34,11 @@ pub(crate) fn drain(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, n
 #[inline(never)]
 fn drain_pending(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, now: u64) {
     let w = &shared.workers[me];
-    for t in w.wakelist.take_all() {
-        // SAFETY: pushed from `Arc::into_raw` by `queue_wakelist`; the list gives it back once.
-        let t = unsafe { Arc::from_raw(t.as_ptr().cast_const()) };
+    for p in w.wakelist.take_all() {
+        // SAFETY: pushed by `queue_wakelist` from a live `TaskRef`, which its registry keeps
+        // alive until it is activated (`task/queued.rs`). The entry owns no count: the `Arc`
+        // rebuilt here is never dropped (`ManuallyDrop`).
+        let t = ManuallyDrop::new(unsafe { Arc::from_raw(p.as_ptr().cast_const()) });
         if t.wake_delayed.swap(false, Ordering::Relaxed) {
             // Still queued (delayed) unless a pick finished the dequeue after the waker saw
             // `sched_delayed` (loom model `delayed_wakeup`, mutant `drain_delayed_no_recheck`).
@@ -52,7 +55,8 @@ fn drain_pending(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, now:
             if queued && owner != me {
                 t.wake_delayed.store(true, Ordering::Relaxed);
                 w.stats.inc(&w.stats.wakeups_chased);
-                crate::wake::queue_wakelist(shared, owner, t);
+                // SAFETY: the entry's task is claimed and alive (above); it moves lists.
+                unsafe { crate::wake::queue_wakelist(shared, owner, &t) };
                 continue;
             }
             #[cfg(lagom_mutant = "drain_delayed_no_recheck")]
@@ -75,7 +79,8 @@ fn drain_pending(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, now:
                 crate::trace::migrate(shared, &t, me, target, crate::trace::MigrateCause::Wakeup);
                 t.cpu.store(target, Ordering::Relaxed);
                 w.stats.inc(&w.stats.runnable_migrated);
-                crate::wake::queue_wakelist(shared, target, t);
+                // SAFETY: as above.
+                unsafe { crate::wake::queue_wakelist(shared, target, &t) };
                 continue;
             }
         }
