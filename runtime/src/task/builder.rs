@@ -208,13 +208,15 @@ where
     let prev = local_idx.unwrap_or_else(|| {
         shared.next_outside.fetch_add(1, Ordering::Relaxed) % shared.workers.len()
     });
-    {
-        // The registry's reference; home and slot are published with the task (registry.rs).
-        let mut reg = shared.workers[prev].tasks.lock();
-        let slot = reg.insert(Arc::clone(&task));
-        task.reg_home.store(prev, Ordering::Relaxed);
-        task.reg_slot.store(slot, Ordering::Relaxed);
-    }
+    // The registry's reference; home and slot are published with the task (registry.rs).
+    let reg = &shared.workers[prev].tasks;
+    let slot = match local {
+        // SAFETY: `prev` is the calling worker, whose own part this thread is the one to touch.
+        Some(_) => unsafe { reg.insert_own(Arc::clone(&task)) },
+        None => reg.insert_foreign(Arc::clone(&task)),
+    };
+    task.reg_home.store(prev, Ordering::Relaxed);
+    task.reg_slot.store(slot, Ordering::Relaxed);
     let target = crate::wake::select_cpu(shared, &task, prev, local_idx);
     task.cpu.store(target, Ordering::Relaxed);
     crate::wake::enqueue_on(shared, local, target, &task, true);

@@ -40,7 +40,9 @@
 //! On the next context, `finish_task_switch` clears the dead task's `on_cpu` as for any
 //! previous task and then calls [`put_dead`], which takes the fiber out of the task, gives the
 //! stack back to this worker's pool, removes the task from its registry and drops that last
-//! owning reference (the join handle may still hold one). The idle context is kept for when
+//! owning reference (the join handle may still hold one). A task whose home is another worker
+//! is handed to that worker's dead list instead, and its home removes it
+//! (`task/registry.rs`). The idle context is kept for when
 //! nothing is runnable; before this path existed every exit went through it: a second switch
 //! per task (issue #5).
 
@@ -50,7 +52,7 @@ use super::{WorkerThread, drain, local, pick, timer};
 use crate::arch::Context;
 use crate::policy::{DequeueKind, Dequeued};
 use crate::sync::atomic::Ordering;
-use crate::task::{DEAD, Task};
+use crate::task::{DEAD, FOREIGN, Task};
 use crate::trace::SwitchReason;
 
 /// The exit hook of every task's fiber (module doc): dequeues the task, delivers its outcome,
@@ -129,14 +131,21 @@ pub(crate) fn put_dead(wt: &WorkerThread) {
     let stack = fiber.and_then(|f| f.into_stack());
     let home = t.reg_home.load(Ordering::Relaxed);
     let slot = t.reg_slot.load(Ordering::Relaxed);
-    let me = {
-        let mut reg = wt.shared.workers[home].tasks.lock();
-        reg.stack_returned();
-        reg.remove(slot)
-    };
     if let Some(stack) = stack {
         wt.pool.borrow_mut().put(stack);
     }
+    let reg = &wt.shared.workers[home].tasks;
+    if home != wt.index && slot & FOREIGN == 0 {
+        // Another worker's own task: its home removes it (`task/registry.rs`).
+        // SAFETY: the task is dead, off every queue and CPU, on no list (a dead task cannot
+        // be claimed, so it is on no wakelist), and not touched below.
+        if unsafe { reg.push_dead(t) } {
+            wt.shared.workers[home].kick.kick();
+        }
+        return;
+    }
+    // SAFETY: an own slot of this worker (this thread is its home), or a foreign one.
+    let me = unsafe { reg.remove(slot) };
     // The registry's reference, dropped last: it may be the one that frees `t`.
     drop(me);
 }

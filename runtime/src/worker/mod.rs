@@ -74,7 +74,7 @@ pub(crate) struct Worker {
     /// Counters.
     pub(crate) stats: Counters,
     /// The live tasks whose home this worker is (`task/registry.rs`).
-    pub(crate) tasks: Lock<Registry<TaskRef>>,
+    pub(crate) tasks: Registry,
 }
 
 impl Worker {
@@ -88,7 +88,7 @@ impl Worker {
             nr_running: AtomicUsize::new(0),
             load: AtomicU64::new(0),
             stats: Counters::default(),
-            tasks: Lock::new(Registry::default()),
+            tasks: Registry::new(),
         }
     }
 }
