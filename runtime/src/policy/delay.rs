@@ -28,6 +28,13 @@ pub enum DequeueKind {
     /// deadline is kept relative to vruntime; a delayed entity stays delayed (it is enqueued
     /// elsewhere as delayed).
     Save,
+    /// The task ended (`TASK_DEAD`): removed at once, never delayed. The kernel dequeues a
+    /// dying task as a sleeper, which may delay it, and completes that dequeue at once in
+    /// `task_dead_fair`; at the same `now` both leave the runqueue exactly as this plain
+    /// removal does (V, sums, load, counts, current), and only the dead entity's saved lag,
+    /// which nobody reads, differs (issue #5: the round trip cost ~140 instructions per
+    /// spawn+join).
+    Dead,
 }
 
 /// What [`RunQueue::dequeue`] did.

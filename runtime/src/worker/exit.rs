@@ -10,8 +10,9 @@
 //! The fiber's exit hook runs once the closure has ended and its outcome is recorded:
 //!
 //! 1. fire expired timers (as `schedule()` does);
-//! 2. under the runqueue lock, dequeue the task (`Sleep`; a delayed dequeue is finished at
-//!    once), store `DEAD` and `on_rq = false` (Release);
+//! 2. under the runqueue lock, dequeue the task (`DequeueKind::Dead`: never delayed, the
+//!    kernel's delayed dequeue finished at once in `task_dead_fair`), store `DEAD` and
+//!    `on_rq = false` (Release);
 //! 3. still under the lock, deliver the outcome (`Complete::complete`, which returns the
 //!    registered joiner) and wake the joiner with `try_to_wake_up_held`: a joiner that lands
 //!    on this worker (requeued in place while it sleeps delayed here, or enqueued here) is
@@ -73,11 +74,8 @@ pub(crate) fn exit_current() -> *const Context {
     // SAFETY: as above.
     let h = unsafe { t.sched(|s| s.handle.take()) }.expect("lagom: ending task not queued");
     t.state.store(DEAD, Ordering::Relaxed);
-    match rq.dequeue(h, DequeueKind::Sleep, now) {
-        Dequeued::Delayed => drop(rq.finish_delayed(h, now)),
-        Dequeued::Removed { .. } => {}
-    }
-    t.sched_delayed.store(false, Ordering::Relaxed);
+    let removed = rq.dequeue(h, DequeueKind::Dead, now);
+    debug_assert!(matches!(removed, Dequeued::Removed { .. }), "a dead task is never delayed");
     t.on_rq.store(false, Ordering::Release);
     w.publish(&rq);
     // Deliver the outcome and wake the joiner, in the same lock section when the joiner
