@@ -75,7 +75,10 @@ pub(crate) fn exit_current() -> *const Context {
     let h = unsafe { t.sched(|s| s.handle.take()) }.expect("lagom: ending task not queued");
     t.state.store(DEAD, Ordering::Relaxed);
     let removed = rq.dequeue(h, DequeueKind::Dead, now);
-    debug_assert!(matches!(removed, Dequeued::Removed { .. }), "a dead task is never delayed");
+    debug_assert!(
+        matches!(removed, Dequeued::Removed { .. }),
+        "a dead task is never delayed"
+    );
     t.on_rq.store(false, Ordering::Release);
     w.publish(&rq);
     // Deliver the outcome and wake the joiner, in the same lock section when the joiner
