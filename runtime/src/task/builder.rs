@@ -154,8 +154,22 @@ where
     let name = b.name.unwrap_or_default();
     // The task's allocation comes first: the packet goes in it when it fits (completion.rs),
     // and the closure needs the packet's address. Built in place: `Arc::new(Task::new(..))`
-    // compiled to a ~270-byte copy from the stack (issue #5).
-    let uninit = Arc::into_raw(Arc::<Task>::new_uninit()).cast_mut();
+    // compiled to a ~270-byte copy from the stack (issue #5). A spawn by a task takes its
+    // worker's spare allocation if there is one (`recycle.rs`).
+    // SAFETY: `wt` is the calling worker, whose spare this thread is the one to touch.
+    let spare = local.and_then(|wt| unsafe { wt.worker().tasks.take_spare() });
+    let uninit = match spare {
+        Some(old) => {
+            let p = Arc::into_raw(old).cast_mut();
+            // SAFETY: a spare is the only reference to a dead task (`recycle.rs`): its fields
+            // are dropped once, here, and the allocation, whose count stays 1, is written
+            // whole again below before the `Arc` is rebuilt from `p`; a panic in between
+            // leaks it rather than dropping it twice.
+            unsafe { core::ptr::drop_in_place(p) };
+            p.cast::<core::mem::MaybeUninit<Task>>()
+        }
+        None => Arc::into_raw(Arc::<Task>::new_uninit()).cast_mut(),
+    };
     let task_ptr = uninit.cast::<Task>();
     let (completion, packet) = if PacketStore::fits::<T>() {
         // SAFETY: the packet fits; the store is the task's, written below with the task as
@@ -192,9 +206,10 @@ where
         se.set_custom_slice(Some(ns.clamp(MIN_CUSTOM_SLICE, MAX_CUSTOM_SLICE)));
     }
     let inline = PacketStore::fits::<T>();
-    // SAFETY: the allocation is fresh and `uninit` its only pointer; it is written once,
-    // whole, then its inline packet (if any) as `Completion::inline` requires, before
-    // `assume_init`.
+    // SAFETY: the allocation is fresh (or a spare's, its old task dropped) and `uninit` its
+    // only pointer; it is written once, whole, then its inline packet (if any) as
+    // `Completion::inline` requires, before `assume_init`. `uninit` came from `into_raw` of
+    // an `Arc<MaybeUninit<Task>>` or of an `Arc<Task>`, the same size and alignment.
     let task: super::TaskRef = unsafe {
         (*uninit).write(Task::new(
             Some(fiber),

@@ -49,6 +49,7 @@ mod completion;
 mod join;
 mod park;
 mod queued;
+mod recycle;
 mod registry;
 mod slots;
 

@@ -37,6 +37,9 @@
 //! exit reads them after it ran. `Runtime::stats` reads the own part's counts, which the owner
 //! publishes after each change (Relaxed: a snapshot), and the foreign part's under its lock.
 //! Shutdown, with every worker stopped and joined, reaps every dead list and takes every part.
+//!
+//! The registry also keeps the worker's *spare*, a joined task's allocation for its next
+//! spawn (`recycle.rs`); it is in no slot and counts as nothing.
 
 use core::ptr::NonNull;
 
@@ -62,6 +65,9 @@ pub(crate) struct Registry {
     dead: LList<Task>,
     /// The foreign part.
     foreign: Lock<Slots<TaskRef>>,
+    /// A joined task's allocation kept for the next spawn here (`recycle.rs`): touched only by
+    /// the home worker's thread, or with every worker stopped.
+    spare: UnsafeCell<Option<TaskRef>>,
 }
 
 // SAFETY: `own` is touched by one thread at a time (the owner's, or the shutting-down thread
@@ -79,7 +85,28 @@ impl Registry {
             own_stacks: AtomicUsize::new(0),
             dead: LList::new(),
             foreign: Lock::new(Slots::default()),
+            spare: UnsafeCell::new(None),
         }
+    }
+
+    /// Keeps `t` as the spare, dropping the one kept before (`recycle.rs`).
+    ///
+    /// # Safety
+    /// The caller is the home worker's thread; `t` is the only reference to its task, which
+    /// is dead and out of its registry.
+    pub(crate) unsafe fn put_spare(&self, t: TaskRef) {
+        // SAFETY: the caller's contract: only this thread touches the spare slot.
+        let old = self.spare.with_mut(|p| unsafe { (*p).replace(t) });
+        drop(old);
+    }
+
+    /// Takes the spare, if any: the only reference to a dead task, out of every registry.
+    ///
+    /// # Safety
+    /// The caller is the home worker's thread, or every worker has stopped and been joined.
+    pub(crate) unsafe fn take_spare(&self) -> Option<TaskRef> {
+        // SAFETY: the caller's contract: only this thread touches the spare slot.
+        self.spare.with_mut(|p| unsafe { (*p).take() })
     }
 
     /// Runs `f` on the own part and publishes its counts.
@@ -170,7 +197,7 @@ impl Registry {
         }
     }
 
-    /// Reaps, then empties every part (shutdown): hands each task to `cancel`, which returns
+    /// Drops the spare, reaps, then empties every part (shutdown): hands each task to `cancel`, which returns
     /// whether it gave the task's stack back, counts that stack returned, and drops the
     /// registry's reference. Nothing of the registry is borrowed while `cancel` runs or a
     /// task is dropped.
@@ -178,7 +205,9 @@ impl Registry {
     /// # Safety
     /// Every worker has stopped and been joined.
     pub(crate) unsafe fn cancel_all(&self, mut cancel: impl FnMut(&Task) -> bool) {
-        // SAFETY: the caller's contract (for the three calls on the own part).
+        // SAFETY: the caller's contract (for the spare and the three calls on the own part).
+        drop(unsafe { self.take_spare() });
+        // SAFETY: as above.
         unsafe { self.reap() };
         // SAFETY: as above.
         let own = unsafe { self.with_own(Slots::take_all) };
