@@ -113,6 +113,7 @@ impl Registry {
     ///
     /// # Safety
     /// The caller is the home worker's thread, or every worker has stopped and been joined.
+    #[inline]
     unsafe fn with_own<R>(&self, f: impl FnOnce(&mut Slots<TaskRef>) -> R) -> R {
         self.own.with_mut(|p| {
             // SAFETY: the caller's contract makes this the only access to the own part.
@@ -130,6 +131,7 @@ impl Registry {
     ///
     /// # Safety
     /// The caller is the home worker's thread.
+    #[inline]
     pub(crate) unsafe fn insert_own(&self, t: TaskRef) -> usize {
         if !self.dead.is_empty() {
             // SAFETY: the caller's contract.
@@ -150,6 +152,7 @@ impl Registry {
     ///
     /// # Safety
     /// For an own slot, the caller is the home worker's thread.
+    #[inline]
     pub(crate) unsafe fn remove(&self, slot: usize) -> TaskRef {
         let take = |s: &mut Slots<TaskRef>, i| {
             s.stack_returned();
@@ -187,6 +190,7 @@ impl Registry {
     ///
     /// # Safety
     /// The caller is the home worker's thread, or every worker has stopped and been joined.
+    #[inline(never)]
     pub(crate) unsafe fn reap(&self) {
         for t in self.dead.take_all() {
             // SAFETY: pushed by `push_dead`; the own slot keeps the task alive until removed

@@ -40,6 +40,7 @@ impl<T> Default for Slots<T> {
 
 impl<T> Slots<T> {
     /// Adds `t` (with its stack); returns its slot.
+    #[inline]
     pub(crate) fn insert(&mut self, t: T) -> usize {
         self.tasks += 1;
         self.stacks += 1;
@@ -61,6 +62,7 @@ impl<T> Slots<T> {
     }
 
     /// A stack of one of the held tasks was given back (to a pool, or unmapped).
+    #[inline]
     pub(crate) fn stack_returned(&mut self) {
         self.stacks -= 1;
     }
@@ -69,6 +71,7 @@ impl<T> Slots<T> {
     ///
     /// # Panics
     /// If the slot is empty (a task freed twice).
+    #[inline]
     pub(crate) fn remove(&mut self, slot: usize) -> T {
         let e = &mut self.entries[slot];
         match core::mem::replace(e, Entry::Free(self.free)) {
