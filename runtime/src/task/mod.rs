@@ -179,7 +179,8 @@ unsafe impl Send for Task {}
 unsafe impl Sync for Task {}
 
 /// The reference-counted task pointer. A wakelist and a worker registry (`registry.rs`) each
-/// hold one while the task is theirs; a runqueue borrows the registry's ([`QueuedTask`]).
+/// hold one while the task is theirs; a runqueue borrows the registry's ([`QueuedTask`]); a
+/// worker's spare slot holds the only one of a joined task kept for reuse (`recycle.rs`).
 pub(crate) type TaskRef = Arc<Task>;
 
 // SAFETY: `link` is a field of `Task`; `from_node` subtracts its offset.
