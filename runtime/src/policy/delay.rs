@@ -34,7 +34,7 @@ pub enum DequeueKind {
     /// `now` both leave the runqueue as this plain removal does (V, sums, load, counts,
     /// current: the zero point of the sums may be rebased later, which moves nothing), and
     /// only the dead entity's saved lag, which nobody reads, differs (issue #5: the round
-    /// trip and the lag cost ~200 instructions per spawn+join).
+    /// trip and the lag cost ~270 instructions per spawn+join).
     Dead,
 }
 
