@@ -311,9 +311,9 @@ impl Runtime {
     pub fn stats(&self) -> Stats {
         let (mut live_tasks, mut live_stacks) = (0, 0);
         for w in &self.shared.workers {
-            let reg = w.tasks.lock();
-            live_tasks += reg.tasks();
-            live_stacks += reg.stacks();
+            let (tasks, stacks) = w.tasks.counts();
+            live_tasks += tasks;
+            live_stacks += stacks;
         }
         Stats {
             workers: self
@@ -381,20 +381,20 @@ impl Runtime {
             drop(old);
         }
         for w in &self.shared.workers {
-            let tasks = w.tasks.lock().take_all();
-            for t in tasks {
+            let cancel = |t: &crate::task::Task| {
                 // SAFETY: every worker has stopped: nobody else touches the task's parts.
                 let fiber = unsafe { t.sched(|s| s.fiber.take()) };
                 // A task that still has its fiber never ended: its outcome was not delivered.
-                if let Some(f) = fiber {
-                    // SAFETY: the fiber is suspended and will never be resumed; nothing refers
-                    // into its stack any more (every worker stopped, its wait nodes are
-                    // unreachable).
-                    drop(unsafe { f.into_stack_abandoned() });
-                    w.tasks.lock().stack_returned();
-                    t.completion.cancel();
-                }
-            }
+                let Some(f) = fiber else { return false };
+                // SAFETY: the fiber is suspended and will never be resumed; nothing refers
+                // into its stack any more (every worker stopped, its wait nodes are
+                // unreachable).
+                drop(unsafe { f.into_stack_abandoned() });
+                t.completion.cancel();
+                true
+            };
+            // SAFETY: every worker has stopped and been joined.
+            unsafe { w.tasks.cancel_all(cancel) };
         }
     }
 }

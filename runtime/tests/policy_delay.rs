@@ -176,3 +176,72 @@ fn no_delay_dequeue_removes_the_sleeper_at_once() {
     assert_eq!(rq.curr(), None);
     rq.check_invariants().unwrap();
 }
+
+/// What the rest of a runqueue shows after an entity left it: the counts, the load, V and
+/// every remaining entity, then the next pick and the entities after it.
+fn rest(rq: &mut RunQueue<u32>, now: u64) -> String {
+    let mut out = format!(
+        "queued {} runnable {} delayed {} load {} curr {:?} V {}",
+        rq.nr_queued(),
+        rq.nr_runnable(),
+        rq.nr_delayed(),
+        rq.load_weight(),
+        rq.curr(),
+        rq.avg_vruntime()
+    );
+    for (h, se, p) in rq.iter() {
+        out += &format!("\n{h:?} {p} {se:?}");
+    }
+    out += &format!("\npick {:?}", rq.pick_next(now));
+    for (h, se, p) in rq.iter() {
+        out += &format!("\n{h:?} {p} {se:?}");
+    }
+    out
+}
+
+/// A dead entity (`DequeueKind::Dead`) leaves at once even when it is not eligible, and the
+/// runqueue it leaves behind is exactly the one a delayed sleep finished at once
+/// (`finish_delayed`, the kernel's `task_dead_fair`) leaves, under every delay feature and
+/// with a waiting entity of any nice level.
+#[test]
+fn a_dead_entity_leaves_at_once_as_a_finished_delayed_sleep_would() {
+    for delay_zero in [false, true] {
+        for nice in [-5, 0, 7] {
+            let build = || {
+                let mut cfg = RqConfig::for_cpus(1);
+                cfg.features = Features::DEFAULT.with(Feature::DelayZero, delay_zero);
+                let mut rq = RunQueue::new(cfg);
+                for (p, n) in [(0, 0), (1, nice)] {
+                    rq.enqueue(SchedEntity::new(n), p, EnqueueKind::Wakeup, 0);
+                }
+                let Pick::Run(first) = rq.pick_next(0) else {
+                    panic!("nothing to run")
+                };
+                let now = 700_000;
+                rq.update_curr(now);
+                (rq, first, now)
+            };
+            let (mut dead_rq, dead, now) = build();
+            assert!(!dead_rq.entity_eligible(dead), "nice {nice}: not eligible");
+            let Dequeued::Removed { se, payload } = dead_rq.dequeue(dead, DequeueKind::Dead, now)
+            else {
+                panic!("nice {nice}: a dead entity was delayed")
+            };
+            assert!(!se.on_rq && !se.sched_delayed);
+            dead_rq.check_invariants().unwrap();
+
+            let (mut slept_rq, slept, _) = build();
+            assert!(matches!(
+                slept_rq.dequeue(slept, DequeueKind::Sleep, now),
+                Dequeued::Delayed
+            ));
+            let (_, slept_payload) = slept_rq.finish_delayed(slept, now);
+            assert_eq!(payload, slept_payload);
+            assert_eq!(
+                rest(&mut dead_rq, now + 1),
+                rest(&mut slept_rq, now + 1),
+                "delay_zero {delay_zero} nice {nice}"
+            );
+        }
+    }
+}

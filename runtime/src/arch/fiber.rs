@@ -199,43 +199,43 @@ impl<S: Stack> Fiber<S> {
         let guard = stack.guard();
         let slot = in_stack_slot::<F, S>(&stack);
         let top = slot.unwrap_or(stack.base().as_ptr() as usize);
-        let header = WithClosure {
-            inner: Inner {
+        let stack_size = top - stack.limit().as_ptr() as usize;
+        // The header is written where it lives, field by field: built as a local first, it
+        // was copied there with a `memcpy` (~40 instructions per spawn, issue #5).
+        let (p, free): (*mut WithClosure<F>, unsafe fn(*mut Inner)) = match slot {
+            Some(addr) => (addr as *mut WithClosure<F>, drop_in_stack::<F>),
+            None => (
+                Box::into_raw(Box::<WithClosure<F>>::new_uninit()).cast(),
+                free_boxed::<F>,
+            ),
+        };
+        // SAFETY: `p` is valid for writes of a `WithClosure<F>` and aligned for it: a fresh
+        // box, or the slot `in_stack_slot` placed inside `[limit, base)` (it takes at most a
+        // sixteenth of the usable bytes) and aligned, in a fresh stack owned by the fiber, so
+        // nothing else uses it. Both fields are written, so the whole is initialised.
+        unsafe {
+            (&raw mut (*p).f).write(Some(f));
+            (&raw mut (*p).inner).write(Inner {
                 ctx: Context::new(),
                 info: TaskInfo {
                     name_ptr: name.as_ptr(),
                     name_len: name.len(),
                     id,
-                    stack_size: top - stack.limit().as_ptr() as usize,
+                    stack_size,
                     guard_start: guard.start,
                     guard_end: guard.end,
                 },
                 _name: name,
                 run: run_closure::<F>,
-                free: if slot.is_some() {
-                    drop_in_stack::<F>
-                } else {
-                    free_boxed::<F>
-                },
+                free,
                 state: State::NotStarted,
                 outcome: None,
                 on_exit: None,
                 top,
-            },
-            f: Some(f),
-        };
-        let inner = match slot {
-            Some(addr) => {
-                let p = addr as *mut WithClosure<F>;
-                // SAFETY: `in_stack_slot` placed the slot inside `[limit, base)` (it takes at
-                // most a sixteenth of the usable bytes) and aligned it for `WithClosure<F>`;
-                // the stack is fresh and owned by the fiber, so nothing else uses it.
-                unsafe { p.write(header) };
-                // SAFETY: `p` is inside the stack's mapping, not null.
-                unsafe { NonNull::new_unchecked(p) }.cast::<Inner>()
-            }
-            None => NonNull::from(Box::leak(Box::new(header))).cast::<Inner>(),
-        };
+            });
+        }
+        // SAFETY: `p` is not null (a box, or an address inside the stack's mapping).
+        let inner = unsafe { NonNull::new_unchecked(p) }.cast::<Inner>();
         // SAFETY: the stack is fresh and owned by the fiber, and `[limit, top)` is free of
         // the header; fiber_main never returns and ends by switching away for the last time.
         let ctx =

@@ -154,8 +154,22 @@ where
     let name = b.name.unwrap_or_default();
     // The task's allocation comes first: the packet goes in it when it fits (completion.rs),
     // and the closure needs the packet's address. Built in place: `Arc::new(Task::new(..))`
-    // compiled to a ~270-byte copy from the stack (issue #5).
-    let uninit = Arc::into_raw(Arc::<Task>::new_uninit()).cast_mut();
+    // compiled to a ~270-byte copy from the stack (issue #5). A spawn by a task takes its
+    // worker's spare allocation if there is one (`recycle.rs`).
+    // SAFETY: `wt` is the calling worker, whose spare this thread is the one to touch.
+    let spare = local.and_then(|wt| unsafe { wt.worker().tasks.take_spare() });
+    let uninit = match spare {
+        Some(old) => {
+            let p = Arc::into_raw(old).cast_mut();
+            // SAFETY: a spare is the only reference to a dead task (`recycle.rs`): its fields
+            // are dropped once, here, and the allocation, whose count stays 1, is written
+            // whole again below before the `Arc` is rebuilt from `p`; a panic in between
+            // leaks it rather than dropping it twice.
+            unsafe { core::ptr::drop_in_place(p) };
+            p.cast::<core::mem::MaybeUninit<Task>>()
+        }
+        None => Arc::into_raw(Arc::<Task>::new_uninit()).cast_mut(),
+    };
     let task_ptr = uninit.cast::<Task>();
     let (completion, packet) = if PacketStore::fits::<T>() {
         // SAFETY: the packet fits; the store is the task's, written below with the task as
@@ -168,7 +182,14 @@ where
     };
     // Not `Arc` clones: the task's completion keeps the packet alive (join.rs).
     let slot = ValueSlot::new(packet);
-    let mut fiber = Fiber::new(name.clone(), id, stack, move || {
+    // The fiber's copy of the name (for overflow and panic reports); `String::clone` costs
+    // ~20 instructions even for an empty name.
+    let fiber_name = if name.is_empty() {
+        String::new()
+    } else {
+        name.clone()
+    };
+    let mut fiber = Fiber::new(fiber_name, id, stack, move || {
         // First run: complete the switch that brought us here.
         worker::finish_task_switch();
         let v = f();
@@ -185,9 +206,10 @@ where
         se.set_custom_slice(Some(ns.clamp(MIN_CUSTOM_SLICE, MAX_CUSTOM_SLICE)));
     }
     let inline = PacketStore::fits::<T>();
-    // SAFETY: the allocation is fresh and `uninit` its only pointer; it is written once,
-    // whole, then its inline packet (if any) as `Completion::inline` requires, before
-    // `assume_init`.
+    // SAFETY: the allocation is fresh (or a spare's, its old task dropped) and `uninit` its
+    // only pointer; it is written once, whole, then its inline packet (if any) as
+    // `Completion::inline` requires, before `assume_init`. `uninit` came from `into_raw` of
+    // an `Arc<MaybeUninit<Task>>` or of an `Arc<Task>`, the same size and alignment.
     let task: super::TaskRef = unsafe {
         (*uninit).write(Task::new(
             Some(fiber),
@@ -208,13 +230,15 @@ where
     let prev = local_idx.unwrap_or_else(|| {
         shared.next_outside.fetch_add(1, Ordering::Relaxed) % shared.workers.len()
     });
-    {
-        // The registry's reference; home and slot are published with the task (registry.rs).
-        let mut reg = shared.workers[prev].tasks.lock();
-        let slot = reg.insert(Arc::clone(&task));
-        task.reg_home.store(prev, Ordering::Relaxed);
-        task.reg_slot.store(slot, Ordering::Relaxed);
-    }
+    // The registry's reference; home and slot are published with the task (registry.rs).
+    let reg = &shared.workers[prev].tasks;
+    let slot = match local {
+        // SAFETY: `prev` is the calling worker, whose own part this thread is the one to touch.
+        Some(_) => unsafe { reg.insert_own(Arc::clone(&task)) },
+        None => reg.insert_foreign(Arc::clone(&task)),
+    };
+    task.reg_home.store(prev, Ordering::Relaxed);
+    task.reg_slot.store(slot, Ordering::Relaxed);
     let target = crate::wake::select_cpu(shared, &task, prev, local_idx);
     task.cpu.store(target, Ordering::Relaxed);
     crate::wake::enqueue_on(shared, local, target, &task, true);

@@ -252,12 +252,15 @@ impl<T> JoinHandle<T> {
     /// If the runtime was shut down before the task ended (it was cancelled, see
     /// [`crate::Runtime::shutdown`]).
     pub fn join(self) -> Result<T, JoinError> {
-        loop {
+        let r = loop {
             if let Some(r) = self.try_take(current_unparker) {
-                return r;
+                break r;
             }
             park();
-        }
+        };
+        // The outcome is out of the packet: the task's allocation may serve the next spawn.
+        super::recycle::recycle(self.task);
+        r
     }
 
     /// One round of [`join`](Self::join): take the outcome if it is there, else register

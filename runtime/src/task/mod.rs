@@ -49,7 +49,9 @@ mod completion;
 mod join;
 mod park;
 mod queued;
+mod recycle;
 mod registry;
+mod slots;
 
 pub(crate) use builder::spawn_inner;
 pub use builder::{Builder, CurrentTask, cond_resched, current, runtime, sleep, spawn, yield_now};
@@ -65,7 +67,7 @@ pub(crate) use park::unpark_task;
 pub(crate) use park::{ParkStep, prepare_park};
 pub use park::{Unparker, current_unparker, park};
 pub(crate) use queued::QueuedTask;
-pub(crate) use registry::Registry;
+pub(crate) use registry::{FOREIGN, Registry};
 
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -135,7 +137,7 @@ pub(crate) struct Task {
     /// The waker's worker index for a delayed wakeup (`usize::MAX`: from outside).
     pub(crate) wake_cpu: AtomicUsize,
     /// The worker whose registry holds the task, and its slot there (`registry.rs`): written
-    /// by the spawner under that registry's lock before the first enqueue publishes the task.
+    /// by the spawner before the first enqueue publishes the task.
     pub(crate) reg_home: AtomicUsize,
     /// See `reg_home`.
     pub(crate) reg_slot: AtomicUsize,
@@ -178,7 +180,8 @@ unsafe impl Sync for Task {}
 
 /// The reference-counted task pointer. A worker registry (`registry.rs`) holds one while the
 /// task lives; a runqueue ([`QueuedTask`]) and a wakelist entry (`wake::queue_wakelist`)
-/// borrow the registry's.
+/// borrow the registry's; a worker's spare slot holds the only one of a joined task kept for
+/// reuse (`recycle.rs`).
 pub(crate) type TaskRef = Arc<Task>;
 
 // SAFETY: `link` is a field of `Task`; `from_node` subtracts its offset.

@@ -1,124 +1,240 @@
 //! The registry of live tasks: the owning reference of every task from its spawn until it is
 //! freed, so that shutdown can find and free tasks that nothing else refers to (a task blocked
-//! for good, whose unparkers are gone).
+//! for good, whose unparkers are gone), and so that a runqueue can borrow that reference
+//! instead of counting one of its own (`queued.rs`).
 //!
 //! Invariant: *a task is in exactly one registry slot from the end of its spawn until its
-//! worker frees it (or shutdown cancels it), and the slot's counts say how many tasks and task
-//! stacks that registry holds.*
+//! home worker (or the one that freed it, for a task spawned from outside, or shutdown)
+//! removes it, which happens only after its exit hook has dequeued it for good (or, at
+//! shutdown, after every worker has stopped); the slots' counts say how many tasks and task
+//! stacks each registry holds.*
 //!
-//! There is one registry per worker, each behind its own lock (`Worker::tasks`). A spawn
-//! inserts the task into the registry of its *home* worker (the spawning worker, or the one
-//! the round-robin hint names for a spawn from outside) and records the home and the slot in
-//! the task (`Task::reg_home`, `Task::reg_slot`, written before the task is published by its
-//! first enqueue, read by its exit after it ran). The exit, on whichever worker, removes it
-//! from there. Slots are reused through a free list, so once a registry has grown to its peak
-//! number of tasks neither spawn nor exit allocates, and spawns on different workers take
-//! different locks.
+//! There is one registry per worker (`Worker::tasks`), the registry of the tasks whose *home*
+//! it is. It has three parts:
+//!
+//! * **own** — the tasks spawned on the worker itself, by a task it runs. Only the worker's
+//!   own thread touches these slots, without a lock (issue #5: the lock taken at spawn and
+//!   again at the free cost four locked instructions per spawn+join): it inserts at spawn, and
+//!   removes when one of these tasks dies on this worker (`worker::put_dead`) or when it
+//!   reaps its dead list.
+//! * **dead** — a lock-free list (`sync/llist.rs`) of own tasks that died on *another* worker
+//!   (moved there by balancing or a wakeup). That worker gives the stack back to its own pool,
+//!   takes the fiber out, and pushes the task, through the task's wakelist link, which a dead
+//!   task no longer uses (it is on no wakelist: only a claimed, blocked task is pushed on one,
+//!   and a dead task can no longer be claimed). It touches the task no more after the push:
+//!   the home's slot still holds the reference, and the home may free the task at once. The
+//!   push is Release and the home's take is Acquire, so the home sees the fiber taken. The
+//!   home **reaps** the list (removes those slots) at its next spawn and whenever it runs out
+//!   of work (`worker/idle.rs`); until then the dead tasks still count as live. A push onto
+//!   an empty list kicks the home, and the idle re-check counts a non-empty list as work
+//!   (the kick protocol, `sync/kick.rs`), so an idle home does not sleep on dead tasks.
+//! * **foreign** — tasks spawned from outside the runtime's workers (`Runtime::spawn`), behind
+//!   a lock, since the spawning thread is not the home's; whichever worker frees such a task
+//!   takes that lock.
+//!
+//! `Task::reg_home` and `Task::reg_slot` (with [`FOREIGN`] set for the foreign part) say where
+//! a task is; the spawner writes them before the task's first enqueue publishes it, and its
+//! exit reads them after it ran. `Runtime::stats` reads the own part's counts, which the owner
+//! publishes after each change (Relaxed: a snapshot), and the foreign part's under its lock.
+//! Shutdown, with every worker stopped and joined, reaps every dead list and takes every part.
+//!
+//! The registry also keeps the worker's *spare*, a joined task's allocation for its next
+//! spawn (`recycle.rs`); it is in no slot and counts as nothing.
 
-use alloc::vec::Vec;
+use core::ptr::NonNull;
 
-/// One worker's live tasks (module doc); `T` is `TaskRef` (generic for the unit tests).
-pub(crate) struct Registry<T> {
-    slots: Vec<Option<T>>,
-    free: Vec<usize>,
-    /// Task stacks mapped for tasks of this registry and not yet given back.
-    stacks: usize,
+use super::slots::Slots;
+use super::{Task, TaskRef};
+use crate::sync::atomic::{AtomicUsize, Ordering};
+use crate::sync::cell::UnsafeCell;
+use crate::sync::llist::LList;
+use crate::sync::lock::Lock;
+
+/// The bit of `Task::reg_slot` that marks a slot of the foreign part.
+pub(crate) const FOREIGN: usize = 1 << (usize::BITS - 1);
+
+/// One worker's live tasks (module doc).
+pub(crate) struct Registry {
+    /// The own part: touched only by the home worker's thread, or with every worker stopped.
+    own: UnsafeCell<Slots<TaskRef>>,
+    /// `own`'s task count, published by the owner after each change.
+    own_tasks: AtomicUsize,
+    /// `own`'s stack count, published with `own_tasks`.
+    own_stacks: AtomicUsize,
+    /// Own tasks that died on other workers, for the owner to reap.
+    dead: LList<Task>,
+    /// The foreign part.
+    foreign: Lock<Slots<TaskRef>>,
+    /// A joined task's allocation kept for the next spawn here (`recycle.rs`): touched only by
+    /// the home worker's thread, or with every worker stopped.
+    spare: UnsafeCell<Option<TaskRef>>,
 }
 
-impl<T> Default for Registry<T> {
-    fn default() -> Self {
+// SAFETY: `own` is touched by one thread at a time (the owner's, or the shutting-down thread
+// after joining every worker: the contracts of the unsafe methods); the other parts are
+// atomics, a lock-free list and a lock. The tasks themselves are Send and Sync.
+unsafe impl Sync for Registry {}
+// SAFETY: as for Sync; every part holds only `TaskRef`s, which are Send.
+unsafe impl Send for Registry {}
+
+impl Registry {
+    pub(crate) fn new() -> Registry {
         Registry {
-            slots: Vec::new(),
-            free: Vec::new(),
-            stacks: 0,
-        }
-    }
-}
-
-impl<T> Registry<T> {
-    /// Adds `t` (with its freshly mapped stack); returns its slot.
-    pub(crate) fn insert(&mut self, t: T) -> usize {
-        self.stacks += 1;
-        match self.free.pop() {
-            Some(slot) => {
-                debug_assert!(self.slots[slot].is_none(), "free slot {slot} is taken");
-                self.slots[slot] = Some(t);
-                slot
-            }
-            None => {
-                self.slots.push(Some(t));
-                self.slots.len() - 1
-            }
+            own: UnsafeCell::new(Slots::default()),
+            own_tasks: AtomicUsize::new(0),
+            own_stacks: AtomicUsize::new(0),
+            dead: LList::new(),
+            foreign: Lock::new(Slots::default()),
+            spare: UnsafeCell::new(None),
         }
     }
 
-    /// A stack of one of this registry's tasks was given back (to a pool, or unmapped).
-    pub(crate) fn stack_returned(&mut self) {
-        self.stacks -= 1;
-    }
-
-    /// Removes the task in `slot` and returns the owning reference.
+    /// Keeps `t` as the spare, dropping the one kept before (`recycle.rs`).
     ///
-    /// # Panics
-    /// If the slot is empty (a task freed twice).
-    pub(crate) fn remove(&mut self, slot: usize) -> T {
-        let t = self.slots[slot]
-            .take()
-            .expect("lagom: registry slot already empty");
-        self.free.push(slot);
-        t
+    /// # Safety
+    /// The caller is the home worker's thread; `t` is the only reference to its task, which
+    /// is dead and out of its registry.
+    pub(crate) unsafe fn put_spare(&self, t: TaskRef) {
+        // SAFETY: the caller's contract: only this thread touches the spare slot.
+        let old = self.spare.with_mut(|p| unsafe { (*p).replace(t) });
+        drop(old);
     }
 
-    /// Removes every task (shutdown), leaving the registry empty; the stack count is kept
-    /// for the caller to settle with [`stack_returned`](Self::stack_returned).
-    pub(crate) fn take_all(&mut self) -> Vec<T> {
-        self.free.clear();
-        self.slots.drain(..).flatten().collect()
+    /// Takes the spare, if any: the only reference to a dead task, out of every registry.
+    ///
+    /// # Safety
+    /// The caller is the home worker's thread, or every worker has stopped and been joined.
+    pub(crate) unsafe fn take_spare(&self) -> Option<TaskRef> {
+        // SAFETY: the caller's contract: only this thread touches the spare slot.
+        self.spare.with_mut(|p| unsafe { (*p).take() })
     }
 
-    /// Tasks held now.
-    pub(crate) fn tasks(&self) -> usize {
-        self.slots.len() - self.free.len()
+    /// Runs `f` on the own part and publishes its counts.
+    ///
+    /// # Safety
+    /// The caller is the home worker's thread, or every worker has stopped and been joined.
+    #[inline]
+    unsafe fn with_own<R>(&self, f: impl FnOnce(&mut Slots<TaskRef>) -> R) -> R {
+        self.own.with_mut(|p| {
+            // SAFETY: the caller's contract makes this the only access to the own part.
+            let own = unsafe { &mut *p };
+            let r = f(own);
+            self.own_tasks.store(own.tasks(), Ordering::Relaxed);
+            self.own_stacks.store(own.stacks(), Ordering::Relaxed);
+            r
+        })
     }
 
-    /// Stacks of its tasks not yet given back.
-    pub(crate) fn stacks(&self) -> usize {
-        self.stacks
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Registry;
-
-    #[test]
-    fn slots_are_reused_and_counted() {
-        let mut r = Registry::default();
-        let a = r.insert('a');
-        let b = r.insert('b');
-        let c = r.insert('c');
-        assert_eq!((r.tasks(), r.stacks()), (3, 3));
-        assert_eq!(r.remove(b), 'b');
-        r.stack_returned();
-        assert_eq!((r.tasks(), r.stacks()), (2, 2));
-        // The freed slot is handed out again; the others keep their tasks.
-        assert_eq!(r.insert('d'), b);
-        assert_eq!(r.remove(a), 'a');
-        assert_eq!(r.remove(c), 'c');
-        assert_eq!(r.tasks(), 1);
-        let mut rest = r.take_all();
-        rest.sort();
-        assert_eq!(rest, ['d']);
-        assert_eq!((r.tasks(), r.stacks()), (0, 3));
-        assert_eq!(r.insert('e'), 0, "take_all leaves no stale free slot");
+    /// Registers `t`, spawned by a task of the home worker, with its stack; returns the value
+    /// for `Task::reg_slot`. Reaps the dead list first, which bounds it to the tasks spawned
+    /// here since this worker's previous spawn or idle moment.
+    ///
+    /// # Safety
+    /// The caller is the home worker's thread.
+    #[inline]
+    pub(crate) unsafe fn insert_own(&self, t: TaskRef) -> usize {
+        if !self.dead.is_empty() {
+            // SAFETY: the caller's contract.
+            unsafe { self.reap() };
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.with_own(|own| own.insert(t)) }
     }
 
-    #[test]
-    #[should_panic(expected = "already empty")]
-    fn a_double_free_panics() {
-        let mut r = Registry::default();
-        let a = r.insert(1);
-        r.remove(a);
-        r.remove(a);
+    /// Registers `t`, spawned from outside the workers, with its stack; returns the value for
+    /// `Task::reg_slot`.
+    pub(crate) fn insert_foreign(&self, t: TaskRef) -> usize {
+        self.foreign.lock().insert(t) | FOREIGN
+    }
+
+    /// Takes out the task in `slot` (a `Task::reg_slot`), dead and with its stack given back,
+    /// and returns the registry's reference, which the caller drops last.
+    ///
+    /// # Safety
+    /// For an own slot, the caller is the home worker's thread.
+    #[inline]
+    pub(crate) unsafe fn remove(&self, slot: usize) -> TaskRef {
+        let take = |s: &mut Slots<TaskRef>, i| {
+            s.stack_returned();
+            s.remove(i)
+        };
+        if slot & FOREIGN != 0 {
+            take(&mut self.foreign.lock(), slot & !FOREIGN)
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { self.with_own(|own| take(own, slot)) }
+        }
+    }
+
+    /// Hands an own task that died on another worker, whose stack that worker has given
+    /// back, to the home worker, which removes it at its next reap (module doc). Returns
+    /// whether the dead list was empty: the caller then kicks the home, which may be asleep.
+    ///
+    /// # Safety
+    /// `t` is in this registry's own part, dead, off every queue and CPU, and on no list;
+    /// the caller touches it no more once this returns (the home may free it at once).
+    #[must_use = "the home worker must be kicked when the list was empty"]
+    pub(crate) unsafe fn push_dead(&self, t: &Task) -> bool {
+        // SAFETY: the caller's contract: the task is on no list and stays alive (its slot
+        // holds it) until the home's reap takes it out of the list.
+        unsafe { self.dead.push(NonNull::from(t)) }
+    }
+
+    /// Whether own tasks that died elsewhere wait to be reaped (the idle re-check).
+    pub(crate) fn has_dead(&self) -> bool {
+        !self.dead.is_empty()
+    }
+
+    /// Removes the own tasks that died on other workers (module doc), dropping the
+    /// registry's references.
+    ///
+    /// # Safety
+    /// The caller is the home worker's thread, or every worker has stopped and been joined.
+    #[inline(never)]
+    pub(crate) unsafe fn reap(&self) {
+        for t in self.dead.take_all() {
+            // SAFETY: pushed by `push_dead`; the own slot keeps the task alive until removed
+            // here, and the pusher's writes (the fiber taken) happen-before this take.
+            let slot = unsafe { t.as_ref() }.reg_slot.load(Ordering::Relaxed);
+            // SAFETY: the caller's contract; removing may free the task, not read afterwards.
+            drop(unsafe { self.remove(slot) });
+        }
+    }
+
+    /// Drops the spare, reaps, then empties every part (shutdown): hands each task to `cancel`, which returns
+    /// whether it gave the task's stack back, counts that stack returned, and drops the
+    /// registry's reference. Nothing of the registry is borrowed while `cancel` runs or a
+    /// task is dropped.
+    ///
+    /// # Safety
+    /// Every worker has stopped and been joined.
+    pub(crate) unsafe fn cancel_all(&self, mut cancel: impl FnMut(&Task) -> bool) {
+        // SAFETY: the caller's contract (for the spare and the three calls on the own part).
+        drop(unsafe { self.take_spare() });
+        // SAFETY: as above.
+        unsafe { self.reap() };
+        // SAFETY: as above.
+        let own = unsafe { self.with_own(Slots::take_all) };
+        for t in own {
+            if cancel(&t) {
+                // SAFETY: as above.
+                unsafe { self.with_own(Slots::stack_returned) };
+            }
+        }
+        let foreign = self.foreign.lock().take_all();
+        for t in foreign {
+            if cancel(&t) {
+                self.foreign.lock().stack_returned();
+            }
+        }
+    }
+
+    /// Tasks held now, and their stacks not yet given back (a snapshot while workers run).
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        let foreign = self.foreign.lock();
+        (
+            self.own_tasks.load(Ordering::Relaxed) + foreign.tasks(),
+            self.own_stacks.load(Ordering::Relaxed) + foreign.stacks(),
+        )
     }
 }

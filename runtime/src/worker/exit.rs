@@ -10,8 +10,9 @@
 //! The fiber's exit hook runs once the closure has ended and its outcome is recorded:
 //!
 //! 1. fire expired timers (as `schedule()` does);
-//! 2. under the runqueue lock, dequeue the task (`Sleep`; a delayed dequeue is finished at
-//!    once), store `DEAD` and `on_rq = false` (Release);
+//! 2. under the runqueue lock, dequeue the task (`DequeueKind::Dead`: never delayed, the
+//!    kernel's delayed dequeue finished at once in `task_dead_fair`), store `DEAD` and
+//!    `on_rq = false` (Release);
 //! 3. still under the lock, deliver the outcome (`Complete::complete`, which returns the
 //!    registered joiner) and wake the joiner with `try_to_wake_up_held`: a joiner that lands
 //!    on this worker (requeued in place while it sleeps delayed here, or enqueued here) is
@@ -40,7 +41,9 @@
 //! On the next context, `finish_task_switch` clears the dead task's `on_cpu` as for any
 //! previous task and then calls [`put_dead`], which takes the fiber out of the task, gives the
 //! stack back to this worker's pool, removes the task from its registry and drops that last
-//! owning reference (the join handle may still hold one). The idle context is kept for when
+//! owning reference (the join handle may still hold one). A task whose home is another worker
+//! is handed to that worker's dead list instead, and its home removes it
+//! (`task/registry.rs`). The idle context is kept for when
 //! nothing is runnable; before this path existed every exit went through it: a second switch
 //! per task (issue #5).
 
@@ -50,7 +53,7 @@ use super::{WorkerThread, drain, local, pick, timer};
 use crate::arch::Context;
 use crate::policy::{DequeueKind, Dequeued};
 use crate::sync::atomic::Ordering;
-use crate::task::{DEAD, Task};
+use crate::task::{DEAD, FOREIGN, Task};
 use crate::trace::SwitchReason;
 
 /// The exit hook of every task's fiber (module doc): dequeues the task, delivers its outcome,
@@ -71,11 +74,11 @@ pub(crate) fn exit_current() -> *const Context {
     // SAFETY: as above.
     let h = unsafe { t.sched(|s| s.handle.take()) }.expect("lagom: ending task not queued");
     t.state.store(DEAD, Ordering::Relaxed);
-    match rq.dequeue(h, DequeueKind::Sleep, now) {
-        Dequeued::Delayed => drop(rq.finish_delayed(h, now)),
-        Dequeued::Removed { .. } => {}
-    }
-    t.sched_delayed.store(false, Ordering::Relaxed);
+    let removed = rq.dequeue(h, DequeueKind::Dead, now);
+    debug_assert!(
+        matches!(removed, Dequeued::Removed { .. }),
+        "a dead task is never delayed"
+    );
     t.on_rq.store(false, Ordering::Release);
     w.publish(&rq);
     // Deliver the outcome and wake the joiner, in the same lock section when the joiner
@@ -129,14 +132,21 @@ pub(crate) fn put_dead(wt: &WorkerThread) {
     let stack = fiber.and_then(|f| f.into_stack());
     let home = t.reg_home.load(Ordering::Relaxed);
     let slot = t.reg_slot.load(Ordering::Relaxed);
-    let me = {
-        let mut reg = wt.shared.workers[home].tasks.lock();
-        reg.stack_returned();
-        reg.remove(slot)
-    };
     if let Some(stack) = stack {
         wt.pool.borrow_mut().put(stack);
     }
+    let reg = &wt.shared.workers[home].tasks;
+    if home != wt.index && slot & FOREIGN == 0 {
+        // Another worker's own task: its home removes it (`task/registry.rs`).
+        // SAFETY: the task is dead, off every queue and CPU, on no list (a dead task cannot
+        // be claimed, so it is on no wakelist), and not touched below.
+        if unsafe { reg.push_dead(t) } {
+            wt.shared.workers[home].kick.kick();
+        }
+        return;
+    }
+    // SAFETY: an own slot of this worker (this thread is its home), or a foreign one.
+    let me = unsafe { reg.remove(slot) };
     // The registry's reference, dropped last: it may be the one that frees `t`.
     drop(me);
 }

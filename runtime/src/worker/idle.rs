@@ -37,6 +37,9 @@
 //! that is neither running nor being switched away nor delayed, and may run here, from the
 //! worker with the most runnable tasks (at least two).
 //!
+//! Out of work, before balancing, the worker reaps its registry's dead list (the tasks it
+//! spawned that died on other workers, `task/registry.rs`).
+//!
 //! Shutdown: once `closing` is set, a worker whose runqueue and wakelist are empty leaves the
 //! loop; tasks still blocked are cancelled by `Runtime::shutdown`.
 
@@ -105,6 +108,9 @@ fn idle_loop(wt: &WorkerThread) {
         }
         let empty = rq.nr_queued() == 0;
         drop(rq);
+        // Out of work: remove this worker's tasks that died on others (`task/registry.rs`).
+        // SAFETY: this is the registry's home worker thread.
+        unsafe { w.tasks.reap() };
         if shared.closing.load(Ordering::Acquire) && empty && w.wakelist.is_empty() {
             return;
         }
@@ -114,6 +120,7 @@ fn idle_loop(wt: &WorkerThread) {
         let has_work = || {
             !w.wakelist.is_empty()
                 || w.nr_running.load(Ordering::Relaxed) > 0
+                || w.tasks.has_dead()
                 || shared.closing.load(Ordering::Relaxed)
         };
         if spin(wt, &has_work) {

@@ -86,7 +86,7 @@ pub(crate) struct Worker {
     /// Counters.
     pub(crate) stats: CachePadded<Counters>,
     /// The live tasks whose home this worker is (`task/registry.rs`).
-    pub(crate) tasks: CachePadded<Lock<Registry<TaskRef>>>,
+    pub(crate) tasks: CachePadded<Registry>,
 }
 
 impl Worker {
@@ -100,7 +100,7 @@ impl Worker {
             os_cpu,
             rq: CachePadded::new(Lock::new(RunQueue::new(cfg))),
             stats: CachePadded::new(Counters::default()),
-            tasks: CachePadded::new(Lock::new(Registry::default())),
+            tasks: CachePadded::new(Registry::new()),
         }
     }
 }

@@ -1,0 +1,43 @@
+//! Recycling a joined task's allocation for the next spawn on the same worker (issue #5: a
+//! `malloc` and a `free` of the task control block cost ~150 instructions per spawn+join).
+//!
+//! Invariant: *a worker's spare is a task that nothing else refers to: dead, freed by its
+//! worker (out of its registry, fiber taken), its only reference the spare slot's.*
+//!
+//! * **put** ([`recycle`]): `JoinHandle::join`, once it has the outcome, hands its task
+//!   reference here. If it is the only one left (`Arc::get_mut`, which also proves that no
+//!   other thread reads the task any more: every other reference, counted or borrowed from
+//!   the registry's, is gone) and the joiner runs on a worker of the task's runtime, the
+//!   reference goes into that worker's spare slot (`Registry::put_spare`, touched only by
+//!   the worker's own thread), dropping the spare it held, if any. Otherwise it is dropped as
+//!   usual. A unique reference implies that the task left its registry, which happens only
+//!   after its exit hook has dequeued it for good and `put_dead` took its fiber
+//!   (`registry.rs`); a cancelled task never gets here (its join panics).
+//! * **take** (`spawn_inner`, for a spawn by a task of that worker): takes the spare, turns
+//!   the reference into a raw pointer (so that nothing would drop it twice if the spawn
+//!   panicked half-way), drops the old task's fields in place and builds the new task in the
+//!   same allocation, whose count is still 1; the `Arc` is rebuilt from the pointer.
+//!
+//! A spare holds its runtime's `Shared` (through `Task::shared`) while `Shared` holds the
+//! spare: shutdown drops every spare (`Registry::cancel_all`) after the workers stopped, so
+//! the cycle never outlives the runtime.
+
+use alloc::sync::Arc;
+
+use super::TaskRef;
+use crate::worker::local;
+
+/// Keeps `task`, just joined, as its worker's spare if nothing else refers to it (module
+/// doc); drops it otherwise.
+pub(crate) fn recycle(mut task: TaskRef) {
+    if Arc::get_mut(&mut task).is_none() {
+        return;
+    }
+    let Some(wt) = local() else { return };
+    if !Arc::ptr_eq(&task.shared, &wt.shared) {
+        return;
+    }
+    // SAFETY: this thread is the worker's; the task is unique (checked above), so dead and
+    // out of its registry (module doc).
+    unsafe { wt.worker().tasks.put_spare(task) };
+}
