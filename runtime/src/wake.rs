@@ -55,9 +55,15 @@
 //! under it (the `cpu` re-check holds trivially: a balancer moves a task only under both
 //! locks), and a joiner that is enqueued there is activated under it. Every other step
 //! releases the held lock before it goes on: another runqueue lock (never two at once, so no
-//! lock-order question), a wakelist push and its kick, or the `on_cpu` wait. The loom models
-//! run the lock-free waker only (they have no worker thread to hold a lock); the held variant
-//! adds no interleaving, as the lock it reuses excludes exactly what a fresh one would.
+//! lock-order question), a wakelist push and its kick, or the `on_cpu` wait. The held lock
+//! adds no interleaving, as it excludes exactly what a fresh one would; what it adds is a
+//! choice — which worker's lock stands in, and when it must be released — and loom model 9
+//! (`loom-tests/tests/exit_wake.rs`) checks that choice: the `Model::exit` seam runs the
+//! exit's dequeue and this wakeup from a loom thread playing the exiting worker (a
+//! `WorkerThread` of its own, the lock held), against the joiner blocking on another worker
+//! (`exit_wake_remote`), and against another worker's balancer pulling a joiner that sleeps
+//! delayed on the exiting worker (`exit_wake_local`). Mutant `ttwu_held_wrong_rq` (the held
+//! guard used for a task queued on another worker) is caught there, and only there.
 
 use core::ptr::NonNull;
 
@@ -238,8 +244,14 @@ fn ttwu_runnable<'a>(
         let mut own: Option<RqGuard<'_>> = None;
         let rq: &mut RunQueue<QueuedTask> = match held.as_mut() {
             // The lock of `cpu` is held: a balancer, which moves a task under both locks,
-            // cannot move it away now, and the checks below hold as for a fresh lock.
+            // cannot move it away now, and the checks below hold as for a fresh lock. Only
+            // that lock: a task queued elsewhere (blocking on another worker, or pulled there
+            // by a balancer) is not under it (loom models `exit_wake_remote` and
+            // `exit_wake_local`, mutant `ttwu_held_wrong_rq`).
+            #[cfg(not(lagom_mutant = "ttwu_held_wrong_rq"))]
             Some(g) if Some(cpu) == local_idx => g,
+            #[cfg(lagom_mutant = "ttwu_held_wrong_rq")]
+            Some(g) => g,
             _ => {
                 drop(held.take());
                 own.insert(w.rq.lock())
