@@ -19,35 +19,46 @@
 //!   out; in the last case CPU selection sends it to worker 1 if that looks idle, else to
 //!   worker 0, the waker's, where it is activated under the held lock and picked by the
 //!   exit's own pick.
+//! * `exit_wake_remote_idle`: the same without U. When J blocks, worker 1 looks idle, so a
+//!   wakeup that finds J switched out selects worker 1 (J's previous CPU): the exit
+//!   releases its lock and enqueues J there, though J was queued nowhere.
 //! * `exit_wake_local`: J blocked **on worker 0** (as a worker is one thread, its block
 //!   completed before X ran there: J's `schedule()` picked X): it sleeps delayed on worker
 //!   0 (DELAY_DEQUEUE), or dequeued. The race is with worker 1, which runs its periodic
 //!   balance (it may pull the delayed J, under both locks: only that balancer moves delayed
-//!   tasks) and then looks for work as its idle loop does (drain, pick, switch in). The
-//!   exit's wakeup then finds J delayed on worker 0 (requeued in place under the held lock,
-//!   or with TTWU_DEQUEUE dequeued and enqueued there under it), dequeued (enqueued on
-//!   worker 0 under the held lock: worker 0 looks idle once X is gone), or pulled to worker
-//!   1 (the lock released, worker 1's taken).
+//!   tasks) and then looks for work as its idle loop does (drain, pick — which finishes the
+//!   dequeue of a delayed J it pulled — and switch in). The exit's wakeup then finds J
+//!   delayed on worker 0 (requeued in place under the held lock, or with TTWU_DEQUEUE
+//!   dequeued and enqueued there under it), dequeued (enqueued on worker 0 under the held
+//!   lock: worker 0 looks idle once X is gone), or pulled to worker 1 (the lock released,
+//!   worker 1's taken; or, once worker 1's pick finished its dequeue, enqueued there).
 //!
 //! Checked, in every execution: J gets the value; a J that slept is woken exactly once —
 //! queued on exactly one runqueue, the one its `cpu` names, `RUNNING`, no longer delayed —
-//! never lost and never queued twice; X is on no runqueue and off its CPU. Each test also
-//! asserts, counted over all executions of a feature set, that the wakeup was made under
-//! the held lock and with the lock released, and (`exit_wake_remote`) that the exit switched
-//! into J after activating it under the held lock.
+//! never lost and never queued twice; X is on no runqueue and off its CPU; no two workers
+//! switch J in. Each test also asserts, counted over all executions of a feature set, that
+//! the paths it is about were taken: a wakeup that released the lock (all but the local
+//! NO_DELAY_DEQUEUE set, where J always lands on worker 0); a wakeup done on worker 0 under
+//! the held lock, followed by the exit switching into J (local, and remote with
+//! DELAY_DEQUEUE off: with it on, J sleeps queued on worker 1 and the wakeup never lands on
+//! worker 0); and (`exit_wake_remote_idle`) J enqueued back on worker 1.
 //!
 //! Feature sets: DELAY_DEQUEUE on and off; remote enqueues through the wakelist or under the
 //! target's lock (TTWU_QUEUE); TTWU_QUEUE_ON_CPU on and off; and, for the local case, the
 //! delayed wakeup variants TTWU_QUEUE_DELAYED and TTWU_DEQUEUE.
 //!
-//! Mutant `ttwu_held_wrong_rq` (in `ttwu_runnable`, `wake.rs`) uses the held guard whichever
-//! worker the task is queued on, instead of only when that is the held lock's worker: the
-//! exit then requeues J, queued on worker 1, through worker 0's runqueue with worker 1's
-//! handle — touching J's scheduling state while worker 1 may be dequeuing it (loom reports
-//! the race), or requeueing an entity of worker 0 that is not J's. Caught by both tests; the
-//! other models never hold a lock when they wake, so they pass with it.
+//! Mutants (`mutants.sh` runs the whole file for each; the other models never hold a lock
+//! when they wake, so they pass with both):
+//! * `ttwu_held_wrong_rq` (in `ttwu_runnable`, `wake.rs`) uses the held guard whichever
+//!   worker the task is queued on, instead of only when that is the held lock's worker: the
+//!   exit then requeues J, queued on worker 1, through worker 0's runqueue with worker 1's
+//!   handle, touching J's scheduling state while worker 1 may be dequeuing or moving it
+//!   (loom reports the race). Caught by all three tests.
+//! * `ttwu_held_any_target` (in `ttwu`, `wake.rs`) activates the woken task under the held
+//!   lock whichever worker CPU selection chose: J is queued on worker 0 while its `cpu` says
+//!   worker 1. Caught by `exit_wake_remote_idle` and `exit_wake_local`.
 //!
-//! Run time (`--release`, on the shared 2-core machine): both tests, every feature set,
+//! Run time (`--release`, on the shared 2-core machine): the three tests, every feature set,
 //! about 0.2 s at `LOOM_MAX_PREEMPTIONS=2` and 0.5 s at 3 (the counts each prints are the
 //! executions that took each path).
 #![cfg(loom)]
@@ -76,6 +87,8 @@ struct Seen {
     released: StdCount,
     /// The exit switched into the joiner.
     exit_ran_joiner: StdCount,
+    /// The wakeup released the lock and the joiner, which slept, ended up on worker B.
+    sent_back: StdCount,
 }
 
 impl Seen {
@@ -191,34 +204,60 @@ const REMOTE: [(&str, bool); 4] = [
 #[test]
 fn exit_wake_remote() {
     for (spec, held) in REMOTE {
-        let seen = std::sync::Arc::new(Seen::default());
-        let seen2 = std::sync::Arc::clone(&seen);
-        loom::model(move || {
-            let m = Arc::new(Model::new(2, spec));
-            let j = m.running_task(B);
-            let _u = m.queued_task(B);
-            let (x, handle, exit) = m.joinable_task::<u64>(A);
-            let exiter = {
-                let (m, j) = (Arc::clone(&m), j.clone());
-                thread::spawn(move || {
-                    let out = m.exit(exit, A, VALUE, 5 * MS);
-                    let ran_joiner = out.next.as_ref().is_some_and(|n| n.id() == j.id());
-                    (out.wake, ran_joiner)
-                })
-            };
-            let got = join_rounds(&m, &j, &handle, B, 10 * MS);
-            let (wake, ran_joiner) = exiter.join().unwrap();
-            seen2.count(&m, wake, ran_joiner);
-            if ran_joiner {
-                assert!(
-                    m.is_on_cpu(&j),
-                    "[{spec}] the exit switched into the joiner"
-                );
-            }
-            check_woken(&m, spec, &j, &x, &handle, got);
-        });
-        seen.expect(spec, held, true, held);
+        remote(spec, true).expect(spec, held, true, held);
     }
+}
+
+/// `exit_wake_remote` without U: when J blocks, worker 1 looks idle, so the exit's
+/// wakeup of a switched-out J selects worker 1 (J's previous CPU) and enqueues it there,
+/// releasing the held lock first although J was not queued anywhere.
+#[test]
+fn exit_wake_remote_idle() {
+    for spec in [
+        "TTWU_QUEUE,TTWU_QUEUE_ON_CPU",
+        "NO_TTWU_QUEUE,NO_TTWU_QUEUE_ON_CPU",
+    ] {
+        let seen = remote(spec, false);
+        seen.expect(spec, false, true, false);
+        assert!(
+            seen.sent_back.load(StdOrdering::Relaxed) > 0,
+            "[{spec}] the exit never enqueued J back on worker 1"
+        );
+    }
+}
+
+/// One run of the remote race under `spec`; `busy`: U is queued beside J on worker 1.
+fn remote(spec: &'static str, busy: bool) -> std::sync::Arc<Seen> {
+    let seen = std::sync::Arc::new(Seen::default());
+    let seen2 = std::sync::Arc::clone(&seen);
+    loom::model(move || {
+        let m = Arc::new(Model::new(2, spec));
+        let j = m.running_task(B);
+        let _u = busy.then(|| m.queued_task(B));
+        let (x, handle, exit) = m.joinable_task::<u64>(A);
+        let exiter = {
+            let (m, j) = (Arc::clone(&m), j.clone());
+            thread::spawn(move || {
+                let out = m.exit(exit, A, VALUE, 5 * MS);
+                let ran_joiner = out.next.as_ref().is_some_and(|n| n.id() == j.id());
+                (out.wake, ran_joiner)
+            })
+        };
+        let got = join_rounds(&m, &j, &handle, B, 10 * MS);
+        let (wake, ran_joiner) = exiter.join().unwrap();
+        seen2.count(&m, wake, ran_joiner);
+        if ran_joiner {
+            assert!(
+                m.is_on_cpu(&j),
+                "[{spec}] the exit switched into the joiner"
+            );
+        }
+        if wake == ExitWake::Released && got.is_none() && m.whereabouts(&j).1 == B {
+            seen2.sent_back.fetch_add(1, StdOrdering::Relaxed);
+        }
+        check_woken(&m, spec, &j, &x, &handle, got);
+    });
+    seen
 }
 
 /// The feature sets of `exit_wake_local`, and whether J sleeps delayed on worker 0 (only

@@ -325,7 +325,7 @@ impl Model {
 
     /// Worker `cpu` ends its running task, whose closure returned `v`, at time `now`: the
     /// task's fiber stores the value (`Packet::set_value`), then the exit hook
-    /// `worker::exit_current` runs on a [`WorkerThread`] built for the model (`for_model`):
+    /// `worker::exit_current` runs on a `WorkerThread` built for the model (`for_model`):
     ///
     /// 1. under worker `cpu`'s runqueue lock, the ending task's dequeue (exit's step 2:
     ///    `Sleep`, a delayed dequeue finished at once, `DEAD`, `on_rq = false` Release, and

@@ -61,9 +61,11 @@
 //! (`loom-tests/tests/exit_wake.rs`) checks that choice: the `Model::exit` seam runs the
 //! exit's dequeue and this wakeup from a loom thread playing the exiting worker (a
 //! `WorkerThread` of its own, the lock held), against the joiner blocking on another worker
-//! (`exit_wake_remote`), and against another worker's balancer pulling a joiner that sleeps
-//! delayed on the exiting worker (`exit_wake_local`). Mutant `ttwu_held_wrong_rq` (the held
-//! guard used for a task queued on another worker) is caught there, and only there.
+//! (`exit_wake_remote`, `exit_wake_remote_idle`), and against another worker's balancer
+//! pulling a joiner that sleeps delayed on the exiting worker (`exit_wake_local`). Mutants
+//! `ttwu_held_wrong_rq` (the held guard used for a task queued on another worker) and
+//! `ttwu_held_any_target` (a task enqueued under the held lock whatever worker CPU selection
+//! chose) are caught there, and only there.
 
 use core::ptr::NonNull;
 
@@ -195,7 +197,11 @@ fn ttwu<'a>(
     trace::migrate(shared, t, prev, target, MigrateCause::Wakeup);
     t.cpu.store(target, Ordering::Relaxed);
     match (held.as_mut(), local_wt) {
-        (Some(rq), Some(wt)) if wt.index == target => {
+        // Only if the target is the held lock's worker: CPU selection may send the task
+        // elsewhere (loom model `exit_wake_remote_idle`, mutant `ttwu_held_any_target`).
+        (Some(rq), Some(wt))
+            if wt.index == target || cfg!(lagom_mutant = "ttwu_held_any_target") =>
+        {
             // The waker's own runqueue, whose lock the caller holds (`try_to_wake_up_held`).
             let w = &shared.workers[target];
             trace::enqueue(shared, t, local_idx, target, false);
