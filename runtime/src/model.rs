@@ -339,11 +339,12 @@ impl Model {
     ///    `finish_task_switch`'s `on_cpu` clear.
     ///
     /// The dequeue of step 1 is the same runqueue calls as `exit_current`'s, restated here
-    /// (exit runs it inline, on the ending fiber): it is part of the race, not only its
-    /// setup, because it publishes the worker's load, which the wakeup's `select_task_rq`
-    /// reads (without the ending task the exiting worker may look idle, and a woken joiner
-    /// is then enqueued there, under the held lock) and the balancers read too. Steps 2 and
-    /// 3 are calls into the runtime's own functions.
+    /// (exit runs it inline, on the ending fiber). Holding the lock alone would not do: the
+    /// held-lock wakeup acts on the runqueue as the exit leaves it mid-section — its running
+    /// entity dequeued, so no `curr` for the requeue's placement and preemption check to
+    /// weigh, and the dead task's load gone from the published load that the other worker's
+    /// balancer and CPU selection read — and the pick after it must not find the dead task.
+    /// Steps 2 and 3 are calls into the runtime's own functions.
     pub fn exit<T: Send>(&self, exit: ModelExit<T>, cpu: usize, v: T, now: u64) -> Exited {
         // SAFETY: the task's one store; `complete` follows below on this thread, as on the
         // worker thread that runs the exit hook.

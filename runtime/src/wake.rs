@@ -252,8 +252,8 @@ fn ttwu_runnable<'a>(
             // The lock of `cpu` is held: a balancer, which moves a task under both locks,
             // cannot move it away now, and the checks below hold as for a fresh lock. Only
             // that lock: a task queued elsewhere (blocking on another worker, or pulled there
-            // by a balancer) is not under it (loom models `exit_wake_remote` and
-            // `exit_wake_local`, mutant `ttwu_held_wrong_rq`).
+            // by a balancer) is not under it (loom model 9, `exit_wake.rs`, mutant
+            // `ttwu_held_wrong_rq`).
             #[cfg(not(lagom_mutant = "ttwu_held_wrong_rq"))]
             Some(g) if Some(cpu) == local_idx => g,
             #[cfg(lagom_mutant = "ttwu_held_wrong_rq")]
