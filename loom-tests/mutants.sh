@@ -32,6 +32,8 @@ MUTANTS=(
     "ttwu_on_cpu_wrong_cpu         on_cpu"
     "ttwu_no_on_cpu_wait           on_cpu"
     "finish_relaxed_on_cpu         on_cpu"
+    "ttwu_held_wrong_rq            exit_wake"
+    "ttwu_held_any_target          exit_wake"
 )
 
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}

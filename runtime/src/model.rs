@@ -9,8 +9,15 @@
 //! (`unpark_task`, `try_to_wake_up`), the wakelist drain, the periodic load balance, and a
 //! task's end against its joiner
 //! (`JoinHandle::try_take`, one round of `join`; `Packet::set_value` and
-//! `Complete::complete`, what the task's fiber and its exit hook `worker::exit_current` run).
-//! Nothing is copied: each method is a call into the functions the threaded runtime runs.
+//! `Complete::complete`, what the task's fiber and its exit hook `worker::exit_current` run),
+//! and the exit hook on the worker that runs it ([`Model::exit`]): the dead task's dequeue and
+//! the joiner's wakeup with that worker's runqueue lock held (`Unparker::unpark_held` →
+//! `wake::try_to_wake_up_held`), which needs a worker thread: the seam builds a
+//! `WorkerThread` for the worker it plays (`WorkerThread::for_model`, cfg(loom): no signal
+//! stack, an empty stack pool, no timers), never installed as the thread's `LOCAL`.
+//! Nothing is copied: each method is a call into the functions the threaded runtime runs,
+//! except the exit's dequeue of the dead task, which `exit_current` runs inline on the ending
+//! fiber: [`Model::exit`] restates it from the same runqueue calls (keep the two in step).
 //!
 //! The asm switch cannot run under loom: a switch away from a task writes the task's
 //! loom-only `loom_ctx` cell (the registers it saves) before `clear_on_cpu`, and a switch
@@ -25,10 +32,12 @@
 use alloc::string::String;
 use alloc::sync::Arc;
 
-use crate::policy::{Features, Pick, RqConfig, SchedEntity};
+use crate::policy::{DequeueKind, Dequeued, Features, Pick, RqConfig, SchedEntity};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use crate::task::{self, Complete, JoinHandle, Packet, ParkStep, RUNNING, Task, TaskRef, Unparker};
-use crate::worker::{self, Reason, Shared, Worker};
+use crate::task::{
+    self, Complete, DEAD, JoinHandle, Packet, ParkStep, RUNNING, Task, TaskRef, Unparker,
+};
+use crate::worker::{self, Reason, Shared, Worker, WorkerThread};
 use crate::{JoinError, WorkerStats};
 
 /// The runtime's shared state with `workers` workers and no threads.
@@ -66,6 +75,28 @@ pub enum Woken {
     Runnable,
     /// Enqueued.
     Enqueued,
+}
+
+/// How a task's exit woke its joiner (see [`Model::exit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitWake {
+    /// No joiner was registered: nobody to wake.
+    NoJoiner,
+    /// The exit's runqueue lock was still held after the wakeup: the joiner was not blocked
+    /// (nothing done), or it was woken on the exiting worker under that lock (requeued in
+    /// place there, or enqueued there).
+    Held,
+    /// The wakeup released the lock on its way (the joiner was queued on another worker, or
+    /// still `on_cpu`, or enqueued elsewhere); the exit took the lock again.
+    Released,
+}
+
+/// What a model task's exit did (see [`Model::exit`]).
+pub struct Exited {
+    /// How the joiner was woken.
+    pub wake: ExitWake,
+    /// The task the worker switched to (`None`: its idle task).
+    pub next: Option<ModelTask>,
 }
 
 /// What a worker's `schedule()` picked to run after the task that called it (see
@@ -111,8 +142,29 @@ impl Model {
         &self,
         cpu: usize,
     ) -> (ModelTask, JoinHandle<T>, ModelExit<T>) {
+        self.joinable(cpu, true)
+    }
+
+    /// A task queued on worker `cpu` (as [`queued_task`](Self::queued_task)), its
+    /// [`JoinHandle`], and the side that ends it once a worker has picked it.
+    pub fn queued_joinable_task<T: Send + 'static>(
+        &self,
+        cpu: usize,
+    ) -> (ModelTask, JoinHandle<T>, ModelExit<T>) {
+        self.joinable(cpu, false)
+    }
+
+    fn joinable<T: Send + 'static>(
+        &self,
+        cpu: usize,
+        running: bool,
+    ) -> (ModelTask, JoinHandle<T>, ModelExit<T>) {
         let packet = Packet::<T>::new();
-        let t = self.start_running(cpu, packet.clone());
+        let t = if running {
+            self.start_running(cpu, packet.clone())
+        } else {
+            self.queue(cpu, packet.clone())
+        };
         let handle = JoinHandle::new(&packet, t.0.id, Arc::clone(&t.0));
         let exit = ModelExit {
             task: Arc::clone(&t.0),
@@ -123,7 +175,11 @@ impl Model {
 
     /// A task queued on worker `cpu` (enqueued at time 0, not picked).
     pub fn queued_task(&self, cpu: usize) -> ModelTask {
-        let t = self.new_task(cpu, task::Packet::<()>::new());
+        self.queue(cpu, task::Packet::<()>::new())
+    }
+
+    fn queue(&self, cpu: usize, completion: Arc<dyn Complete>) -> ModelTask {
+        let t = self.new_task(cpu, completion);
         let w = &self.shared.workers[cpu];
         // SAFETY: the returned `ModelTask` holds the task for the whole model, longer than
         // its time in the runqueue (`task/queued.rs`).
@@ -265,6 +321,68 @@ impl Model {
         // A model worker has no idle context and no overflow handler; its tasks no fiber.
         worker::prepare_switch(&n, cpu, core::ptr::null_mut(), None);
         Some(ModelTask(n))
+    }
+
+    /// Worker `cpu` ends its running task, whose closure returned `v`, at time `now`: the
+    /// task's fiber stores the value (`Packet::set_value`), then the exit hook
+    /// `worker::exit_current` runs on a `WorkerThread` built for the model (`for_model`):
+    ///
+    /// 1. under worker `cpu`'s runqueue lock, the ending task's dequeue (exit's step 2:
+    ///    `Sleep`, a delayed dequeue finished at once, `DEAD`, `on_rq = false` Release, and
+    ///    the worker's load published);
+    /// 2. still under the lock, the outcome's delivery (`Complete::complete`) and the
+    ///    joiner's wakeup with that lock held (`Unparker::unpark_held` →
+    ///    `try_to_wake_up_held`), with the worker's clock set to `now` as exit sets it; the
+    ///    lock is taken again if the wakeup released it;
+    /// 3. the wakelist drain, the pick and `prepare_switch` of the next task, the lock's
+    ///    release, and the switch (the dead task's save, the next task's restore) and
+    ///    `finish_task_switch`'s `on_cpu` clear.
+    ///
+    /// The dequeue of step 1 is the same runqueue calls as `exit_current`'s, restated here
+    /// (exit runs it inline, on the ending fiber). Holding the lock alone would not do: the
+    /// held-lock wakeup acts on the runqueue as the exit leaves it mid-section — its running
+    /// entity dequeued, so no `curr` for the requeue's placement and preemption check to
+    /// weigh, and the dead task's load gone from the published load that the other worker's
+    /// balancer and CPU selection read — and the pick after it must not find the dead task.
+    /// Steps 2 and 3 are calls into the runtime's own functions.
+    pub fn exit<T: Send>(&self, exit: ModelExit<T>, cpu: usize, v: T, now: u64) -> Exited {
+        // SAFETY: the task's one store; `complete` follows below on this thread, as on the
+        // worker thread that runs the exit hook.
+        unsafe { exit.slot.set_value(v) };
+        let t = &exit.task;
+        let wt = WorkerThread::for_model(Arc::clone(&self.shared), cpu);
+        let w = &self.shared.workers[cpu];
+        let mut rq = w.rq.lock();
+        // SAFETY: the running task's scheduling part belongs to the worker that runs it.
+        let h = unsafe { t.sched(|s| s.handle.take()) }.expect("the ending task is queued");
+        t.state.store(DEAD, Ordering::Relaxed);
+        match rq.dequeue(h, DequeueKind::Sleep, now) {
+            Dequeued::Delayed => drop(rq.finish_delayed(h, now)),
+            Dequeued::Removed { .. } => {}
+        }
+        t.sched_delayed.store(false, Ordering::Relaxed);
+        t.on_rq.store(false, Ordering::Release);
+        w.publish(&rq);
+        let (wake, mut rq) = match t.completion.complete(None) {
+            None => (ExitWake::NoJoiner, rq),
+            Some(joiner) => {
+                wt.set_clock(now);
+                let held = joiner.unpark_held(&wt, rq);
+                wt.set_clock(0);
+                match held {
+                    Some(rq) => (ExitWake::Held, rq),
+                    None => (ExitWake::Released, w.rq.lock()),
+                }
+            }
+        };
+        worker::drain(&self.shared, cpu, &mut rq, now);
+        let next = worker::pick(w, &mut rq, now);
+        let next = self.prepare_switch(cpu, next);
+        drop(rq);
+        let dead = ModelTask(Arc::clone(t));
+        self.switch(&dead, next.as_ref());
+        self.finish_task_switch(&dead);
+        Exited { wake, next }
     }
 
     /// `Unparker::unpark` of `t`, from a thread outside the workers.

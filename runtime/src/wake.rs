@@ -55,9 +55,17 @@
 //! under it (the `cpu` re-check holds trivially: a balancer moves a task only under both
 //! locks), and a joiner that is enqueued there is activated under it. Every other step
 //! releases the held lock before it goes on: another runqueue lock (never two at once, so no
-//! lock-order question), a wakelist push and its kick, or the `on_cpu` wait. The loom models
-//! run the lock-free waker only (they have no worker thread to hold a lock); the held variant
-//! adds no interleaving, as the lock it reuses excludes exactly what a fresh one would.
+//! lock-order question), a wakelist push and its kick, or the `on_cpu` wait. The held lock
+//! adds no interleaving, as it excludes exactly what a fresh one would; what it adds is a
+//! choice — which worker's lock stands in, and when it must be released — and loom model 9
+//! (`loom-tests/tests/exit_wake.rs`) checks that choice: the `Model::exit` seam runs the
+//! exit's dequeue and this wakeup from a loom thread playing the exiting worker (a
+//! `WorkerThread` of its own, the lock held), against the joiner blocking on another worker
+//! (`exit_wake_remote`, `exit_wake_remote_idle`), and against another worker's balancer
+//! pulling a joiner that sleeps delayed on the exiting worker (`exit_wake_local`). Mutants
+//! `ttwu_held_wrong_rq` (the held guard used for a task queued on another worker) and
+//! `ttwu_held_any_target` (a task enqueued under the held lock whatever worker CPU selection
+//! chose) are caught there, and only there.
 
 use core::ptr::NonNull;
 
@@ -189,7 +197,11 @@ fn ttwu<'a>(
     trace::migrate(shared, t, prev, target, MigrateCause::Wakeup);
     t.cpu.store(target, Ordering::Relaxed);
     match (held.as_mut(), local_wt) {
-        (Some(rq), Some(wt)) if wt.index == target => {
+        // Only if the target is the held lock's worker: CPU selection may send the task
+        // elsewhere (loom model `exit_wake_remote_idle`, mutant `ttwu_held_any_target`).
+        (Some(rq), Some(wt))
+            if wt.index == target || cfg!(lagom_mutant = "ttwu_held_any_target") =>
+        {
             // The waker's own runqueue, whose lock the caller holds (`try_to_wake_up_held`).
             let w = &shared.workers[target];
             trace::enqueue(shared, t, local_idx, target, false);
@@ -238,8 +250,14 @@ fn ttwu_runnable<'a>(
         let mut own: Option<RqGuard<'_>> = None;
         let rq: &mut RunQueue<QueuedTask> = match held.as_mut() {
             // The lock of `cpu` is held: a balancer, which moves a task under both locks,
-            // cannot move it away now, and the checks below hold as for a fresh lock.
+            // cannot move it away now, and the checks below hold as for a fresh lock. Only
+            // that lock: a task queued elsewhere (blocking on another worker, or pulled there
+            // by a balancer) is not under it (loom model 9, `exit_wake.rs`, mutant
+            // `ttwu_held_wrong_rq`).
+            #[cfg(not(lagom_mutant = "ttwu_held_wrong_rq"))]
             Some(g) if Some(cpu) == local_idx => g,
+            #[cfg(lagom_mutant = "ttwu_held_wrong_rq")]
+            Some(g) => g,
             _ => {
                 drop(held.take());
                 own.insert(w.rq.lock())

@@ -260,6 +260,37 @@ pub(crate) fn with_current<R>(f: impl FnOnce(&WorkerThread, &Task) -> R) -> Opti
     Some(f(wt, unsafe { &*t }))
 }
 
+#[cfg(loom)]
+impl WorkerThread {
+    /// A worker thread for a loom model (`model.rs`), which plays worker `index` of `shared`
+    /// on a loom thread: it holds no OS resource (no signal stack, an empty stack pool, no
+    /// timers) and is never registered as the thread's `LOCAL` (loom threads share one OS
+    /// thread); its idle context is never switched to.
+    pub(crate) fn for_model(shared: Arc<Shared>, index: usize) -> WorkerThread {
+        let pool = StackPool::new(shared.stack_size, 0).expect("the model's stack size is valid");
+        let fp_control = shared.fp_control;
+        WorkerThread {
+            shared,
+            index,
+            idle_ctx: core::cell::UnsafeCell::new(Context::with_fp_control(fp_control)),
+            curr: Cell::new(core::ptr::null()),
+            prev: Cell::new(core::ptr::null()),
+            dead: Cell::new(core::ptr::null()),
+            clock: Cell::new(0),
+            pool: RefCell::new(pool),
+            timers: RefCell::new(timer::Timers::default()),
+            signals: None,
+            next_balance: Cell::new(0),
+        }
+    }
+
+    /// Publishes (or, with 0, clears) the time of the runtime call in progress, as the exit
+    /// hook does around its joiner's wakeup ([`WorkerThread::sched_now`]).
+    pub(crate) fn set_clock(&self, now: u64) {
+        self.clock.set(now);
+    }
+}
+
 impl WorkerThread {
     pub(crate) fn worker(&self) -> &Worker {
         &self.shared.workers[self.index]
