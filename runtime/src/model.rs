@@ -15,9 +15,9 @@
 //! `wake::try_to_wake_up_held`), which needs a worker thread: the seam builds a
 //! `WorkerThread` for the worker it plays (`WorkerThread::for_model`, cfg(loom): no signal
 //! stack, an empty stack pool, no timers), never installed as the thread's `LOCAL`.
-//! Nothing is copied: each method is a call into the functions the threaded runtime runs,
-//! except the exit's dequeue of the dead task, which `exit_current` runs inline on the ending
-//! fiber: [`Model::exit`] restates it from the same runqueue calls (keep the two in step).
+//! Nothing is copied: each method is a call into the functions the threaded runtime runs
+//! (the exit's dequeue of the dead task included: `worker::dequeue_dead`, which
+//! [`Model::exit`] calls as `exit_current` does).
 //!
 //! The asm switch cannot run under loom: a switch away from a task writes the task's
 //! loom-only `loom_ctx` cell (the registers it saves) before `clear_on_cpu`, and a switch
@@ -32,11 +32,9 @@
 use alloc::string::String;
 use alloc::sync::Arc;
 
-use crate::policy::{DequeueKind, Dequeued, Features, Pick, RqConfig, SchedEntity};
+use crate::policy::{Features, Pick, RqConfig, SchedEntity};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use crate::task::{
-    self, Complete, DEAD, JoinHandle, Packet, ParkStep, RUNNING, Task, TaskRef, Unparker,
-};
+use crate::task::{self, Complete, JoinHandle, Packet, ParkStep, RUNNING, Task, TaskRef, Unparker};
 use crate::worker::{self, Reason, Shared, Worker, WorkerThread};
 use crate::{JoinError, WorkerStats};
 
@@ -327,8 +325,8 @@ impl Model {
     /// task's fiber stores the value (`Packet::set_value`), then the exit hook
     /// `worker::exit_current` runs on a `WorkerThread` built for the model (`for_model`):
     ///
-    /// 1. under worker `cpu`'s runqueue lock, the ending task's dequeue (exit's step 2:
-    ///    `Sleep`, a delayed dequeue finished at once, `DEAD`, `on_rq = false` Release, and
+    /// 1. under worker `cpu`'s runqueue lock, the ending task's dequeue (exit's step 2,
+    ///    `worker::dequeue_dead`: `DEAD`, `DequeueKind::Dead`, `on_rq = false` Release, and
     ///    the worker's load published);
     /// 2. still under the lock, the outcome's delivery (`Complete::complete`) and the
     ///    joiner's wakeup with that lock held (`Unparker::unpark_held` →
@@ -338,8 +336,7 @@ impl Model {
     ///    release, and the switch (the dead task's save, the next task's restore) and
     ///    `finish_task_switch`'s `on_cpu` clear.
     ///
-    /// The dequeue of step 1 is the same runqueue calls as `exit_current`'s, restated here
-    /// (exit runs it inline, on the ending fiber). Holding the lock alone would not do: the
+    /// Step 1 is `exit_current`'s own dequeue function. Holding the lock alone would not do: the
     /// held-lock wakeup acts on the runqueue as the exit leaves it mid-section — its running
     /// entity dequeued, so no `curr` for the requeue's placement and preemption check to
     /// weigh, and the dead task's load gone from the published load that the other worker's
@@ -353,16 +350,7 @@ impl Model {
         let wt = WorkerThread::for_model(Arc::clone(&self.shared), cpu);
         let w = &self.shared.workers[cpu];
         let mut rq = w.rq.lock();
-        // SAFETY: the running task's scheduling part belongs to the worker that runs it.
-        let h = unsafe { t.sched(|s| s.handle.take()) }.expect("the ending task is queued");
-        t.state.store(DEAD, Ordering::Relaxed);
-        match rq.dequeue(h, DequeueKind::Sleep, now) {
-            Dequeued::Delayed => drop(rq.finish_delayed(h, now)),
-            Dequeued::Removed { .. } => {}
-        }
-        t.sched_delayed.store(false, Ordering::Relaxed);
-        t.on_rq.store(false, Ordering::Release);
-        w.publish(&rq);
+        worker::dequeue_dead(w, &mut rq, t, now);
         let (wake, mut rq) = match t.completion.complete(None) {
             None => (ExitWake::NoJoiner, rq),
             Some(joiner) => {

@@ -49,11 +49,11 @@
 
 use core::ptr;
 
-use super::{WorkerThread, drain, local, pick, timer};
+use super::{Worker, WorkerThread, drain, local, pick, timer};
 use crate::arch::Context;
-use crate::policy::{DequeueKind, Dequeued};
+use crate::policy::{DequeueKind, Dequeued, RunQueue};
 use crate::sync::atomic::Ordering;
-use crate::task::{DEAD, FOREIGN, Task};
+use crate::task::{DEAD, FOREIGN, QueuedTask, Task};
 use crate::trace::SwitchReason;
 
 /// The exit hook of every task's fiber (module doc): dequeues the task, delivers its outcome,
@@ -71,16 +71,7 @@ pub(crate) fn exit_current() -> *const Context {
     // was recorded before the hook was called and the fiber touches it no more.
     let outcome = unsafe { t.sched(|s| s.fiber.as_mut().and_then(|f| f.take_outcome())) };
     let mut rq = w.rq.lock();
-    // SAFETY: as above.
-    let h = unsafe { t.sched(|s| s.handle.take()) }.expect("lagom: ending task not queued");
-    t.state.store(DEAD, Ordering::Relaxed);
-    let removed = rq.dequeue(h, DequeueKind::Dead, now);
-    debug_assert!(
-        matches!(removed, Dequeued::Removed { .. }),
-        "a dead task is never delayed"
-    );
-    t.on_rq.store(false, Ordering::Release);
-    w.publish(&rq);
+    dequeue_dead(w, &mut rq, t, now);
     // Deliver the outcome and wake the joiner, in the same lock section when the joiner
     // lands on this worker (step 3).
     let joiner = t.completion.complete(outcome.and_then(Result::err));
@@ -115,6 +106,23 @@ pub(crate) fn exit_current() -> *const Context {
     // Suspended: a task picked under the lock whose previous switch-out completed, or this
     // thread's idle context, suspended while any task runs here.
     next_t.map_or(wt.idle_ctx(), |n| n.ctx)
+}
+
+/// The ending task `t`, running on worker `w` whose runqueue lock the caller holds as `rq`,
+/// leaves the runqueue for good (step 2): `DEAD`, dequeued at once (`DequeueKind::Dead`, never
+/// delayed), `on_rq = false` (Release), and the worker's load published. Also run by the
+/// loom seam `Model::exit`.
+pub(crate) fn dequeue_dead(w: &Worker, rq: &mut RunQueue<QueuedTask>, t: &Task, now: u64) {
+    // SAFETY: the running task's scheduling part belongs to this worker (it runs here).
+    let h = unsafe { t.sched(|s| s.handle.take()) }.expect("lagom: ending task not queued");
+    t.state.store(DEAD, Ordering::Relaxed);
+    let removed = rq.dequeue(h, DequeueKind::Dead, now);
+    debug_assert!(
+        matches!(removed, Dequeued::Removed { .. }),
+        "a dead task is never delayed"
+    );
+    t.on_rq.store(false, Ordering::Release);
+    w.publish(rq);
 }
 
 /// Frees the task that died in the switch that just completed, if any (module doc); called by

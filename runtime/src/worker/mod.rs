@@ -26,6 +26,8 @@ pub(crate) use activate::{activate, check_preempt, drain, finished_delayed};
 #[cfg(loom)]
 pub(crate) use balance::periodic_balance;
 pub(crate) use balance::tick as balance_tick;
+#[cfg(loom)]
+pub(crate) use exit::dequeue_dead;
 pub(crate) use exit::exit_current;
 pub(crate) use idle::worker_main;
 pub(crate) use schedule::{
