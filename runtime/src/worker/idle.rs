@@ -109,8 +109,11 @@ fn idle_loop(wt: &WorkerThread) {
         let empty = rq.nr_queued() == 0;
         drop(rq);
         // Out of work: remove this worker's tasks that died on others (`task/registry.rs`).
-        // SAFETY: this is the registry's home worker thread.
-        unsafe { w.tasks.reap() };
+        // Look first: the take is a locked swap, and the list is usually empty.
+        if w.tasks.has_dead() {
+            // SAFETY: this is the registry's home worker thread.
+            unsafe { w.tasks.reap() };
+        }
         if shared.closing.load(Ordering::Acquire) && empty && w.wakelist.is_empty() {
             return;
         }
