@@ -25,6 +25,11 @@
 //!   background job would: the fairness waits shrink by the weight ratio (15/1024) and the
 //!   figure is the cost of the wakeup path itself. tokio has no weights: its busy tasks are the
 //!   same in both cases.
+//! * `lagom/remote_busy_yield` — as `remote_busy`, but the busy tasks loop on `yield_now()`,
+//!   as tokio's do: the busy task of `tokio/remote_busy` in lagom's terms. Each yield gives
+//!   up the rest of the busy task's request (its vruntime jumps to its deadline), so a woken
+//!   player runs at the busy task's next yield and never waits for fairness; the figure is the
+//!   wakeup path plus the length of one `yield_now()` (about 20 ns alone on a worker).
 //! * `lagom/remote_busy_short_slice` — as `remote_busy`, but A and B ask for a 0.1 ms
 //!   request (`task::Builder::slice`), as a latency-sensitive task does under EEVDF: a wakee
 //!   with a shorter slice than the running task cuts its protection (PREEMPT_SHORT), so no
@@ -100,14 +105,24 @@ fn player(
     }
 }
 
+/// What the CPU-bound task beside each player does.
+#[derive(Clone, Copy)]
+enum Busy {
+    /// Loops on `cond_resched()` at this nice level: it keeps its fair share.
+    CondResched(i32),
+    /// Loops on `yield_now()` at nice 0, as tokio's busy task does: each yield gives up the
+    /// rest of its request.
+    Yield,
+}
+
 /// `iters` round trips between a task on `cpus[a]` and one on `cpus[b]` (with `slice`, both
-/// ask for that request length); with `busy = Some(nice)`, a CPU-bound task of that nice
-/// level calling `cond_resched()` runs on each of the two workers meanwhile.
+/// ask for that request length); with `busy`, a CPU-bound task runs on each of the two
+/// workers meanwhile.
 fn lagom_pingpong(
     rt: &Runtime,
     a: usize,
     b: usize,
-    busy: Option<i32>,
+    busy: Option<Busy>,
     slice: Option<Duration>,
     iters: u64,
 ) -> Duration {
@@ -115,18 +130,25 @@ fn lagom_pingpong(
     let (cpu_a, cpu_b) = (cpus[a], cpus[b]);
     rt.block_on(move || {
         let stop = Arc::new(AtomicBool::new(false));
-        let spinners: Vec<_> = if let Some(nice) = busy {
+        let spinners: Vec<_> = if let Some(kind) = busy {
             [cpu_a, cpu_b]
                 .into_iter()
                 .map(|cpu| {
                     let stop = Arc::clone(&stop);
+                    let nice = match kind {
+                        Busy::CondResched(nice) => nice,
+                        Busy::Yield => 0,
+                    };
                     Builder::new()
                         .name("busy")
                         .nice(nice)
                         .cpus([cpu])
                         .spawn(move || {
                             while !stop.load(Ordering::Relaxed) {
-                                lagom::task::cond_resched();
+                                match kind {
+                                    Busy::CondResched(_) => lagom::task::cond_resched(),
+                                    Busy::Yield => lagom::task::yield_now(),
+                                }
                             }
                         })
                         .expect("spawn busy")
@@ -272,13 +294,18 @@ fn bench_wake(c: &mut Criterion) {
     });
     if remote {
         g.bench_function("lagom/remote_busy", |b| {
-            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, Some(0), None, n))
+            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, Some(Busy::CondResched(0)), None, n))
         });
         g.bench_function("lagom/remote_busy_bg", |b| {
-            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, Some(19), None, n))
+            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, Some(Busy::CondResched(19)), None, n))
+        });
+        g.bench_function("lagom/remote_busy_yield", |b| {
+            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, Some(Busy::Yield), None, n))
         });
         g.bench_function("lagom/remote_busy_short_slice", |b| {
-            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, Some(0), Some(SHORT_SLICE), n))
+            b.iter_custom(|n| {
+                lagom_pingpong(&rt, 0, 1, Some(Busy::CondResched(0)), Some(SHORT_SLICE), n)
+            })
         });
         g.bench_function("lagom/remote_idle", |b| {
             b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, None, None, n))

@@ -40,10 +40,12 @@
 //! per wake, in rare slice-long waits. A background hog (`--hog-nice 19`, weight 15 against
 //! 1024) shrinks that wait to δ·15/1024, and what is left is the cost of the wakeup path
 //! itself. tokio's `yield_now` loop is a FIFO without fairness, so it has no such waits.
+//! `--hog-yield` makes the hogs loop on lagom's `yield_now()` as tokio's do: each yield gives
+//! up the rest of the hog's request, so the wakee runs at the hog's next yield.
 //!
 //! ```text
 //! cargo run --release -p lagom-examples --example busy_wake -- [-n N] [--slice-us S]
-//!     [--hog-nice K] [--trace FILE]
+//!     [--hog-nice K] [--hog-yield] [--trace FILE]
 //! LAGOM_FEATURES=NO_RUN_TO_PARITY cargo run --release -p lagom-examples --example busy_wake
 //! ```
 
@@ -56,13 +58,15 @@ use lagom::task::{Builder, Unparker};
 use lagom_examples::usage_error;
 
 const USAGE: &str =
-    "usage: busy_wake [-n N] [--slice-us S] [--hog-nice K] [--stall-us T] [--gap-us G]
+    "usage: busy_wake [-n N] [--slice-us S] [--hog-nice K] [--hog-yield] [--stall-us T] [--gap-us G]
                  [--list K] [--raw] [--trace FILE]
 
 Tasks A (worker 0) and B (worker 1) ping-pong N times (default 20000) through park/unpark
 while a hog loops on cond_resched() on each worker; features come from LAGOM_FEATURES.
   --slice-us S   custom slice for A and B (default: the runtime's base slice)
   --hog-nice K   nice level of the two hogs (default 0, as A and B)
+  --hog-yield    the hogs loop on yield_now() instead, as tokio's busy tasks do: each
+                 yield gives up the rest of the hog's request
   --stall-us T   a wake slower than T µs is a stall and gets explained (default 50)
   --gap-us G     record hog loop holes longer than G µs (default 3)
   --list K       print the first K stalls one per line (default 20)
@@ -75,6 +79,7 @@ struct Args {
     n: usize,
     slice_us: Option<u64>,
     hog_nice: i32,
+    hog_yield: bool,
     stall_ns: u64,
     gap_ns: u64,
     list: usize,
@@ -88,6 +93,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         n: 20_000,
         slice_us: None,
         hog_nice: 0,
+        hog_yield: false,
         stall_ns: 50_000,
         gap_ns: 3_000,
         list: 20,
@@ -100,6 +106,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Short('n') => a.n = p.value()?.parse()?,
             Long("slice-us") => a.slice_us = Some(p.value()?.parse()?),
             Long("hog-nice") => a.hog_nice = p.value()?.parse()?,
+            Long("hog-yield") => a.hog_yield = true,
             Long("stall-us") => a.stall_ns = p.value()?.parse::<u64>()? * 1000,
             Long("gap-us") => a.gap_ns = p.value()?.parse::<u64>()? * 1000,
             Long("list") => a.list = p.value()?.parse()?,
@@ -165,8 +172,9 @@ fn thread_os() -> ThreadOs {
     }
 }
 
-/// The hog: loops on `cond_resched()` until `stop`, logging holes longer than `gap_ns`.
-fn hog(stop: Arc<AtomicBool>, gap_ns: u64) -> HogLog {
+/// The hog: loops on `cond_resched()` (or `yield_now()`) until `stop`, logging holes longer
+/// than `gap_ns`.
+fn hog(stop: Arc<AtomicBool>, gap_ns: u64, yields: bool) -> HogLog {
     let before = thread_os();
     let mut gaps = Vec::with_capacity(1 << 16);
     let mut calls = 0;
@@ -180,7 +188,11 @@ fn hog(stop: Arc<AtomicBool>, gap_ns: u64) -> HogLog {
                 inside: false,
             });
         }
-        lagom::task::cond_resched();
+        if yields {
+            lagom::task::yield_now();
+        } else {
+            lagom::task::cond_resched();
+        }
         calls += 1;
         last = now_ns();
         if last - t0 > gap_ns {
@@ -322,12 +334,13 @@ fn main() {
     let hogs: Vec<_> = (0..2)
         .map(|w| {
             let (stop, logs, gap) = (Arc::clone(&stop), Arc::clone(&logs), args.gap_ns);
+            let yields = args.hog_yield;
             let b = Builder::new()
                 .name("hog")
                 .cpus([cpus[w]])
                 .nice(args.hog_nice);
             rt.spawn_with(b, move || {
-                let log = hog(stop, gap);
+                let log = hog(stop, gap, yields);
                 logs.lock().unwrap().push((w, log));
             })
             .expect("spawn hog")
@@ -397,13 +410,14 @@ fn main() {
     unpark_ns.sort_unstable();
     let stall_total: u64 = stalls.iter().map(|s| s.latency).sum();
     println!(
-        "{} wakes in {elapsed:?} (features {:?}, A/B slice {}, hog nice {}): wake latency p50 {} ns, p99 {} ns, \
+        "{} wakes in {elapsed:?} (features {:?}, A/B slice {}, hog nice {}{}): wake latency p50 {} ns, p99 {} ns, \
          p99.9 {} ns, max {} µs; mean {} ns",
         lat.len(),
         std::env::var("LAGOM_FEATURES").unwrap_or_default(),
         args.slice_us
             .map_or("base".to_string(), |s| format!("{s} µs")),
         args.hog_nice,
+        if args.hog_yield { ", yielding" } else { "" },
         pct(&lat, 0.5),
         pct(&lat, 0.99),
         pct(&lat, 0.999),
