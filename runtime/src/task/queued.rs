@@ -20,7 +20,7 @@
 //! drain that takes it activates it; shutdown empties every wakelist before it frees the
 //! registries' tasks. Loom
 //! models, which have no registry, keep every task they queue in their own handle
-//! (`model.rs`). A `QueuedTask` never frees anything; dropping one is a no-op.
+//! (`model/`). A `QueuedTask` never frees anything; dropping one is a no-op.
 
 use core::ops::Deref;
 use core::ptr::NonNull;

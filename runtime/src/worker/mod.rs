@@ -264,7 +264,7 @@ pub(crate) fn with_current<R>(f: impl FnOnce(&WorkerThread, &Task) -> R) -> Opti
 
 #[cfg(loom)]
 impl WorkerThread {
-    /// A worker thread for a loom model (`model.rs`), which plays worker `index` of `shared`
+    /// A worker thread for a loom model (`model/exit.rs`), which plays worker `index` of `shared`
     /// on a loom thread: it holds no OS resource (no signal stack, an empty stack pool, no
     /// timers) and is never registered as the thread's `LOCAL` (loom threads share one OS
     /// thread); its idle context is never switched to.

@@ -29,14 +29,18 @@
 //! `sys/time.rs`, later than any time a model passes, so that every execution replays the
 //! same decisions.
 
+mod exit;
+
+pub use exit::{ExitWake, Exited, ModelExit};
+
 use alloc::string::String;
 use alloc::sync::Arc;
 
+use crate::WorkerStats;
 use crate::policy::{Features, Pick, RqConfig, SchedEntity};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use crate::task::{self, Complete, JoinHandle, Packet, ParkStep, RUNNING, Task, TaskRef, Unparker};
-use crate::worker::{self, Reason, Shared, Worker, WorkerThread};
-use crate::{JoinError, WorkerStats};
+use crate::task::{self, Complete, ParkStep, RUNNING, Task, TaskRef};
+use crate::worker::{self, Reason, Shared, Worker};
 
 /// The runtime's shared state with `workers` workers and no threads.
 pub struct Model {
@@ -46,12 +50,6 @@ pub struct Model {
 /// A task of a [`Model`] (it has no fiber: models never switch).
 #[derive(Clone)]
 pub struct ModelTask(TaskRef);
-
-/// The finishing side of a joinable model task (see [`Model::joinable_task`]).
-pub struct ModelExit<T> {
-    task: TaskRef,
-    slot: Arc<Packet<T>>,
-}
 
 /// What `prepare_park` decided (see `task/park.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,28 +71,6 @@ pub enum Woken {
     Runnable,
     /// Enqueued.
     Enqueued,
-}
-
-/// How a task's exit woke its joiner (see [`Model::exit`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExitWake {
-    /// No joiner was registered: nobody to wake.
-    NoJoiner,
-    /// The exit's runqueue lock was still held after the wakeup: the joiner was not blocked
-    /// (nothing done), or it was woken on the exiting worker under that lock (requeued in
-    /// place there, or enqueued there).
-    Held,
-    /// The wakeup released the lock on its way (the joiner was queued on another worker, or
-    /// still `on_cpu`, or enqueued elsewhere); the exit took the lock again.
-    Released,
-}
-
-/// What a model task's exit did (see [`Model::exit`]).
-pub struct Exited {
-    /// How the joiner was woken.
-    pub wake: ExitWake,
-    /// The task the worker switched to (`None`: its idle task).
-    pub next: Option<ModelTask>,
 }
 
 /// What a worker's `schedule()` picked to run after the task that called it (see
@@ -133,42 +109,6 @@ impl Model {
     /// A task running on worker `cpu`: enqueued and picked there, `on_cpu`.
     pub fn running_task(&self, cpu: usize) -> ModelTask {
         self.start_running(cpu, task::Packet::<()>::new())
-    }
-
-    /// A task running on worker `cpu`, its [`JoinHandle`], and the side that ends it.
-    pub fn joinable_task<T: Send + 'static>(
-        &self,
-        cpu: usize,
-    ) -> (ModelTask, JoinHandle<T>, ModelExit<T>) {
-        self.joinable(cpu, true)
-    }
-
-    /// A task queued on worker `cpu` (as [`queued_task`](Self::queued_task)), its
-    /// [`JoinHandle`], and the side that ends it once a worker has picked it.
-    pub fn queued_joinable_task<T: Send + 'static>(
-        &self,
-        cpu: usize,
-    ) -> (ModelTask, JoinHandle<T>, ModelExit<T>) {
-        self.joinable(cpu, false)
-    }
-
-    fn joinable<T: Send + 'static>(
-        &self,
-        cpu: usize,
-        running: bool,
-    ) -> (ModelTask, JoinHandle<T>, ModelExit<T>) {
-        let packet = Packet::<T>::new();
-        let t = if running {
-            self.start_running(cpu, packet.clone())
-        } else {
-            self.queue(cpu, packet.clone())
-        };
-        let handle = JoinHandle::new(&packet, t.0.id, Arc::clone(&t.0));
-        let exit = ModelExit {
-            task: Arc::clone(&t.0),
-            slot: packet,
-        };
-        (t, handle, exit)
     }
 
     /// A task queued on worker `cpu` (enqueued at time 0, not picked).
@@ -321,58 +261,6 @@ impl Model {
         Some(ModelTask(n))
     }
 
-    /// Worker `cpu` ends its running task, whose closure returned `v`, at time `now`: the
-    /// task's fiber stores the value (`Packet::set_value`), then the exit hook
-    /// `worker::exit_current` runs on a `WorkerThread` built for the model (`for_model`):
-    ///
-    /// 1. under worker `cpu`'s runqueue lock, the ending task's dequeue (exit's step 2,
-    ///    `worker::dequeue_dead`: `DEAD`, `DequeueKind::Dead`, `on_rq = false` Release, and
-    ///    the worker's load published);
-    /// 2. still under the lock, the outcome's delivery (`Complete::complete`) and the
-    ///    joiner's wakeup with that lock held (`Unparker::unpark_held` →
-    ///    `try_to_wake_up_held`), with the worker's clock set to `now` as exit sets it; the
-    ///    lock is taken again if the wakeup released it;
-    /// 3. the wakelist drain, the pick and `prepare_switch` of the next task, the lock's
-    ///    release, and the switch (the dead task's save, the next task's restore) and
-    ///    `finish_task_switch`'s `on_cpu` clear.
-    ///
-    /// Step 1 is `exit_current`'s own dequeue function. Holding the lock alone would not do: the
-    /// held-lock wakeup acts on the runqueue as the exit leaves it mid-section — its running
-    /// entity dequeued, so no `curr` for the requeue's placement and preemption check to
-    /// weigh, and the dead task's load gone from the published load that the other worker's
-    /// balancer and CPU selection read — and the pick after it must not find the dead task.
-    /// Steps 2 and 3 are calls into the runtime's own functions.
-    pub fn exit<T: Send>(&self, exit: ModelExit<T>, cpu: usize, v: T, now: u64) -> Exited {
-        // SAFETY: the task's one store; `complete` follows below on this thread, as on the
-        // worker thread that runs the exit hook.
-        unsafe { exit.slot.set_value(v) };
-        let t = &exit.task;
-        let wt = WorkerThread::for_model(Arc::clone(&self.shared), cpu);
-        let w = &self.shared.workers[cpu];
-        let mut rq = w.rq.lock();
-        worker::dequeue_dead(w, &mut rq, t, now);
-        let (wake, mut rq) = match t.completion.complete(None) {
-            None => (ExitWake::NoJoiner, rq),
-            Some(joiner) => {
-                wt.set_clock(now);
-                let held = joiner.unpark_held(&wt, rq);
-                wt.set_clock(0);
-                match held {
-                    Some(rq) => (ExitWake::Held, rq),
-                    None => (ExitWake::Released, w.rq.lock()),
-                }
-            }
-        };
-        worker::drain(&self.shared, cpu, &mut rq, now);
-        let next = worker::pick(w, &mut rq, now);
-        let next = self.prepare_switch(cpu, next);
-        drop(rq);
-        let dead = ModelTask(Arc::clone(t));
-        self.switch(&dead, next.as_ref());
-        self.finish_task_switch(&dead);
-        Exited { wake, next }
-    }
-
     /// `Unparker::unpark` of `t`, from a thread outside the workers.
     pub fn unpark(&self, t: &ModelTask) {
         task::unpark_task(&t.0);
@@ -385,17 +273,6 @@ impl Model {
             crate::wake::Woken::Runnable => Woken::Runnable,
             crate::wake::Woken::Enqueued => Woken::Enqueued,
         }
-    }
-
-    /// One round of `JoinHandle::join` by the model task `joiner`: the outcome if it is there,
-    /// else `None` with `joiner` registered to be unparked (it then parks:
-    /// [`prepare_park`](Self::prepare_park)).
-    pub fn try_join<T>(
-        &self,
-        handle: &JoinHandle<T>,
-        joiner: &ModelTask,
-    ) -> Option<Result<T, JoinError>> {
-        handle.try_take(|| Unparker::for_task(Arc::clone(&joiner.0)))
     }
 
     /// Every worker drains its wakelist (`sched_ttwu_pending`).
@@ -484,20 +361,5 @@ impl ModelTask {
         // switch-out, which wrote the cell, completed before it could be queued there (the
         // hand-off under test; loom reports an access that it fails to order).
         let _ = self.0.loom_ctx.with(|c| unsafe { *c });
-    }
-}
-
-impl<T: Send> ModelExit<T> {
-    /// The task's closure returned `v`: its fiber stores the value (`Packet::set_value`), then
-    /// the task's worker delivers the outcome through its completion
-    /// (`Complete::complete`, which unparks a registered joiner), as the exit hook
-    /// `worker::exit_current` does, on the ending task's stack.
-    pub fn finish(self, v: T) {
-        // SAFETY: the task's one store; `complete` follows below on this thread, as on the
-        // worker thread that frees a real task.
-        unsafe { self.slot.set_value(v) };
-        if let Some(joiner) = self.task.completion.complete(None) {
-            joiner.unpark();
-        }
     }
 }
