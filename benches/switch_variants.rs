@@ -93,6 +93,10 @@ unsafe extern "sysv64" {
 
 /// lagom's switch before it compared: stores and loads MXCSR and the x87 control word on
 /// every switch.
+///
+/// # Safety
+/// The contract of `lagom::arch::switch`: `from` is valid for a write; `to` holds a context
+/// saved by a switch or made by `init`, not running, whose stack is still mapped.
 #[inline(always)]
 unsafe fn switch_reload_always(from: *mut Context, to: *const Context) {
     // SAFETY: as lagom's switch.
