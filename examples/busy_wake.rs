@@ -58,8 +58,8 @@ use lagom::task::{Builder, Unparker};
 use lagom_examples::usage_error;
 
 const USAGE: &str =
-    "usage: busy_wake [-n N] [--slice-us S] [--hog-nice K] [--hog-yield] [--stall-us T] [--gap-us G]
-                 [--list K] [--raw] [--trace FILE]
+    "usage: busy_wake [-n N] [--slice-us S] [--hog-nice K] [--hog-yield] [--stall-us T]
+                 [--gap-us G] [--list K] [--raw] [--stats] [--trace FILE]
 
 Tasks A (worker 0) and B (worker 1) ping-pong N times (default 20000) through park/unpark
 while a hog loops on cond_resched() on each worker; features come from LAGOM_FEATURES.
@@ -72,6 +72,7 @@ while a hog loops on cond_resched() on each worker; features come from LAGOM_FEA
   --list K       print the first K stalls one per line (default 20)
   --raw          print every stall with its absolute CLOCK_MONOTONIC stamps (ns), to
                  line it up with other traces: raw <turn> <worker> <sent> <pushed> <seen> <cause>
+  --stats        print the runtime's per-worker counters (which wakeup paths were taken)
   --trace FILE   record the runtime's switch / wakeup / migrate events and write them to
                  FILE as Chrome trace JSON (open it in ui.perfetto.dev)";
 
@@ -84,6 +85,7 @@ struct Args {
     gap_ns: u64,
     list: usize,
     raw: bool,
+    stats: bool,
     trace: Option<std::path::PathBuf>,
 }
 
@@ -98,6 +100,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         gap_ns: 3_000,
         list: 20,
         raw: false,
+        stats: false,
         trace: None,
     };
     let mut p = lexopt::Parser::from_env();
@@ -111,6 +114,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("gap-us") => a.gap_ns = p.value()?.parse::<u64>()? * 1000,
             Long("list") => a.list = p.value()?.parse()?,
             Long("raw") => a.raw = true,
+            Long("stats") => a.stats = true,
             Long("trace") => a.trace = Some(p.value()?.into()),
             Short('h') | Long("help") => {
                 println!("{USAGE}");
@@ -462,8 +466,13 @@ fn main() {
     for (w, l) in &logs {
         let [b, a] = l.os;
         println!(
-            "worker {w}: hog cond_resched calls {}, holes {} (between calls {}), thread waited \
+            "worker {w}: hog {} calls {}, holes {} (between calls {}), thread waited \
              runnable {} µs, involuntary OS switches {}",
+            if args.hog_yield {
+                "yield_now"
+            } else {
+                "cond_resched"
+            },
             l.calls,
             l.gaps.len(),
             l.gaps.iter().filter(|g| !g.inside).count(),
@@ -498,4 +507,7 @@ fn main() {
         t.switches_voluntary,
         t.wakeups()
     );
+    if args.stats {
+        print!("{stats}");
+    }
 }
