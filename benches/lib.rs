@@ -1,4 +1,4 @@
-//! Shared helpers for lagom's criterion benchmarks.
+//! Shared helpers for lagom's criterion benchmarks and their example programs.
 
 use lagom::policy::{EnqueueKind, RqConfig, RunQueue, SchedEntity};
 
@@ -26,3 +26,5 @@ pub fn runqueue_with(n: usize, spread: u64, seed: u64) -> RunQueue<u32> {
     let _ = rq.pick_next(0);
     rq
 }
+
+pub mod pingpong;

@@ -2,7 +2,9 @@
 //! tasks A and B that pass a turn back and forth; **one iteration is one round trip: two
 //! wakeups** (A wakes B, B wakes A), each followed by the wakee running and seeing the turn.
 //! Halve a figure for one wake. Timed inside task A (`iter_custom`): spawning the tasks and
-//! the `block_on` around each sample are not counted.
+//! the `block_on` around each sample are not counted, nor are the first 100 round trips of each
+//! lagom and two-runtime tokio sample (`pingpong.rs`, which both cases share with
+//! `examples/remote_wake.rs`).
 //!
 //! lagom (park / `Unparker::unpark`, every task pinned with `task::Builder::cpus`):
 //!
@@ -66,118 +68,16 @@
 //! Run with `cargo bench --bench wake -- --warm-up-time 1 --measurement-time 2`.
 #![allow(missing_docs)]
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use lagom::Runtime;
-use lagom::task::{Builder, Unparker};
+use lagom_benches::pingpong::{Busy, lagom_pingpong, tokio_remote};
 
-/// One player of a lagom ping-pong: waits for its turns (`2i + me`) by parking, passes the
-/// turn and unparks the partner; player 0 returns the time of the `iters` round trips.
-fn player(
-    me: u64,
-    iters: u64,
-    turn: Arc<AtomicU64>,
-    peers: Arc<[OnceLock<Unparker>; 2]>,
-) -> impl FnOnce() -> Duration + Send + 'static {
-    move || {
-        peers[me as usize]
-            .set(lagom::task::current_unparker())
-            .expect("set once");
-        let other = loop {
-            if let Some(o) = peers[1 - me as usize].get() {
-                break o.clone();
-            }
-            lagom::task::yield_now();
-        };
-        let t = Instant::now();
-        for i in 0..iters {
-            let mine = 2 * i + me;
-            while turn.load(Ordering::Acquire) != mine {
-                lagom::task::park();
-            }
-            turn.store(mine + 1, Ordering::Release);
-            other.unpark();
-        }
-        t.elapsed()
-    }
-}
-
-/// What the CPU-bound task beside each player does.
-#[derive(Clone, Copy)]
-enum Busy {
-    /// Loops on `cond_resched()` at this nice level: it keeps its fair share.
-    CondResched(i32),
-    /// Loops on `yield_now()` at nice 0, as tokio's busy task does: each yield gives up the
-    /// rest of its request.
-    Yield,
-}
-
-/// `iters` round trips between a task on `cpus[a]` and one on `cpus[b]` (with `slice`, both
-/// ask for that request length); with `busy`, a CPU-bound task runs on each of the two
-/// workers meanwhile.
-fn lagom_pingpong(
-    rt: &Runtime,
-    a: usize,
-    b: usize,
-    busy: Option<Busy>,
-    slice: Option<Duration>,
-    iters: u64,
-) -> Duration {
-    let cpus = rt.worker_cpus();
-    let (cpu_a, cpu_b) = (cpus[a], cpus[b]);
-    rt.block_on(move || {
-        let stop = Arc::new(AtomicBool::new(false));
-        let spinners: Vec<_> = if let Some(kind) = busy {
-            [cpu_a, cpu_b]
-                .into_iter()
-                .map(|cpu| {
-                    let stop = Arc::clone(&stop);
-                    let nice = match kind {
-                        Busy::CondResched(nice) => nice,
-                        Busy::Yield => 0,
-                    };
-                    Builder::new()
-                        .name("busy")
-                        .nice(nice)
-                        .cpus([cpu])
-                        .spawn(move || {
-                            while !stop.load(Ordering::Relaxed) {
-                                match kind {
-                                    Busy::CondResched(_) => lagom::task::cond_resched(),
-                                    Busy::Yield => lagom::task::yield_now(),
-                                }
-                            }
-                        })
-                        .expect("spawn busy")
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let turn = Arc::new(AtomicU64::new(0));
-        let peers: Arc<[OnceLock<Unparker>; 2]> = Arc::new(Default::default());
-        let with_slice = |b: Builder| match slice {
-            Some(s) => b.slice(s),
-            None => b,
-        };
-        let pa = with_slice(Builder::new().name("A").cpus([cpu_a]));
-        let pb = with_slice(Builder::new().name("B").cpus([cpu_b]));
-        let ha = pa
-            .spawn(player(0, iters, Arc::clone(&turn), Arc::clone(&peers)))
-            .expect("spawn A");
-        let hb = pb.spawn(player(1, iters, turn, peers)).expect("spawn B");
-        let elapsed = ha.join().expect("A");
-        hb.join().expect("B");
-        stop.store(true, Ordering::Relaxed);
-        for s in spinners {
-            s.join().expect("busy");
-        }
-        elapsed
-    })
-}
+/// Untimed round trips before each sample's timed ones (`pingpong.rs`).
+const WARMUP: u64 = 100;
 
 /// `iters` Notify round trips on `rt`; with `busy`, two tasks loop on `yield_now` meanwhile.
 fn tokio_pingpong(rt: &tokio::runtime::Runtime, busy: bool, iters: u64) -> Duration {
@@ -221,65 +121,6 @@ fn tokio_pingpong(rt: &tokio::runtime::Runtime, busy: bool, iters: u64) -> Durat
     })
 }
 
-/// `iters` Notify round trips between two current-thread tokio runtimes on their own OS
-/// threads, pinned to `cpus` (A's runtime first); with `busy`, each runtime also runs a task
-/// that loops on `yield_now` until both players are done. Returns A's time.
-fn tokio_remote(cpus: [usize; 2], busy: bool, iters: u64) -> Duration {
-    use std::sync::atomic::AtomicUsize;
-    use tokio::sync::Notify;
-    let to = [Arc::new(Notify::new()), Arc::new(Notify::new())];
-    let done = Arc::new(AtomicUsize::new(0));
-    let threads: Vec<_> = (0..2)
-        .map(|me| {
-            let cpu = cpus[me];
-            let (mine, other) = (Arc::clone(&to[me]), Arc::clone(&to[1 - me]));
-            let done = Arc::clone(&done);
-            std::thread::spawn(move || {
-                assert!(
-                    core_affinity::set_for_current(core_affinity::CoreId { id: cpu }),
-                    "pin to CPU {cpu}"
-                );
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .build()
-                    .expect("tokio current-thread runtime");
-                rt.block_on(async move {
-                    let spinner = busy.then(|| {
-                        let done = Arc::clone(&done);
-                        tokio::spawn(async move {
-                            while done.load(Ordering::Relaxed) < 2 {
-                                tokio::task::yield_now().await;
-                            }
-                        })
-                    });
-                    let player = tokio::spawn(async move {
-                        let t = Instant::now();
-                        for _ in 0..iters {
-                            if me == 0 {
-                                other.notify_one();
-                                mine.notified().await;
-                            } else {
-                                mine.notified().await;
-                                other.notify_one();
-                            }
-                        }
-                        t.elapsed()
-                    });
-                    let elapsed = player.await.expect("player");
-                    done.fetch_add(1, Ordering::Relaxed);
-                    if let Some(s) = spinner {
-                        s.await.expect("busy");
-                    }
-                    elapsed
-                })
-            })
-        })
-        .collect();
-    let mut times = threads.into_iter().map(|t| t.join().expect("tokio thread"));
-    let a = times.next().expect("A's time");
-    times.for_each(drop);
-    a
-}
-
 /// The request a latency-sensitive task asks for (`task::Builder::slice`), against the
 /// default 3 ms (scaled by the worker count) of the busy tasks.
 const SHORT_SLICE: Duration = Duration::from_micros(100);
@@ -290,25 +131,37 @@ fn bench_wake(c: &mut Criterion) {
     let cpus = rt.worker_cpus();
     let remote = cpus.len() >= 2;
     g.bench_function("lagom/local", |b| {
-        b.iter_custom(|n| lagom_pingpong(&rt, 0, 0, None, None, n))
+        b.iter_custom(|n| lagom_pingpong(&rt, 0, 0, None, None, WARMUP, n))
     });
     if remote {
         g.bench_function("lagom/remote_busy", |b| {
-            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, Some(Busy::CondResched(0)), None, n))
+            b.iter_custom(|n| {
+                lagom_pingpong(&rt, 0, 1, Some(Busy::CondResched(0)), None, WARMUP, n)
+            })
         });
         g.bench_function("lagom/remote_busy_bg", |b| {
-            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, Some(Busy::CondResched(19)), None, n))
+            b.iter_custom(|n| {
+                lagom_pingpong(&rt, 0, 1, Some(Busy::CondResched(19)), None, WARMUP, n)
+            })
         });
         g.bench_function("lagom/remote_busy_yield", |b| {
-            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, Some(Busy::Yield), None, n))
+            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, Some(Busy::Yield), None, WARMUP, n))
         });
         g.bench_function("lagom/remote_busy_short_slice", |b| {
             b.iter_custom(|n| {
-                lagom_pingpong(&rt, 0, 1, Some(Busy::CondResched(0)), Some(SHORT_SLICE), n)
+                lagom_pingpong(
+                    &rt,
+                    0,
+                    1,
+                    Some(Busy::CondResched(0)),
+                    Some(SHORT_SLICE),
+                    WARMUP,
+                    n,
+                )
             })
         });
         g.bench_function("lagom/remote_idle", |b| {
-            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, None, None, n))
+            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, None, None, WARMUP, n))
         });
         drop(rt);
         let rt = Runtime::builder()
@@ -316,7 +169,7 @@ fn bench_wake(c: &mut Criterion) {
             .build()
             .expect("lagom runtime");
         g.bench_function("lagom/remote_idle_futex", |b| {
-            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, None, None, n))
+            b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, None, None, WARMUP, n))
         });
     }
 
@@ -332,10 +185,10 @@ fn bench_wake(c: &mut Criterion) {
     });
     if let [a, b, ..] = cpus[..] {
         g.bench_function("tokio/remote_busy", |bch| {
-            bch.iter_custom(|n| tokio_remote([a, b], true, n))
+            bch.iter_custom(|n| tokio_remote([a, b], true, WARMUP, n))
         });
         g.bench_function("tokio/remote_idle", |bch| {
-            bch.iter_custom(|n| tokio_remote([a, b], false, n))
+            bch.iter_custom(|n| tokio_remote([a, b], false, WARMUP, n))
         });
     }
     g.finish();
