@@ -24,9 +24,10 @@
 //!   average, about as long as it runs per wake, since it earns no credit while it sleeps
 //!   (policy test `wakee_against_a_hog_waits_its_run_time_times_the_weight_ratio`).
 //! * `lagom/remote_busy_bg` — as `remote_busy`, but the busy tasks run at nice 19, as a
-//!   background job would: the fairness waits shrink by the weight ratio (15/1024) and the
-//!   figure is the cost of the wakeup path itself. tokio has no weights: its busy tasks are the
-//!   same in both cases.
+//!   background job would: the fairness waits shrink by the weight ratio (15/1024); what is
+//!   left is the wakeup path, rare waits for the busy task's protected slice (RUN_TO_PARITY)
+//!   and the division that a weight sum other than a power of two costs the placement. tokio
+//!   has no weights: its busy tasks are the same in every case.
 //! * `lagom/remote_busy_yield` — as `remote_busy`, but the busy tasks loop on `yield_now()`,
 //!   as tokio's do: the busy task of `tokio/remote_busy` in lagom's terms. Each yield gives
 //!   up the rest of the busy task's request (its vruntime jumps to its deadline), so a woken

@@ -45,7 +45,7 @@
 //!
 //! ```text
 //! cargo run --release -p lagom-examples --example busy_wake -- [-n N] [--slice-us S]
-//!     [--hog-nice K] [--hog-yield] [--trace FILE]
+//!     [--hog-nice K] [--hog-yield] [--stats] [--trace FILE]
 //! LAGOM_FEATURES=NO_RUN_TO_PARITY cargo run --release -p lagom-examples --example busy_wake
 //! ```
 
