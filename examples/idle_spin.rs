@@ -16,7 +16,7 @@
 //! `idle_sleeps` and `kicks` per wake.
 //!
 //! What it showed, and the choice of `DEFAULT_IDLE_SPIN` from it: the module doc of
-//! `runtime/src/worker/idle.rs`.
+//! `runtime/src/sched/idle.rs`.
 //!
 //! ```text
 //! cargo run --release -p lagom-examples --example idle_spin --

@@ -1,5 +1,5 @@
 //! Model 9, **the exit's held-lock wakeup**: a task's exit wakes its joiner while the exiting
-//! worker holds its own runqueue lock (`worker/exit.rs` → `Unparker::unpark_held` →
+//! worker holds its own runqueue lock (`sched/exit.rs` → `Unparker::unpark_held` →
 //! `wake::try_to_wake_up_held`), over the real path: the `Model::exit` seam plays the
 //! exiting worker with a `WorkerThread` of its own (`model/exit.rs`), the joiner's side is the
 //! real join round (`JoinHandle::try_take`), `prepare_park` and `schedule()`'s seams.

@@ -1,6 +1,6 @@
 //! Model 6 of issue #6, **the on_cpu hand-off**: a task woken while its worker is still
 //! switching away from it never runs on two workers at once, over the real path
-//! (`lagom::model` seams into `worker/schedule.rs`, `worker/activate.rs`, `wake.rs`).
+//! (`lagom::model` seams into `sched/schedule.rs`, `wake/activate.rs`, `wake.rs`).
 //!
 //! A context switch is a hand-off between loom threads, both halves modelled:
 //! * **switch-out**, on worker A (the main thread): task T has announced `BLOCKED`; A's

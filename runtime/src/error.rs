@@ -7,6 +7,11 @@
 use alloc::string::String;
 use core::fmt;
 
+/// The size of one trace event (`trace::TraceEvent`), quoted by [`Error::TraceCapacity`]'s
+/// message. A constant here, because the error types sit below `trace/` (`ARCHITECTURE.md`);
+/// `trace/mod.rs` asserts at compile time that it is the event's size.
+pub(crate) const TRACE_EVENT_BYTES: usize = 48;
+
 /// Everything that can go wrong when configuring or starting lagom.
 ///
 /// Bad input is reported through this type; it never panics the runtime.
@@ -225,7 +230,7 @@ impl fmt::Display for Error {
                 "could not allocate {} trace logs of {events} events each; lower \
                  `trace_capacity` (each event takes {} bytes)",
                 workers + 1,
-                core::mem::size_of::<crate::trace::TraceEvent>()
+                TRACE_EVENT_BYTES
             ),
             Error::TraceWrite { path, os_error } => write!(
                 f,

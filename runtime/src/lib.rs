@@ -15,11 +15,22 @@
 //!   `cfg(loom)`), the lock-free wakelist, the idle/kick protocol and the runqueue lock.
 //! * `sys` — the only caller of `libc`.
 //!
-//! The threaded driver sits on top: [`task`] (the task control block, spawning, join,
-//! park/unpark, sleep), `wake` (the wakeup protocol, `try_to_wake_up`), `worker` (the
-//! per-CPU runqueue, wakelist, `schedule()`, idle loop and balancing) and [`Runtime`]
-//! (builder, `block_on`, shutdown, statistics). [`trace`] records switch / wakeup / migrate
-//! events per worker, when asked to, and exports them as Chrome/Perfetto trace JSON.
+//! The threaded driver sits on top, in four layers of its own, each a folder that imports only
+//! those below it (`ARCHITECTURE.md` in the repository, checked by `tests/layers.rs`):
+//!
+//! * `tcb` — the task control block (`task_struct`) and the data hanging off it: the
+//!   registry of live tasks, the runqueue payload, the join packet, the park token;
+//! * `worker` — the per-CPU state (`struct rq`): runqueue lock, wakelist, kick word,
+//!   counters, the worker thread's own part and the slot that finds it, timers' data;
+//! * `wake` — the wakeup protocol: `try_to_wake_up`, `ttwu_runnable`, `select_task_rq`,
+//!   the wakelist queue and drain, `activate` and the preemption check;
+//! * `sched` — the scheduling loop: `schedule()`, `finish_task_switch()`, exit, the idle
+//!   loop, load balancing, timer expiry;
+//!
+//! and the user-facing API above them: [`task`] (spawn, join, park/unpark, sleep, yield,
+//! `cond_resched`) and [`Runtime`] (builder, `block_on`, shutdown, statistics). [`trace`]
+//! records switch / wakeup / migrate events per worker, when asked to, and exports them as
+//! Chrome/Perfetto trace JSON.
 //!
 //! The crate is `#![no_std]` + `alloc`; the `std` feature (on by default) adds conveniences
 //! only. All OS access goes through `libc` in `sys/`.
@@ -38,9 +49,11 @@ mod join_error;
 pub mod model;
 pub mod policy;
 mod runtime;
+mod sched;
 pub mod sync;
 mod sys;
 pub mod task;
+mod tcb;
 pub mod topology;
 pub mod trace;
 mod wake;

@@ -23,14 +23,15 @@ use crate::arch::DEFAULT_STACK_SIZE;
 use crate::arch::FpControl;
 use crate::arch::MIN_STACK_SIZE;
 use crate::policy::{Features, MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, RqConfig};
+use crate::sched::worker_main;
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sys::thread::Thread;
-use crate::task::{Builder as TaskBuilder, JoinHandle};
+use crate::task::{Builder as TaskBuilder, JoinHandle, spawn_inner};
 use crate::trace::{DEFAULT_TRACE_CAPACITY, Recorder, Trace};
-use crate::worker::{Shared, Stats, Worker, worker_main};
+use crate::worker::{Shared, Stats, Task, Worker};
 
 /// How long an idle worker spins by default before it sleeps in `futex_wait` (chosen from the
-/// curve in the `worker/idle.rs` module doc: wake latency against idle CPU, issue #5).
+/// curve in the `sched/idle.rs` module doc: wake latency against idle CPU, issue #5).
 pub const DEFAULT_IDLE_SPIN: Duration = Duration::from_micros(30);
 
 /// The longest idle spin [`Builder::idle_spin`] accepts. A cross-CPU futex wake costs tens of
@@ -304,7 +305,7 @@ impl Runtime {
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
     {
-        crate::task::spawn_inner(&self.shared, None, b, f)
+        spawn_inner(&self.shared, None, b, f)
     }
 
     /// A snapshot of every worker's counters and the live task and stack counts.
@@ -381,7 +382,7 @@ impl Runtime {
             drop(old);
         }
         for w in &self.shared.workers {
-            let cancel = |t: &crate::task::Task| {
+            let cancel = |t: &Task| {
                 // SAFETY: every worker has stopped: nobody else touches the task's parts.
                 let fiber = unsafe { t.sched(|s| s.fiber.take()) };
                 // A task that still has its fiber never ended: its outcome was not delivered.
@@ -390,7 +391,9 @@ impl Runtime {
                 // into its stack any more (every worker stopped, its wait nodes are
                 // unreachable).
                 drop(unsafe { f.into_stack_abandoned() });
-                t.completion.cancel();
+                if let Some(joiner) = t.completion.cancel() {
+                    crate::wake::unpark(&joiner);
+                }
                 true
             };
             // SAFETY: every worker has stopped and been joined.

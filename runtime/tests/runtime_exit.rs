@@ -1,4 +1,4 @@
-//! A task's exit (`worker/exit.rs`): it switches straight to the next runnable task (its
+//! A task's exit (`sched/exit.rs`): it switches straight to the next runnable task (its
 //! joiner) instead of through the worker's idle loop.
 mod runtime_util;
 

@@ -1,4 +1,4 @@
-//! The registry of live tasks (`task/registry.rs`): a task that dies on another worker than
+//! The registry of live tasks (`tcb/registry.rs`): a task that dies on another worker than
 //! its home is handed back to its home, which frees it; the live counts stay exact.
 mod runtime_util;
 

@@ -7,8 +7,10 @@ use alloc::sync::Arc;
 
 use super::{Model, ModelTask};
 use crate::JoinError;
-use crate::task::{JoinHandle, Packet, TaskRef, Unparker};
-use crate::worker::{self, WorkerThread};
+use crate::sched;
+use crate::task::JoinHandle;
+use crate::wake;
+use crate::worker::{Packet, TaskRef, Waiter, WorkerThread};
 
 /// The finishing side of a joinable model task (see [`Model::joinable_task`]).
 pub struct ModelExit<T> {
@@ -83,7 +85,7 @@ impl Model {
         handle: &JoinHandle<T>,
         joiner: &ModelTask,
     ) -> Option<Result<T, JoinError>> {
-        handle.try_take(|| Unparker::for_task(Arc::clone(&joiner.0)))
+        handle.try_take(|| Waiter::Task(Arc::clone(&joiner.0)))
     }
 
     /// Worker `cpu` ends its running task, whose closure returned `v`, at time `now`: the
@@ -115,12 +117,12 @@ impl Model {
         let wt = WorkerThread::for_model(Arc::clone(&self.shared), cpu);
         let w = &self.shared.workers[cpu];
         let mut rq = w.rq.lock();
-        worker::dequeue_dead(w, &mut rq, t, now);
+        sched::dequeue_dead(w, &mut rq, t, now);
         let (wake, mut rq) = match t.completion.complete(None) {
             None => (ExitWake::NoJoiner, rq),
             Some(joiner) => {
                 wt.set_clock(now);
-                let held = joiner.unpark_held(&wt, rq);
+                let held = wake::unpark_held(&joiner, &wt, rq);
                 wt.set_clock(0);
                 match held {
                     Some(rq) => (ExitWake::Held, rq),
@@ -128,8 +130,8 @@ impl Model {
                 }
             }
         };
-        worker::drain(&self.shared, cpu, &mut rq, now);
-        let next = worker::pick(w, &mut rq, now);
+        wake::drain(&self.shared, cpu, &mut rq, now);
+        let next = sched::pick(w, &mut rq, now);
         let next = self.prepare_switch(cpu, next);
         drop(rq);
         let dead = ModelTask(Arc::clone(t));
@@ -143,13 +145,13 @@ impl<T: Send> ModelExit<T> {
     /// The task's closure returned `v`: its fiber stores the value (`Packet::set_value`), then
     /// the task's worker delivers the outcome through its completion
     /// (`Complete::complete`, which unparks a registered joiner), as the exit hook
-    /// `worker::exit_current` does, on the ending task's stack.
+    /// `sched::exit_current` does, on the ending task's stack.
     pub fn finish(self, v: T) {
         // SAFETY: the task's one store; `complete` follows below on this thread, as on the
         // worker thread that frees a real task.
         unsafe { self.slot.set_value(v) };
         if let Some(joiner) = self.task.completion.complete(None) {
-            joiner.unpark();
+            wake::unpark(&joiner);
         }
     }
 }

@@ -21,7 +21,7 @@
 //!
 //! The asm switch cannot run under loom: a switch away from a task writes the task's
 //! loom-only `loom_ctx` cell (the registers it saves) before `clear_on_cpu`, and a switch
-//! into the task reads it (the restore), as does a waker after its `on_cpu` wait (`wake.rs`),
+//! into the task reads it (the restore), as does a waker after its `on_cpu` wait (`wake/ttwu.rs`),
 //! so loom checks the hand-off of the context.
 //!
 //! Time: the seams take `now` as an argument where the runtime reads the clock; the paths
@@ -38,9 +38,11 @@ use alloc::sync::Arc;
 
 use crate::WorkerStats;
 use crate::policy::{Features, Pick, RqConfig, SchedEntity};
+use crate::sched::{self, Reason};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use crate::task::{self, Complete, ParkStep, RUNNING, Task, TaskRef};
-use crate::worker::{self, Reason, Shared, Worker};
+use crate::tcb::{self, Complete, ParkStep, RUNNING};
+use crate::wake;
+use crate::worker::{Packet, Shared, Task, TaskRef, Waiter, Worker};
 
 /// The runtime's shared state with `workers` workers and no threads.
 pub struct Model {
@@ -51,7 +53,7 @@ pub struct Model {
 #[derive(Clone)]
 pub struct ModelTask(TaskRef);
 
-/// What `prepare_park` decided (see `task/park.rs`).
+/// What `prepare_park` decided (see `tcb/token.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
     /// A pending unpark was consumed.
@@ -108,28 +110,28 @@ impl Model {
 
     /// A task running on worker `cpu`: enqueued and picked there, `on_cpu`.
     pub fn running_task(&self, cpu: usize) -> ModelTask {
-        self.start_running(cpu, task::Packet::<()>::new())
+        self.start_running(cpu, Packet::<()>::new())
     }
 
     /// A task queued on worker `cpu` (enqueued at time 0, not picked).
     pub fn queued_task(&self, cpu: usize) -> ModelTask {
-        self.queue(cpu, task::Packet::<()>::new())
+        self.queue(cpu, Packet::<()>::new())
     }
 
-    fn queue(&self, cpu: usize, completion: Arc<dyn Complete>) -> ModelTask {
+    fn queue(&self, cpu: usize, completion: Arc<dyn Complete<Waiter>>) -> ModelTask {
         let t = self.new_task(cpu, completion);
         let w = &self.shared.workers[cpu];
         // SAFETY: the returned `ModelTask` holds the task for the whole model, longer than
-        // its time in the runqueue (`task/queued.rs`).
-        unsafe { worker::activate(w, &mut w.rq.lock(), &t, 0) };
+        // its time in the runqueue (`tcb/queued.rs`).
+        unsafe { wake::activate(w, &mut w.rq.lock(), &t, 0) };
         ModelTask(t)
     }
 
-    fn new_task(&self, cpu: usize, completion: Arc<dyn Complete>) -> TaskRef {
+    fn new_task(&self, cpu: usize, completion: Arc<dyn Complete<Waiter>>) -> TaskRef {
         let t: TaskRef = Arc::new(Task::new(
             None,
             SchedEntity::new(0),
-            task::next_id(),
+            tcb::next_id(),
             String::from("model"),
             None,
             completion,
@@ -139,12 +141,12 @@ impl Model {
         t
     }
 
-    fn start_running(&self, cpu: usize, completion: Arc<dyn Complete>) -> ModelTask {
+    fn start_running(&self, cpu: usize, completion: Arc<dyn Complete<Waiter>>) -> ModelTask {
         let t = self.new_task(cpu, completion);
         let w = &self.shared.workers[cpu];
         let mut rq = w.rq.lock();
         // SAFETY: as in `queued_task`.
-        unsafe { worker::activate(w, &mut rq, &t, 0) };
+        unsafe { wake::activate(w, &mut rq, &t, 0) };
         let Pick::Run(h) = rq.pick_next(0) else {
             panic!("the only task is picked")
         };
@@ -155,7 +157,7 @@ impl Model {
 
     /// The sleeper's side of `park` up to `schedule()`.
     pub fn prepare_park(&self, t: &ModelTask) -> Step {
-        match task::prepare_park(&t.0) {
+        match tcb::prepare_park(&t.0) {
             ParkStep::Return => Step::Return,
             ParkStep::Retry => Step::Retry,
             ParkStep::Sleep => Step::Sleep,
@@ -197,10 +199,10 @@ impl Model {
     pub fn schedule_prev(&self, t: &ModelTask, cpu: usize, now: u64) -> Next {
         let w = &self.shared.workers[cpu];
         let mut rq = w.rq.lock();
-        worker::drain(&self.shared, cpu, &mut rq, now);
+        wake::drain(&self.shared, cpu, &mut rq, now);
         rq.update_curr(now);
-        worker::put_prev(w, &mut rq, &t.0, Reason::Block, now);
-        let next = worker::pick(w, &mut rq, now);
+        sched::put_prev(w, &mut rq, &t.0, Reason::Block, now);
+        let next = sched::pick(w, &mut rq, now);
         if core::ptr::eq(next, &*t.0) {
             Next::Same
         } else {
@@ -225,7 +227,7 @@ impl Model {
     /// `finish_task_switch` on the next context's stack: the switch away from `prev` is
     /// complete (`clear_on_cpu`, Release).
     pub fn finish_task_switch(&self, prev: &ModelTask) {
-        worker::clear_on_cpu(&prev.0);
+        sched::clear_on_cpu(&prev.0);
     }
 
     /// Idle worker `cpu`'s loop at time `now` (`idle.rs`): under the runqueue lock, drain the
@@ -236,8 +238,8 @@ impl Model {
         let next = {
             let w = &self.shared.workers[cpu];
             let mut rq = w.rq.lock();
-            worker::drain(&self.shared, cpu, &mut rq, now);
-            let next = worker::pick(w, &mut rq, now);
+            wake::drain(&self.shared, cpu, &mut rq, now);
+            let next = sched::pick(w, &mut rq, now);
             self.prepare_switch(cpu, next)?
         };
         next.restore();
@@ -257,21 +259,21 @@ impl Model {
             Arc::from_raw(next)
         };
         // A model worker has no idle context and no overflow handler; its tasks no fiber.
-        worker::prepare_switch(&n, cpu, core::ptr::null_mut(), None);
+        sched::prepare_switch(&n, cpu, core::ptr::null_mut(), None);
         Some(ModelTask(n))
     }
 
     /// `Unparker::unpark` of `t`, from a thread outside the workers.
     pub fn unpark(&self, t: &ModelTask) {
-        task::unpark_task(&t.0);
+        wake::unpark_task(&t.0);
     }
 
     /// `try_to_wake_up(t)` from a thread outside the workers.
     pub fn try_to_wake_up(&self, t: &ModelTask) -> Woken {
-        match crate::wake::try_to_wake_up(&t.0) {
-            crate::wake::Woken::NotBlocked => Woken::NotBlocked,
-            crate::wake::Woken::Runnable => Woken::Runnable,
-            crate::wake::Woken::Enqueued => Woken::Enqueued,
+        match wake::try_to_wake_up(&t.0) {
+            wake::Woken::NotBlocked => Woken::NotBlocked,
+            wake::Woken::Runnable => Woken::Runnable,
+            wake::Woken::Enqueued => Woken::Enqueued,
         }
     }
 
@@ -279,7 +281,7 @@ impl Model {
     pub fn drain_all(&self) {
         for (i, w) in self.shared.workers.iter().enumerate() {
             let mut rq = w.rq.lock();
-            worker::drain(&self.shared, i, &mut rq, 2);
+            wake::drain(&self.shared, i, &mut rq, 2);
         }
     }
 
@@ -287,13 +289,13 @@ impl Model {
     pub fn drain(&self, cpu: usize, now: u64) {
         let w = &self.shared.workers[cpu];
         let mut rq = w.rq.lock();
-        worker::drain(&self.shared, cpu, &mut rq, now);
+        wake::drain(&self.shared, cpu, &mut rq, now);
     }
 
     /// Worker `cpu`'s tick runs the periodic load balance at time `now` (`balance.rs`).
     /// Returns how many tasks it pulled.
     pub fn periodic_balance(&self, cpu: usize, now: u64) -> usize {
-        worker::periodic_balance(&self.shared, cpu, now)
+        sched::periodic_balance(&self.shared, cpu, now)
     }
 
     /// The workers whose runqueue holds `t`, and the worker its `cpu` names.

@@ -1,21 +1,22 @@
-//! Spawning tasks (`task::Builder`, `spawn`) and the calls a task makes about itself:
-//! `current`, `yield_now`, `cond_resched`, `sleep`.
+//! Spawning tasks (`task::Builder`, `spawn`): the kernel's `fork` and `wake_up_new_task` —
+//! build the task control block with its fiber and join packet, register it with its home
+//! worker, select a CPU and enqueue it.
 
-use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::ptr::NonNull;
 use core::time::Duration;
 
-use super::completion::{Completion, PacketStore, write_inline};
-use super::join::{Complete, JoinHandle, Packet, ValueSlot};
-use super::{Task, next_id};
+use super::join::JoinHandle;
 use crate::Error;
 use crate::arch::{DefaultStack, Fiber, MIN_STACK_SIZE};
 use crate::policy::{MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, SchedEntity, clamp_nice};
+use crate::sched::{exit_current, finish_task_switch};
 use crate::sync::atomic::Ordering;
-use crate::worker::{self, Reason, Shared, WorkerThread, local};
+use crate::tcb::{Complete, Completion, PacketStore, ValueSlot, next_id, write_inline};
+use crate::wake::{enqueue_on, select_cpu};
+use crate::worker::{Packet, Shared, Task, TaskRef, Waiter, WorkerThread, local};
 
 /// Options for one task: name, nice level, custom slice, CPU affinity, stack size.
 ///
@@ -152,7 +153,7 @@ where
     // Empty for unnamed tasks (no allocation); `current()`, panics and the overflow report
     // print `task-<id>` for it.
     let name = b.name.unwrap_or_default();
-    // The task's allocation comes first: the packet goes in it when it fits (completion.rs),
+    // The task's allocation comes first: the packet goes in it when it fits (`tcb/completion.rs`),
     // and the closure needs the packet's address. Built in place: `Arc::new(Task::new(..))`
     // compiled to a ~270-byte copy from the stack (issue #5). A spawn by a task takes its
     // worker's spare allocation if there is one (`recycle.rs`).
@@ -171,16 +172,16 @@ where
         None => Arc::into_raw(Arc::<Task>::new_uninit()).cast_mut(),
     };
     let task_ptr = uninit.cast::<Task>();
-    let (completion, packet) = if PacketStore::fits::<T>() {
+    let (completion, packet) = if PacketStore::fits::<T, Waiter>() {
         // SAFETY: the packet fits; the store is the task's, written below with the task as
         // its completion, and `write_inline` follows right after.
         unsafe { Completion::inline::<T>(&raw mut (*task_ptr).packet_store) }
     } else {
         let packet = Packet::<T>::new();
         let at = NonNull::from(&*packet);
-        (Completion::from(packet as Arc<dyn Complete>), at)
+        (Completion::from(packet as Arc<dyn Complete<Waiter>>), at)
     };
-    // Not `Arc` clones: the task's completion keeps the packet alive (join.rs).
+    // Not `Arc` clones: the task's completion keeps the packet alive (`tcb/packet.rs`).
     let slot = ValueSlot::new(packet);
     // The fiber's copy of the name (for overflow and panic reports); `String::clone` costs
     // ~20 instructions even for an empty name.
@@ -191,26 +192,26 @@ where
     };
     let mut fiber = Fiber::new(fiber_name, id, stack, move || {
         // First run: complete the switch that brought us here.
-        worker::finish_task_switch();
+        finish_task_switch();
         let v = f();
         // SAFETY: the task's one store, just before its closure ends; the fiber's exit hook
-        // (`worker::exit_current`) then calls `complete` on this OS thread. The task, and so
+        // (`sched::exit_current`) then calls `complete` on this OS thread. The task, and so
         // its completion, which owns the packet, outlives its closure.
         unsafe { slot.set(v) };
     });
     fiber.set_fp_control(shared.fp_control);
-    fiber.set_on_exit(worker::exit_current);
+    fiber.set_on_exit(exit_current);
     let mut se = SchedEntity::new(b.nice);
     if let Some(s) = b.slice {
         let ns = u64::try_from(s.as_nanos()).unwrap_or(u64::MAX);
         se.set_custom_slice(Some(ns.clamp(MIN_CUSTOM_SLICE, MAX_CUSTOM_SLICE)));
     }
-    let inline = PacketStore::fits::<T>();
+    let inline = PacketStore::fits::<T, Waiter>();
     // SAFETY: the allocation is fresh (or a spare's, its old task dropped) and `uninit` its
     // only pointer; it is written once, whole, then its inline packet (if any) as
     // `Completion::inline` requires, before `assume_init`. `uninit` came from `into_raw` of
     // an `Arc<MaybeUninit<Task>>` or of an `Arc<Task>`, the same size and alignment.
-    let task: super::TaskRef = unsafe {
+    let task: TaskRef = unsafe {
         (*uninit).write(Task::new(
             Some(fiber),
             se,
@@ -225,12 +226,12 @@ where
         }
         Arc::from_raw(uninit).assume_init()
     };
-    crate::trace::spawn(shared, &task);
+    crate::worker::trace::spawn(shared, &task);
     let local_idx = local.map(|wt| wt.index);
     let prev = local_idx.unwrap_or_else(|| {
         shared.next_outside.fetch_add(1, Ordering::Relaxed) % shared.workers.len()
     });
-    // The registry's reference; home and slot are published with the task (registry.rs).
+    // The registry's reference; home and slot are published with the task (`tcb/registry.rs`).
     let reg = &shared.workers[prev].tasks;
     let slot = match local {
         // SAFETY: `prev` is the calling worker, whose own part this thread is the one to touch.
@@ -239,103 +240,8 @@ where
     };
     task.reg_home.store(prev, Ordering::Relaxed);
     task.reg_slot.store(slot, Ordering::Relaxed);
-    let target = crate::wake::select_cpu(shared, &task, prev, local_idx);
+    let target = select_cpu(shared, &task, prev, local_idx);
     task.cpu.store(target, Ordering::Relaxed);
-    crate::wake::enqueue_on(shared, local, target, &task, true);
+    enqueue_on(shared, local, target, &task, true);
     Ok(JoinHandle { packet, id, task })
-}
-
-/// What a task knows about itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CurrentTask {
-    /// Its id (unique in the process).
-    pub id: u64,
-    /// Its name.
-    pub name: String,
-    /// The OS CPU of the worker running it now.
-    pub cpu: usize,
-}
-
-/// The calling task (`None` outside tasks).
-pub fn current() -> Option<CurrentTask> {
-    let wt = local()?;
-    let t = worker::current_task()?;
-    Some(CurrentTask {
-        id: t.id,
-        name: if t.name.is_empty() {
-            format!("task-{}", t.id)
-        } else {
-            t.name.clone()
-        },
-        cpu: wt.worker().os_cpu,
-    })
-}
-
-/// The run time the scheduler has charged to the calling task so far (its entity's
-/// `sum_exec_runtime`, as in `/proc/<pid>/sched`); `None` outside tasks.
-pub fn runtime() -> Option<Duration> {
-    let wt = local()?;
-    let t = worker::current_task()?;
-    let w = wt.worker();
-    let mut rq = w.rq.lock();
-    rq.update_curr(crate::sys::time::sched_clock());
-    // SAFETY: the running task's scheduling part belongs to this worker (it runs here).
-    let h = unsafe { t.sched(|s| s.handle) }?;
-    Some(Duration::from_nanos(rq.entity(h).sum_exec_runtime))
-}
-
-/// Gives up the rest of the calling task's request and lets the worker pick again
-/// (`sched_yield`). Outside tasks it does nothing.
-pub fn yield_now() {
-    if worker::with_current_task(|_| ()).is_some() {
-        worker::schedule(Reason::Yield);
-    }
-}
-
-/// The cheap tick: charges the running task and switches away if it used up its request,
-/// a wakeup asked for preemption, or wakeups wait on this worker's wakelist; every few
-/// milliseconds it also runs the periodic load balance, which may pull tasks to this worker.
-/// Long compute loops call it. Outside tasks it does nothing.
-pub fn cond_resched() {
-    let Some(wt) = local() else { return };
-    if worker::with_current_task(|_| ()).is_none() {
-        return;
-    }
-    let w = wt.worker();
-    let now = crate::sys::time::sched_clock();
-    worker::balance_tick(wt, now);
-    let resched = w.need_resched.load(Ordering::Relaxed)
-        || !w.wakelist.is_empty()
-        || wt
-            .timers
-            .borrow()
-            .next_deadline()
-            .is_some_and(|d| d <= crate::sys::time::monotonic_ns())
-        || w.rq.lock().task_tick(now);
-    if resched {
-        worker::schedule(Reason::Preempt);
-    }
-}
-
-/// Sleeps for at least `d`: the task blocks and its worker's timer wakes it. Outside tasks the
-/// calling OS thread sleeps.
-pub fn sleep(d: Duration) {
-    let start = crate::sys::time::monotonic_ns();
-    let deadline = start.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-    loop {
-        let now = crate::sys::time::monotonic_ns();
-        if now >= deadline {
-            return;
-        }
-        match (local(), worker::current_task()) {
-            (Some(wt), Some(t)) => {
-                wt.timers.borrow_mut().add(deadline, t);
-                super::park();
-            }
-            _ => {
-                let f = crate::sync::futex::Futex::new(0);
-                f.wait(0, Some(deadline - now));
-            }
-        }
-    }
 }

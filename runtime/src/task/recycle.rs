@@ -12,8 +12,8 @@
 //!   the worker's own thread), dropping the spare it held, if any. Otherwise it is dropped as
 //!   usual. A unique reference implies that the task left its registry, which happens only
 //!   after its exit hook has dequeued it for good and `put_dead` took its fiber
-//!   (`registry.rs`); a cancelled task never gets here (its join panics).
-//! * **take** (`spawn_inner`, for a spawn by a task of that worker): takes the spare, turns
+//!   (`tcb/registry.rs`); a cancelled task never gets here (its join panics).
+//! * **take** (`spawn_inner`, `builder.rs`, for a spawn by a task of that worker): takes the spare, turns
 //!   the reference into a raw pointer (so that nothing would drop it twice if the spawn
 //!   panicked half-way), drops the old task's fields in place and builds the new task in the
 //!   same allocation, whose count is still 1; the `Arc` is rebuilt from the pointer.
@@ -24,7 +24,7 @@
 
 use alloc::sync::Arc;
 
-use super::TaskRef;
+use crate::worker::TaskRef;
 use crate::worker::local;
 
 /// Keeps `task`, just joined, as its worker's spare if nothing else refers to it (module

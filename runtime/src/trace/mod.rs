@@ -59,7 +59,7 @@ mod log;
 mod record;
 
 pub use json::ChromeJson;
-pub(crate) use record::{Recorder, enqueue, migrate, spawn, switch, wakeup};
+pub(crate) use record::Recorder;
 
 use alloc::collections::BTreeMap;
 use alloc::string::String;
@@ -162,6 +162,9 @@ pub struct TraceEvent {
     /// What happened.
     pub kind: TraceEventKind,
 }
+
+// `Error::TraceCapacity`'s message quotes this size (`error.rs`, which sits below this module).
+const _: () = assert!(core::mem::size_of::<TraceEvent>() == crate::error::TRACE_EVENT_BYTES);
 
 /// The events of one log: a worker's, or the outside threads'.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

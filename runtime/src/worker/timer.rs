@@ -1,13 +1,12 @@
-//! The per-worker timer heap behind `sleep`: a min-heap of (deadline, task); expired entries
-//! unpark their task. An entry whose task was woken early is harmless: its unpark is a
-//! spurious wakeup, which `sleep` (a loop until the deadline) absorbs.
+//! The per-worker timer heap behind `sleep`: a min-heap of (deadline, task). Expired entries
+//! unpark their task (`sched/timer.rs`). An entry whose task was woken early is harmless: its
+//! unpark is a spurious wakeup, which `sleep` (a loop until the deadline) absorbs.
 
 use alloc::collections::BinaryHeap;
 use alloc::vec::Vec;
 use core::cmp::{Ordering as CmpOrdering, Reverse};
 
-use super::WorkerThread;
-use crate::task::TaskRef;
+use super::TaskRef;
 
 struct Entry {
     deadline: u64,
@@ -47,40 +46,18 @@ impl Timers {
     pub(crate) fn next_deadline(&self) -> Option<u64> {
         self.heap.peek().map(|e| e.0.deadline)
     }
-}
 
-/// Unparks every task whose deadline has passed (outside any runqueue lock). The deadlines
-/// are on the exact clock (`monotonic_ns`), which is read only when a timer is armed: the
-/// scheduler's own clock (`sched_clock`) may drift from it.
-///
-/// The common case, no timer armed, is one inlined look at the heap's length; the clock
-/// read and the rest are out of line.
-#[inline]
-pub(crate) fn fire(wt: &WorkerThread) {
-    if !wt.timers.borrow().heap.is_empty() {
-        fire_armed(wt);
+    /// Whether no timer is armed.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.heap.is_empty()
     }
-}
 
-/// [`fire`] once a timer is armed.
-#[inline(never)]
-fn fire_armed(wt: &WorkerThread) {
-    let due: Vec<TaskRef> = {
-        let mut t = wt.timers.borrow_mut();
-        let Some(first) = t.next_deadline() else {
-            return;
-        };
-        let now = crate::sys::time::monotonic_ns();
-        if first > now {
-            return;
-        }
+    /// Takes out every entry whose deadline is at or before `now`, earliest first.
+    pub(crate) fn take_due(&mut self, now: u64) -> Vec<TaskRef> {
         let mut due = Vec::new();
-        while t.next_deadline().is_some_and(|d| d <= now) {
-            due.push(t.heap.pop().expect("peeked").0.task);
+        while self.next_deadline().is_some_and(|d| d <= now) {
+            due.push(self.heap.pop().expect("peeked").0.task);
         }
         due
-    };
-    for task in due {
-        crate::task::unpark_task(&task);
     }
 }

@@ -44,11 +44,14 @@
 
 use core::ptr;
 
-use super::{Worker, WorkerThread, balance_tick, drain, finished_delayed, local, timer};
+use super::{balance_tick, timer};
 use crate::arch::{Context, SignalStack, switch};
 use crate::policy::{DequeueKind, Dequeued, Pick, RunQueue};
 use crate::sync::atomic::Ordering;
-use crate::task::{QueuedTask, RUNNING, Task};
+use crate::tcb::RUNNING;
+use crate::trace::SwitchReason;
+use crate::wake::{drain, finished_delayed};
+use crate::worker::{QueuedTask, Task, Worker, WorkerThread, local, trace};
 
 /// Picks the next task (`pick_next_task`), finishing delayed dequeues on the way.
 pub(crate) fn pick(w: &Worker, rq: &mut RunQueue<QueuedTask>, now: u64) -> *const Task {
@@ -95,6 +98,12 @@ pub(crate) fn prepare_switch(
     };
 }
 
+/// Marks `next`, just picked by worker thread `wt`'s worker, running there
+/// ([`prepare_switch`] with that worker's idle context and overflow stack).
+pub(crate) fn prepare_switch_on(wt: &WorkerThread, next: &Task) {
+    prepare_switch(next, wt.index, wt.idle_ctx(), wt.signals());
+}
+
 /// Why the running task calls `schedule`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reason {
@@ -104,6 +113,16 @@ pub(crate) enum Reason {
     Yield,
     /// need-resched or the tick: preempted.
     Preempt,
+}
+
+impl From<Reason> for SwitchReason {
+    fn from(r: Reason) -> SwitchReason {
+        match r {
+            Reason::Block => SwitchReason::Block,
+            Reason::Yield => SwitchReason::Yield,
+            Reason::Preempt => SwitchReason::Preempt,
+        }
+    }
 }
 
 /// Which switch counter a switch away from the previous task belongs to.
@@ -197,16 +216,15 @@ fn schedule_on(wt: &WorkerThread, reason: Reason) {
         SwitchKind::Involuntary => &w.stats.switches_involuntary,
     });
     if let Some(n) = (!next.is_null()).then(|| {
-        // SAFETY: picked from the runqueue: its registry keeps it alive (`task/queued.rs`).
+        // SAFETY: picked from the runqueue: its registry keeps it alive (`tcb/queued.rs`).
         unsafe { &*next }
     }) {
-        wt.prepare_switch(n);
-    } else if let Some(sig) = &wt.signals {
-        // SAFETY: null is always allowed.
-        unsafe { sig.set_current(ptr::null()) };
+        prepare_switch_on(wt, n);
+    } else {
+        wt.clear_signal_task();
     }
-    // SAFETY: `next` is null or was picked from the runqueue: its registry keeps it alive (`task/queued.rs`).
-    crate::trace::switch(wt, Some(prev_t), unsafe { next.as_ref() }, reason);
+    // SAFETY: `next` is null or was picked from the runqueue: its registry keeps it alive (`tcb/queued.rs`).
+    trace::switch(wt, Some(prev_t), unsafe { next.as_ref() }, reason);
     wt.prev.set(prev);
     wt.curr.set(next);
     drop(rq);

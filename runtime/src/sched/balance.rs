@@ -18,7 +18,7 @@
 //! * A delayed wakeup queued on the old worker's wakelist (TTWU_QUEUE_DELAYED) can meet a
 //!   delayed task that the periodic balancer moved (only it moves delayed tasks). The drain
 //!   compares `cpu` with its own index under its lock and forwards the entry to the worker
-//!   that now owns the task ("chase after it", `activate.rs`); that worker repeats the test
+//!   that now owns the task ("chase after it", `wake/queue.rs`); that worker repeats the test
 //!   under its own lock. Loom model 7 (`loom-tests/tests/migrate.rs`, mutant
 //!   `drain_no_chase`) races the waker, the balancer and the drain.
 //!
@@ -31,14 +31,14 @@
 //! kernel's `attach_task` does, so a task with an earlier deadline is not kept waiting for
 //! the puller's running task to finish its request.
 
-use super::{Shared, Worker, WorkerThread, check_preempt};
 use crate::policy::{
     BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Feature, Imbalance, LoadView,
     RunQueue, WakeFlags, can_migrate, moved, newidle_imbalance, periodic_imbalance,
 };
 use crate::sync::atomic::Ordering;
-use crate::task::QueuedTask;
 use crate::trace::MigrateCause;
+use crate::wake::check_preempt;
+use crate::worker::{QueuedTask, Shared, Worker, WorkerThread, trace};
 
 /// At most this many tasks move in one balance (the kernel's `sysctl_sched_nr_migrate`
 /// bound on `detach_tasks`), so one pass holds two locks for a bounded time.
@@ -189,7 +189,7 @@ fn move_task(
         Balancer::NewlyIdle => MigrateCause::Balance,
         Balancer::Periodic => MigrateCause::PeriodicBalance,
     };
-    crate::trace::migrate(shared, t, src, me, cause);
+    trace::migrate(shared, t, src, me, cause);
     let w: &Worker = &shared.workers[me];
     if delayed {
         w.stats.inc(&w.stats.balance_delayed);

@@ -15,7 +15,7 @@
 //! * **own** — the tasks spawned on the worker itself, by a task it runs. Only the worker's
 //!   own thread touches these slots, without a lock (issue #5: the lock taken at spawn and
 //!   again at the free cost four locked instructions per spawn+join): it inserts at spawn, and
-//!   removes when one of these tasks dies on this worker (`worker::put_dead`) or when it
+//!   removes when one of these tasks dies on this worker (`sched/exit.rs`, `put_dead`) or when it
 //!   reaps its dead list.
 //! * **dead** — a lock-free list (`sync/llist.rs`) of own tasks that died on *another* worker
 //!   (moved there by balancing or a wakeup). That worker gives the stack back to its own pool,
@@ -25,7 +25,7 @@
 //!   the home's slot still holds the reference, and the home may free the task at once. The
 //!   push is Release and the home's take is Acquire, so the home sees the fiber taken. The
 //!   home **reaps** the list (removes those slots) at its next spawn and whenever it runs out
-//!   of work (`worker/idle.rs`); until then the dead tasks still count as live. A push onto
+//!   of work (`sched/idle.rs`); until then the dead tasks still count as live. A push onto
 //!   an empty list kicks the home, and the idle re-check counts a non-empty list as work
 //!   (the kick protocol, `sync/kick.rs`), so an idle home does not sleep on dead tasks.
 //! * **foreign** — tasks spawned from outside the runtime's workers (`Runtime::spawn`), behind
@@ -39,7 +39,7 @@
 //! Shutdown, with every worker stopped and joined, reaps every dead list and takes every part.
 //!
 //! The registry also keeps the worker's *spare*, a joined task's allocation for its next
-//! spawn (`recycle.rs`); it is in no slot and counts as nothing.
+//! spawn (`task/recycle.rs`); it is in no slot and counts as nothing.
 
 use core::ptr::NonNull;
 
@@ -53,32 +53,33 @@ use crate::sync::lock::Lock;
 /// The bit of `Task::reg_slot` that marks a slot of the foreign part.
 pub(crate) const FOREIGN: usize = 1 << (usize::BITS - 1);
 
-/// One worker's live tasks (module doc).
-pub(crate) struct Registry {
+/// One worker's live tasks of a runtime `R` (module doc).
+pub(crate) struct Registry<R: 'static> {
     /// The own part: touched only by the home worker's thread, or with every worker stopped.
-    own: UnsafeCell<Slots<TaskRef>>,
+    own: UnsafeCell<Slots<TaskRef<R>>>,
     /// `own`'s task count, published by the owner after each change.
     own_tasks: AtomicUsize,
     /// `own`'s stack count, published with `own_tasks`.
     own_stacks: AtomicUsize,
     /// Own tasks that died on other workers, for the owner to reap.
-    dead: LList<Task>,
+    dead: LList<Task<R>>,
     /// The foreign part.
-    foreign: Lock<Slots<TaskRef>>,
+    foreign: Lock<Slots<TaskRef<R>>>,
     /// A joined task's allocation kept for the next spawn here (`recycle.rs`): touched only by
     /// the home worker's thread, or with every worker stopped.
-    spare: UnsafeCell<Option<TaskRef>>,
+    spare: UnsafeCell<Option<TaskRef<R>>>,
 }
 
 // SAFETY: `own` is touched by one thread at a time (the owner's, or the shutting-down thread
 // after joining every worker: the contracts of the unsafe methods); the other parts are
 // atomics, a lock-free list and a lock. The tasks themselves are Send and Sync.
-unsafe impl Sync for Registry {}
+unsafe impl<R: Send + Sync + 'static> Sync for Registry<R> {}
 // SAFETY: as for Sync; every part holds only `TaskRef`s, which are Send.
-unsafe impl Send for Registry {}
+unsafe impl<R: Send + Sync + 'static> Send for Registry<R> {}
 
-impl Registry {
-    pub(crate) fn new() -> Registry {
+impl<R: 'static> Registry<R> {
+    /// An empty registry.
+    pub(crate) fn new() -> Registry<R> {
         Registry {
             own: UnsafeCell::new(Slots::default()),
             own_tasks: AtomicUsize::new(0),
@@ -89,12 +90,12 @@ impl Registry {
         }
     }
 
-    /// Keeps `t` as the spare, dropping the one kept before (`recycle.rs`).
+    /// Keeps `t` as the spare, dropping the one kept before (`task/recycle.rs`).
     ///
     /// # Safety
     /// The caller is the home worker's thread; `t` is the only reference to its task, which
     /// is dead and out of its registry.
-    pub(crate) unsafe fn put_spare(&self, t: TaskRef) {
+    pub(crate) unsafe fn put_spare(&self, t: TaskRef<R>) {
         // SAFETY: the caller's contract: only this thread touches the spare slot.
         let old = self.spare.with_mut(|p| unsafe { (*p).replace(t) });
         drop(old);
@@ -104,7 +105,7 @@ impl Registry {
     ///
     /// # Safety
     /// The caller is the home worker's thread, or every worker has stopped and been joined.
-    pub(crate) unsafe fn take_spare(&self) -> Option<TaskRef> {
+    pub(crate) unsafe fn take_spare(&self) -> Option<TaskRef<R>> {
         // SAFETY: the caller's contract: only this thread touches the spare slot.
         self.spare.with_mut(|p| unsafe { (*p).take() })
     }
@@ -114,7 +115,7 @@ impl Registry {
     /// # Safety
     /// The caller is the home worker's thread, or every worker has stopped and been joined.
     #[inline]
-    unsafe fn with_own<R>(&self, f: impl FnOnce(&mut Slots<TaskRef>) -> R) -> R {
+    unsafe fn with_own<T>(&self, f: impl FnOnce(&mut Slots<TaskRef<R>>) -> T) -> T {
         self.own.with_mut(|p| {
             // SAFETY: the caller's contract makes this the only access to the own part.
             let own = unsafe { &mut *p };
@@ -132,7 +133,7 @@ impl Registry {
     /// # Safety
     /// The caller is the home worker's thread.
     #[inline]
-    pub(crate) unsafe fn insert_own(&self, t: TaskRef) -> usize {
+    pub(crate) unsafe fn insert_own(&self, t: TaskRef<R>) -> usize {
         if !self.dead.is_empty() {
             // SAFETY: the caller's contract.
             unsafe { self.reap() };
@@ -143,7 +144,7 @@ impl Registry {
 
     /// Registers `t`, spawned from outside the workers, with its stack; returns the value for
     /// `Task::reg_slot`.
-    pub(crate) fn insert_foreign(&self, t: TaskRef) -> usize {
+    pub(crate) fn insert_foreign(&self, t: TaskRef<R>) -> usize {
         self.foreign.lock().insert(t) | FOREIGN
     }
 
@@ -153,8 +154,8 @@ impl Registry {
     /// # Safety
     /// For an own slot, the caller is the home worker's thread.
     #[inline]
-    pub(crate) unsafe fn remove(&self, slot: usize) -> TaskRef {
-        let take = |s: &mut Slots<TaskRef>, i| {
+    pub(crate) unsafe fn remove(&self, slot: usize) -> TaskRef<R> {
+        let take = |s: &mut Slots<TaskRef<R>>, i| {
             s.stack_returned();
             s.remove(i)
         };
@@ -174,7 +175,7 @@ impl Registry {
     /// `t` is in this registry's own part, dead, off every queue and CPU, and on no list;
     /// the caller touches it no more once this returns (the home may free it at once).
     #[must_use = "the home worker must be kicked when the list was empty"]
-    pub(crate) unsafe fn push_dead(&self, t: &Task) -> bool {
+    pub(crate) unsafe fn push_dead(&self, t: &Task<R>) -> bool {
         // SAFETY: the caller's contract: the task is on no list and stays alive (its slot
         // holds it) until the home's reap takes it out of the list.
         unsafe { self.dead.push(NonNull::from(t)) }
@@ -208,7 +209,7 @@ impl Registry {
     ///
     /// # Safety
     /// Every worker has stopped and been joined.
-    pub(crate) unsafe fn cancel_all(&self, mut cancel: impl FnMut(&Task) -> bool) {
+    pub(crate) unsafe fn cancel_all(&self, mut cancel: impl FnMut(&Task<R>) -> bool) {
         // SAFETY: the caller's contract (for the spare and the three calls on the own part).
         drop(unsafe { self.take_spare() });
         // SAFETY: as above.

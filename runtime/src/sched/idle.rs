@@ -38,21 +38,23 @@
 //! worker with the most runnable tasks (at least two).
 //!
 //! Out of work, before balancing, the worker reaps its registry's dead list (the tasks it
-//! spawned that died on other workers, `task/registry.rs`).
+//! spawned that died on other workers, `tcb/registry.rs`).
 //!
 //! Shutdown: once `closing` is set, a worker whose runqueue and wakelist are empty leaves the
 //! loop; tasks still blocked are cancelled by `Runtime::shutdown`.
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
-use core::cell::{Cell, RefCell};
 use core::ptr;
 
-use super::{LOCAL, Shared, WorkerThread, balance, drain, finish_task_switch, pick, timer};
-use crate::arch::{Context, SignalStack, StackPool, switch};
+use super::schedule::{finish_task_switch, pick, prepare_switch_on};
+use super::{balance, timer};
+use crate::arch::{SignalStack, StackPool, switch};
 use crate::sync::atomic::Ordering;
 use crate::sync::kick::Idle;
 use crate::trace::SwitchReason;
+use crate::wake::drain;
+use crate::worker::{Shared, WorkerThread, set_local, trace};
 
 /// How many idle stacks each worker's pool keeps.
 const POOL_CAPACITY: usize = 64;
@@ -63,23 +65,15 @@ pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
     // Pinning can fail in a restricted container; the worker then still runs, unpinned.
     let _ = crate::sys::thread::pin_to(os_cpu);
     let pool = StackPool::new(shared.stack_size, POOL_CAPACITY).expect("checked by build()");
-    let fp_control = shared.fp_control;
-    let wt = Box::new(WorkerThread {
+    let wt = Box::new(WorkerThread::new(
         shared,
         index,
-        idle_ctx: core::cell::UnsafeCell::new(Context::with_fp_control(fp_control)),
-        curr: Cell::new(ptr::null()),
-        prev: Cell::new(ptr::null()),
-        dead: Cell::new(ptr::null()),
-        clock: Cell::new(0),
-        pool: RefCell::new(pool),
-        timers: RefCell::new(timer::Timers::default()),
-        signals: SignalStack::install().ok(),
-        next_balance: Cell::new(0),
-    });
-    LOCAL.set((&*wt as *const WorkerThread).cast());
+        pool,
+        SignalStack::install().ok(),
+    ));
+    set_local(&*wt);
     idle_loop(&wt);
-    LOCAL.set(ptr::null());
+    set_local(ptr::null());
     drop(wt);
 }
 
@@ -93,13 +87,13 @@ fn idle_loop(wt: &WorkerThread) {
         drain(shared, wt.index, &mut rq, now);
         let next = pick(w, &mut rq, now);
         if !next.is_null() {
-            // SAFETY: picked from the runqueue: its registry keeps it alive (`task/queued.rs`).
+            // SAFETY: picked from the runqueue: its registry keeps it alive (`tcb/queued.rs`).
             let n = unsafe { &*next };
-            wt.prepare_switch(n);
-            crate::trace::switch(wt, None, Some(n), SwitchReason::Idle);
+            prepare_switch_on(wt, n);
+            trace::switch(wt, None, Some(n), SwitchReason::Idle);
             wt.curr.set(next);
             drop(rq);
-            // SAFETY: the idle context is this thread's; `n` is suspended (see prepare_switch).
+            // SAFETY: the idle context is this thread's; `n` is suspended (see `prepare_switch`).
             unsafe { switch(wt.idle_ctx(), n.ctx) };
             // Back on the idle task: a task scheduled to idle or ended (`exit.rs`) with
             // nothing runnable (curr is null, prev is set; a dead task is freed here).
@@ -108,7 +102,7 @@ fn idle_loop(wt: &WorkerThread) {
         }
         let empty = rq.nr_queued() == 0;
         drop(rq);
-        // Out of work: remove this worker's tasks that died on others (`task/registry.rs`).
+        // Out of work: remove this worker's tasks that died on others (`tcb/registry.rs`).
         // Look first: the take is a locked swap, and the list is usually empty.
         if w.tasks.has_dead() {
             // SAFETY: this is the registry's home worker thread.

@@ -21,7 +21,7 @@ use core::mem::MaybeUninit;
 use core::ops::Deref;
 use core::ptr::NonNull;
 
-use super::join::{Complete, Packet};
+use super::packet::{Complete, Packet};
 
 /// Bytes a task reserves for an inline packet: enough for `Packet<T>` with a `T` of up to
 /// about four words (a `Packet<u64>` takes about 100 bytes).
@@ -37,30 +37,30 @@ impl PacketStore {
         PacketStore(MaybeUninit::uninit())
     }
 
-    /// Whether a `Packet<T>` fits in the store.
-    pub(crate) const fn fits<T>() -> bool {
-        size_of::<Packet<T>>() <= INLINE_PACKET && align_of::<Packet<T>>() <= 16
+    /// Whether a `Packet<T, W>` fits in the store.
+    pub(crate) const fn fits<T, W>() -> bool {
+        size_of::<Packet<T, W>>() <= INLINE_PACKET && align_of::<Packet<T, W>>() <= 16
     }
 }
 
-/// The task's packet, type-erased (module doc).
-pub(crate) struct Completion {
-    packet: NonNull<dyn Complete>,
+/// The task's packet, type-erased but for its waiter `W` (module doc).
+pub(crate) struct Completion<W: 'static> {
+    packet: NonNull<dyn Complete<W>>,
     /// Drops the packet: releases the `Arc` or drops the inline packet in place.
-    drop: unsafe fn(NonNull<dyn Complete>),
+    drop: unsafe fn(NonNull<dyn Complete<W>>),
 }
 
 // SAFETY: the packet is `Complete`, so Send and Sync; the pointer is owned as the `Arc` or
 // the inline value it stands for.
-unsafe impl Send for Completion {}
+unsafe impl<W> Send for Completion<W> {}
 // SAFETY: as for Send.
-unsafe impl Sync for Completion {}
+unsafe impl<W> Sync for Completion<W> {}
 
 /// `Completion::drop` for a shared packet.
 ///
 /// # Safety
 /// `p` came from `Arc::into_raw`, and is released once.
-unsafe fn release_arc(p: NonNull<dyn Complete>) {
+unsafe fn release_arc<W>(p: NonNull<dyn Complete<W>>) {
     // SAFETY: per contract.
     drop(unsafe { Arc::from_raw(p.as_ptr().cast_const()) });
 }
@@ -69,41 +69,41 @@ unsafe fn release_arc(p: NonNull<dyn Complete>) {
 ///
 /// # Safety
 /// `p` is a packet written into a store by `Completion::inline`, dropped once, not used after.
-unsafe fn drop_inline(p: NonNull<dyn Complete>) {
+unsafe fn drop_inline<W>(p: NonNull<dyn Complete<W>>) {
     // SAFETY: per contract.
     unsafe { core::ptr::drop_in_place(p.as_ptr()) }
 }
 
-impl From<Arc<dyn Complete>> for Completion {
-    fn from(packet: Arc<dyn Complete>) -> Self {
+impl<W> From<Arc<dyn Complete<W>>> for Completion<W> {
+    fn from(packet: Arc<dyn Complete<W>>) -> Self {
         Completion {
             // SAFETY: `Arc::into_raw` is never null.
             packet: unsafe { NonNull::new_unchecked(Arc::into_raw(packet).cast_mut()) },
-            drop: release_arc,
+            drop: release_arc::<W>,
         }
     }
 }
 
-impl Completion {
+impl<W: Send + 'static> Completion<W> {
     /// The completion of a packet to be kept in `store`, and the packet's address (for the
     /// join handle and the task's closure). The packet is not written yet: the task that
     /// holds `store` is written first (which leaves the store uninitialised), then the packet,
     /// with [`write_inline`].
     ///
     /// # Safety
-    /// `PacketStore::fits::<T>()`; `store` is the `packet_store` of a task in its `Arc`
+    /// `PacketStore::fits::<T, W>()`; `store` is the `packet_store` of a task in its `Arc`
     /// allocation whose `completion` is the returned value; [`write_inline`] is called on
     /// the returned pointer once that task is written, before the completion is used or
     /// dropped.
     pub(crate) unsafe fn inline<T: Send + 'static>(
         store: *mut PacketStore,
-    ) -> (Completion, NonNull<Packet<T>>) {
-        debug_assert!(PacketStore::fits::<T>());
+    ) -> (Completion<W>, NonNull<Packet<T, W>>) {
+        debug_assert!(PacketStore::fits::<T, W>());
         // SAFETY: `store` points into the task's allocation, not null.
-        let packet = unsafe { NonNull::new_unchecked(store.cast::<Packet<T>>()) };
+        let packet = unsafe { NonNull::new_unchecked(store.cast::<Packet<T, W>>()) };
         let completion = Completion {
             packet,
-            drop: drop_inline,
+            drop: drop_inline::<W>,
         };
         (completion, packet)
     }
@@ -113,21 +113,23 @@ impl Completion {
 ///
 /// # Safety
 /// `packet` came from `Completion::inline`, whose task is now written; called once.
-pub(crate) unsafe fn write_inline<T: Send + 'static>(packet: NonNull<Packet<T>>) {
+pub(crate) unsafe fn write_inline<T: Send + 'static, W: Send + 'static>(
+    packet: NonNull<Packet<T, W>>,
+) {
     // SAFETY: per contract the store is free, and large and aligned enough (`fits`).
     unsafe { packet.as_ptr().write(Packet::new_value()) }
 }
 
-impl Deref for Completion {
-    type Target = dyn Complete;
+impl<W> Deref for Completion<W> {
+    type Target = dyn Complete<W>;
 
-    fn deref(&self) -> &(dyn Complete + 'static) {
+    fn deref(&self) -> &(dyn Complete<W> + 'static) {
         // SAFETY: the packet lives as long as this completion (module doc).
         unsafe { self.packet.as_ref() }
     }
 }
 
-impl Drop for Completion {
+impl<W> Drop for Completion<W> {
     fn drop(&mut self) {
         // SAFETY: `drop` is the function made for how `packet` is held; called once, here.
         unsafe { (self.drop)(self.packet) }
@@ -141,10 +143,15 @@ mod tests {
     #[test]
     fn small_results_fit_in_the_task_and_large_ones_do_not() {
         // What `tests/runtime_join_packet.rs` relies on to exercise both paths.
-        assert!(PacketStore::fits::<()>());
-        assert!(PacketStore::fits::<u64>());
-        assert!(PacketStore::fits::<(alloc::sync::Arc<AtomicUsizeLike>, u64)>());
-        assert!(!PacketStore::fits::<[u64; 64]>());
+        // The waiter is an enum of two `Arc`s, as the runtime's is.
+        type W = Result<alloc::sync::Arc<u8>, alloc::sync::Arc<u16>>;
+        assert!(PacketStore::fits::<(), W>());
+        assert!(PacketStore::fits::<u64, W>());
+        assert!(PacketStore::fits::<
+            (alloc::sync::Arc<AtomicUsizeLike>, u64),
+            W,
+        >());
+        assert!(!PacketStore::fits::<[u64; 64], W>());
     }
 
     /// A stand-in with the size of a pointer.

@@ -43,18 +43,21 @@
 //! stack back to this worker's pool, removes the task from its registry and drops that last
 //! owning reference (the join handle may still hold one). A task whose home is another worker
 //! is handed to that worker's dead list instead, and its home removes it
-//! (`task/registry.rs`). The idle context is kept for when
+//! (`tcb/registry.rs`). The idle context is kept for when
 //! nothing is runnable; before this path existed every exit went through it: a second switch
 //! per task (issue #5).
 
 use core::ptr;
 
-use super::{Worker, WorkerThread, drain, local, pick, timer};
+use super::schedule::{pick, prepare_switch_on};
+use super::timer;
 use crate::arch::Context;
 use crate::policy::{DequeueKind, Dequeued, RunQueue};
 use crate::sync::atomic::Ordering;
-use crate::task::{DEAD, FOREIGN, QueuedTask, Task};
+use crate::tcb::{DEAD, FOREIGN};
 use crate::trace::SwitchReason;
+use crate::wake::{drain, unpark_held};
+use crate::worker::{QueuedTask, Task, Worker, WorkerThread, local, trace};
 
 /// The exit hook of every task's fiber (module doc): dequeues the task, delivers its outcome,
 /// picks the next one and returns the context the fiber then switches to for the last time.
@@ -78,9 +81,9 @@ pub(crate) fn exit_current() -> *const Context {
     let mut rq = match joiner {
         Some(j) => {
             wt.clock.set(now);
-            let held = j.unpark_held(wt, rq);
+            let held = unpark_held(&j, wt, rq);
             wt.clock.set(0);
-            // Dropping the unparker's reference never frees the joiner, which its registry
+            // Dropping the waiter's reference never frees the joiner, which its registry
             // keeps alive while it waits.
             match held {
                 Some(rq) => rq,
@@ -92,13 +95,13 @@ pub(crate) fn exit_current() -> *const Context {
     drain(&wt.shared, wt.index, &mut rq, now);
     let next = pick(w, &mut rq, now);
     w.stats.inc_owned(&w.stats.exits);
-    // SAFETY: `next` is null or was picked from the runqueue: its registry keeps it alive (`task/queued.rs`).
+    // SAFETY: `next` is null or was picked from the runqueue: its registry keeps it alive (`tcb/queued.rs`).
     let next_t = unsafe { next.as_ref() };
     match next_t {
-        Some(n) => wt.prepare_switch(n),
+        Some(n) => prepare_switch_on(wt, n),
         None => wt.clear_signal_task(),
     }
-    crate::trace::switch(wt, Some(t), next_t, SwitchReason::Exit);
+    trace::switch(wt, Some(t), next_t, SwitchReason::Exit);
     wt.prev.set(prev);
     wt.dead.set(prev);
     wt.curr.set(next);
@@ -145,7 +148,7 @@ pub(crate) fn put_dead(wt: &WorkerThread) {
     }
     let reg = &wt.shared.workers[home].tasks;
     if home != wt.index && slot & FOREIGN == 0 {
-        // Another worker's own task: its home removes it (`task/registry.rs`).
+        // Another worker's own task: its home removes it (`tcb/registry.rs`).
         // SAFETY: the task is dead, off every queue and CPU, on no list (a dead task cannot
         // be claimed, so it is on no wakelist), and not touched below.
         if unsafe { reg.push_dead(t) } {

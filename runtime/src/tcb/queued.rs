@@ -5,7 +5,7 @@
 //! The lifetime argument: a task is inserted into its registry (`registry.rs`) before its
 //! first enqueue (`spawn_inner`), and leaves it only
 //!
-//! * in `worker::put_dead`, or in its home worker's reap of the dead list that `put_dead`
+//! * in `sched::exit::put_dead`, or in its home worker's reap of the dead list that `put_dead`
 //!   pushed it on, after its exit hook has dequeued it for good (a dead task is never
 //!   enqueued again: only a claimed `BLOCKED` task or a new one is activated), or
 //! * in `Runtime::shutdown`, after every worker has stopped and every runqueue was replaced by
@@ -27,35 +27,35 @@ use core::ptr::NonNull;
 
 use super::{Task, TaskRef};
 
-/// A queued task (module doc).
-pub(crate) struct QueuedTask(NonNull<Task>);
+/// A queued task of a runtime `R` (module doc).
+pub(crate) struct QueuedTask<R: 'static>(NonNull<Task<R>>);
 
 // SAFETY: it stands for a shared reference to a `Task`, which is Sync (and Send as an Arc).
-unsafe impl Send for QueuedTask {}
+unsafe impl<R: Send + Sync + 'static> Send for QueuedTask<R> {}
 // SAFETY: as for Send.
-unsafe impl Sync for QueuedTask {}
+unsafe impl<R: Send + Sync + 'static> Sync for QueuedTask<R> {}
 
-impl QueuedTask {
+impl<R: 'static> QueuedTask<R> {
     /// The payload for `t`, which is about to be enqueued.
     ///
     /// # Safety
     /// Another reference to `t` (its registry's, or a loom model's) outlives the returned
     /// value's time in the runqueue, and whatever is done through pointers taken out of it
     /// (module doc).
-    pub(crate) unsafe fn new(t: &TaskRef) -> QueuedTask {
+    pub(crate) unsafe fn new(t: &TaskRef<R>) -> QueuedTask<R> {
         QueuedTask(NonNull::from(&**t))
     }
 
     /// The task's address.
-    pub(crate) fn as_ptr(&self) -> *const Task {
+    pub(crate) fn as_ptr(&self) -> *const Task<R> {
         self.0.as_ptr()
     }
 }
 
-impl Deref for QueuedTask {
-    type Target = Task;
+impl<R: 'static> Deref for QueuedTask<R> {
+    type Target = Task<R>;
 
-    fn deref(&self) -> &Task {
+    fn deref(&self) -> &Task<R> {
         // SAFETY: the registry's reference keeps the task alive while it is queued, and a
         // payload is reached only through its runqueue (module doc).
         unsafe { self.0.as_ref() }

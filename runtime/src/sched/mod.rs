@@ -1,0 +1,32 @@
+//! The scheduling loop: what a worker does between tasks — `schedule()` and
+//! `finish_task_switch()`, a task's exit, the worker thread's main (idle) loop, load balancing
+//! and the expiry of `sleep`'s timers. It sits beside the wakeup protocol (`wake/`), which it
+//! calls (the wakelist drain, the preemption check of a pulled task, the wakeup of a joiner or
+//! a sleeper); the wakeup protocol never calls it.
+//!
+//! Invariant: *a task's registers are saved before any other worker can observe its `on_cpu`
+//! cleared, and a worker only switches to a task it picked under its own runqueue lock.*
+//!
+//! * `schedule.rs` — `schedule()`, `finish_task_switch()` and the lock-before-switch argument;
+//! * `exit.rs` — a task's exit: straight to the next task, the dead task freed on the next
+//!   context;
+//! * `idle.rs` — the worker thread's loop (its idle task), the idle/kick sleep;
+//! * `balance.rs` — newly idle and periodic load balancing (moving tasks between workers);
+//! * `timer.rs` — firing the timers of `sleep`.
+
+mod balance;
+pub(crate) mod exit;
+mod idle;
+mod schedule;
+mod timer;
+
+#[cfg(loom)]
+pub(crate) use balance::periodic_balance;
+pub(crate) use balance::tick as balance_tick;
+#[cfg(loom)]
+pub(crate) use exit::dequeue_dead;
+pub(crate) use exit::exit_current;
+pub(crate) use idle::worker_main;
+pub(crate) use schedule::{Reason, block_current, finish_task_switch, schedule};
+#[cfg(loom)]
+pub(crate) use schedule::{clear_on_cpu, pick, prepare_switch, put_prev};

@@ -1,0 +1,40 @@
+//! Firing the timers of `sleep` (`worker/timer.rs` holds the heap): every task whose deadline
+//! has passed is unparked, outside any runqueue lock, at each scheduling call and in the idle
+//! loop.
+
+use alloc::vec::Vec;
+
+use crate::wake::unpark_task;
+use crate::worker::{TaskRef, WorkerThread};
+
+/// Unparks every task whose deadline has passed (outside any runqueue lock). The deadlines
+/// are on the exact clock (`monotonic_ns`), which is read only when a timer is armed: the
+/// scheduler's own clock (`sched_clock`) may drift from it.
+///
+/// The common case, no timer armed, is one inlined look at the heap's length; the clock
+/// read and the rest are out of line.
+#[inline]
+pub(crate) fn fire(wt: &WorkerThread) {
+    if !wt.timers.borrow().is_empty() {
+        fire_armed(wt);
+    }
+}
+
+/// [`fire`] once a timer is armed.
+#[inline(never)]
+fn fire_armed(wt: &WorkerThread) {
+    let due: Vec<TaskRef> = {
+        let mut t = wt.timers.borrow_mut();
+        let Some(first) = t.next_deadline() else {
+            return;
+        };
+        let now = crate::sys::time::monotonic_ns();
+        if first > now {
+            return;
+        }
+        t.take_due(now)
+    };
+    for task in due {
+        unpark_task(&task);
+    }
+}

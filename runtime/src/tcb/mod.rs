@@ -1,0 +1,316 @@
+//! The task control block (the kernel's `task_struct`): a green thread's identity, its state
+//! word and the flags of the wakeup protocol, its scheduling entity and its fiber — with the
+//! data that hangs off it: the registry that owns live tasks, the runqueue payload, the join
+//! packet, the park token and the waiter of a join.
+//!
+//! This is the bottom of the threaded driver: every layer above uses it, and it names none of
+//! them. The one thing a task must know of the layer above — the runtime it belongs to, which a
+//! waker on any thread needs to find the task's workers — is the type parameter `R` of
+//! [`Task<R>`]: the task keeps an `Arc<R>` and never looks inside. The per-CPU layer fixes `R`
+//! to its `Shared` (`worker::Task`, `worker::TaskRef`, …), so the parameter costs nothing at
+//! run time.
+//!
+//! Invariant: *a task is on at most one runqueue or wakelist at a time, and at most one worker
+//! executes it.*
+//!
+//! ## The state word (`state`)
+//!
+//! | state | meaning | who moves it out |
+//! |---|---|---|
+//! | `RUNNING` | runnable or running | the task itself (→ `BLOCKED`), its exit (→ `DEAD`) |
+//! | `BLOCKED` | the task announced it will sleep | one waker (→ `WAKING`, the claim) or the task cancelling its own sleep (→ `RUNNING`) |
+//! | `WAKING` | a waker owns the wakeup and will make it runnable | the enqueuer (→ `RUNNING`) |
+//! | `DEAD` | the closure ended; the worker frees the task | nobody |
+//!
+//! The claim `BLOCKED → WAKING` is a compare-exchange, so exactly one waker wins; it replaces
+//! the kernel's `pi_lock`. The transition functions return `#[must_use]` results.
+//!
+//! ## The flags (spec §7.1, §7.5)
+//!
+//! * `on_rq` — queued on the runqueue of worker `cpu` (possibly delayed). Written only under
+//!   that runqueue's lock; `false` is stored with **Release** after the entity was saved back
+//!   into the task (O2), and wakers load it with **Acquire**.
+//! * `on_cpu` — a worker executes the task or is still switching away from it. Set under the
+//!   runqueue lock when the task is picked; cleared with **Release** by `finish_task_switch`
+//!   on the next context's stack, once the task's registers are saved; wakers and the balancer
+//!   load it with **Acquire** before touching the task's context (O2/O3).
+//! * `cpu` — the worker index whose runqueue (or wakelist) owns the task. Written by a waker
+//!   in its exclusive phase (claimed, off every queue, off every CPU) before it publishes the
+//!   task through a lock or a wakelist push, or by the balancer holding both runqueue locks.
+//!   Read by wakers after the Acquire of `on_rq`/`on_cpu`, and re-checked under the lock (O4).
+//!
+//! ## The scheduling part (`Sched`)
+//!
+//! The entity, the runqueue handle and the fiber live in a cell accessed only by the thread
+//! that owns the task's scheduling at that moment: the holder of the lock of the runqueue the
+//! task is queued on, or the worker that runs it (its `on_cpu` phase). Hand-offs between owners
+//! go through that lock, a wakelist push/take, or the `on_cpu` Release/Acquire pair.
+//!
+//! The two owners overlap while a task that is still queued (delayed, or woken before it
+//! switched away) is being switched away from: the lock holder may then requeue it in place.
+//! That is sound because the switching worker touches `Sched` only under the lock; what it
+//! writes after the lock is released — the saved registers — lives in the fiber's memory,
+//! behind `ctx`, and is handed on only through the `on_cpu` pair (loom models
+//! `delayed_wakeup_during_block` and `lost_wakeup`).
+//!
+//! ## Files
+//!
+//! * `registry.rs`, `slots.rs` — the owning reference of every live task, per home worker;
+//! * `queued.rs` — [`QueuedTask`], the runqueue's (and wakelist's) borrowed reference;
+//! * `packet.rs`, `completion.rs` — the join packet and how a task reaches it;
+//! * `token.rs` — the park token: the sleeper's and the unparker's halves of `park`/`unpark`;
+//! * `waiter.rs` — [`Waiter`], who waits for a join: a task or a plain OS thread.
+
+mod completion;
+mod packet;
+mod queued;
+mod registry;
+mod slots;
+mod token;
+mod waiter;
+
+pub(crate) use completion::{Completion, PacketStore, write_inline};
+pub(crate) use packet::{Complete, Outcome, Packet, ValueSlot};
+pub(crate) use queued::QueuedTask;
+pub(crate) use registry::{FOREIGN, Registry};
+pub(crate) use token::{ParkStep, prepare_park, set_token};
+pub(crate) use waiter::{Waiter, thread_parker};
+
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::ptr::NonNull;
+
+use crate::arch::{Context, DefaultStack, Fiber};
+use crate::policy::{Handle, SchedEntity};
+use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use crate::sync::cell::UnsafeCell;
+use crate::sync::llist::{LListNode, Linked};
+
+/// Runnable or running.
+pub(crate) const RUNNING: u32 = 0;
+/// Announced a sleep; not yet claimed by a waker.
+pub(crate) const BLOCKED: u32 = 1;
+/// Claimed by a waker, not yet enqueued.
+pub(crate) const WAKING: u32 = 2;
+/// Finished; to be freed by its worker.
+pub(crate) const DEAD: u32 = 3;
+
+/// The outcome of a waker's claim ([`Task::claim`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub(crate) enum Claim {
+    /// This waker owns the wakeup (`BLOCKED → WAKING`).
+    Won,
+    /// The task was not blocked (running, already being woken, or dead): nothing to do.
+    NotBlocked,
+}
+
+/// The scheduling part of a task, owned as the module doc describes.
+pub(crate) struct Sched {
+    /// The entity while the task is on no runqueue.
+    pub(crate) se: SchedEntity,
+    /// Its handle while it is queued.
+    pub(crate) handle: Option<Handle>,
+    /// The fiber (taken when the task is freed).
+    pub(crate) fiber: Option<Fiber<DefaultStack>>,
+    /// Whether it was never enqueued (EnqueueKind::Initial on first enqueue).
+    pub(crate) new: bool,
+    /// The worker whose idle context the fiber's parent link names.
+    pub(crate) parent_worker: usize,
+}
+
+/// A task control block of a runtime `R` (module doc). Shared through [`TaskRef`].
+pub(crate) struct Task<R: 'static> {
+    link: LListNode,
+    /// The state word (module doc).
+    pub(crate) state: AtomicU32,
+    /// Queued on the runqueue of `cpu` (module doc).
+    pub(crate) on_rq: AtomicBool,
+    /// Executed, or being switched away from, by a worker (module doc).
+    pub(crate) on_cpu: AtomicBool,
+    /// The owning worker's index (module doc).
+    pub(crate) cpu: AtomicUsize,
+    /// The park token: `true` when an unpark is pending (see `park.rs`).
+    pub(crate) token: AtomicBool,
+    /// The task sleeps queued as delayed (DELAY_DEQUEUE). Set with Release by the worker
+    /// that delayed it (under its lock), cleared under the lock when the delay ends; a
+    /// waker reads it with Acquire (TTWU_QUEUE_DELAYED, spec §7.10).
+    pub(crate) sched_delayed: AtomicBool,
+    /// The wakelist entry is a delayed wakeup (TTWU_QUEUE_DELAYED): the owner finishes the
+    /// dequeue and selects a CPU. Written by the claiming waker before the push.
+    pub(crate) wake_delayed: AtomicBool,
+    /// The waker's worker index for a delayed wakeup (`usize::MAX`: from outside).
+    pub(crate) wake_cpu: AtomicUsize,
+    /// The worker whose registry holds the task, and its slot there (`registry.rs`): written
+    /// by the spawner before the first enqueue publishes the task.
+    pub(crate) reg_home: AtomicUsize,
+    /// See `reg_home`.
+    pub(crate) reg_slot: AtomicUsize,
+    /// Scheduling state (module doc).
+    pub(crate) sched: UnsafeCell<Sched>,
+    /// The fiber's saved context; stable for the task's life.
+    pub(crate) ctx: *mut Context,
+    /// Under loom, which cannot run the asm switch: the stand-in for the registers it saves
+    /// into `*ctx`. A model's switch-away writes it before `on_cpu` is cleared; a waker reads
+    /// it once its `on_cpu` wait is over, where the context becomes its to hand on (loom
+    /// model `lost_wakeup`, mutant `finish_relaxed_on_cpu`), and a model's switch into the
+    /// task reads it as the restore (loom model `on_cpu_handoff`).
+    #[cfg(loom)]
+    pub(crate) loom_ctx: UnsafeCell<u64>,
+    /// Identity.
+    pub(crate) id: u64,
+    /// Name.
+    pub(crate) name: String,
+    /// Worker indices the task may run on (`None`: all), one bit each.
+    pub(crate) affinity: Option<Vec<u64>>,
+    /// The runtime it belongs to (wakers from any thread find its workers here); opaque to
+    /// this layer (module doc).
+    pub(crate) shared: Arc<R>,
+    /// Delivers the outcome to the join handle (`join.rs`): called once, by the exit hook
+    /// (`sched/exit.rs`) or, for a task that never ended (it still has its fiber), by
+    /// shutdown. Kept until the task is freed: the join handle, which holds a reference to the
+    /// task, reaches the packet through this one (no second `Arc` of the packet). The packet
+    /// is in `packet_store` when it fits (no allocation of its own, `completion.rs`).
+    pub(crate) completion: Completion<Waiter<R>>,
+    /// Where `completion`'s packet lives when it fits (`completion.rs`); `completion` points
+    /// into it, so a task never moves once in its `Arc`.
+    pub(crate) packet_store: PacketStore,
+}
+
+// SAFETY: every field shared between threads is an atomic or sits in `sched`, whose access
+// discipline (module doc) makes one thread at a time its owner; `ctx` points into the fiber,
+// which follows the same discipline; the runtime `R` is shared as an `Arc`.
+unsafe impl<R: Send + Sync + 'static> Send for Task<R> {}
+// SAFETY: as for Send.
+unsafe impl<R: Send + Sync + 'static> Sync for Task<R> {}
+
+/// The reference-counted task pointer. A worker registry (`registry.rs`) holds one while the
+/// task lives; a runqueue ([`QueuedTask`]) and a wakelist entry (`wake::queue_wakelist`)
+/// borrow the registry's; a worker's spare slot holds the only one of a joined task kept for
+/// reuse (`task/recycle.rs`).
+pub(crate) type TaskRef<R> = Arc<Task<R>>;
+
+// SAFETY: `link` is a field of `Task`; `from_node` subtracts its offset.
+unsafe impl<R: 'static> Linked for Task<R> {
+    fn node(this: NonNull<Self>) -> NonNull<LListNode> {
+        // SAFETY: `this` points to a live task, so the field pointer is in bounds.
+        unsafe { NonNull::new_unchecked(&raw mut (*this.as_ptr()).link) }
+    }
+    unsafe fn from_node(node: NonNull<LListNode>) -> NonNull<Self> {
+        let offset = core::mem::offset_of!(Task<R>, link);
+        // SAFETY: the node lies `offset` bytes into a live task (the caller's contract).
+        unsafe { NonNull::new_unchecked(node.as_ptr().byte_sub(offset).cast::<Task<R>>()) }
+    }
+}
+
+impl<R: 'static> Task<R> {
+    /// Inlined so that a caller writing it into its allocation builds it in place.
+    ///
+    /// A new task around `fiber` (`None` only in loom models, which never switch), runnable (state `RUNNING`), on no queue (its `cpu` is set
+    /// by the spawner once chosen).
+    #[inline(always)]
+    pub(crate) fn new(
+        fiber: Option<Fiber<DefaultStack>>,
+        se: SchedEntity,
+        id: u64,
+        name: String,
+        affinity: Option<Vec<u64>>,
+        completion: impl Into<Completion<Waiter<R>>>,
+        shared: Arc<R>,
+    ) -> Task<R> {
+        let ctx = fiber.as_ref().map_or(core::ptr::null_mut(), Fiber::context);
+        Task {
+            link: LListNode::new(),
+            state: AtomicU32::new(RUNNING),
+            on_rq: AtomicBool::new(false),
+            on_cpu: AtomicBool::new(false),
+            cpu: AtomicUsize::new(0),
+            token: AtomicBool::new(false),
+            sched_delayed: AtomicBool::new(false),
+            wake_delayed: AtomicBool::new(false),
+            wake_cpu: AtomicUsize::new(usize::MAX),
+            reg_home: AtomicUsize::new(usize::MAX),
+            reg_slot: AtomicUsize::new(usize::MAX),
+            sched: UnsafeCell::new(Sched {
+                se,
+                handle: None,
+                fiber,
+                new: true,
+                parent_worker: usize::MAX,
+            }),
+            ctx,
+            #[cfg(loom)]
+            loom_ctx: UnsafeCell::new(0),
+            id,
+            name,
+            affinity,
+            shared,
+            completion: completion.into(),
+            packet_store: PacketStore::new(),
+        }
+    }
+
+    /// Whether the task may run on worker `i`.
+    pub(crate) fn allowed(&self, i: usize) -> bool {
+        match &self.affinity {
+            None => true,
+            Some(words) => words.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0),
+        }
+    }
+
+    /// The task announces a sleep (`set_current_state(TASK_INTERRUPTIBLE)`): stores `BLOCKED`
+    /// then `fence(SeqCst)`, so that its re-check of the wait condition is ordered after the
+    /// store, against the waker's condition store + fence + state load (the lost-wakeup
+    /// handshake, loom model 1). The store is Release so that a waker whose claim (Acquire)
+    /// reads it also sees `on_rq = true` of the enqueue that preceded this run (O1).
+    pub(crate) fn set_blocked(&self) {
+        self.state.store(BLOCKED, Ordering::Release);
+        #[cfg(not(lagom_mutant = "ttwu_no_sleeper_fence"))]
+        crate::sync::atomic::fence(Ordering::SeqCst);
+    }
+
+    /// The task cancels its own sleep (its condition came true before it slept). Fails if a
+    /// waker claimed it first; that waker will make it runnable.
+    #[must_use]
+    pub(crate) fn cancel_block(&self) -> bool {
+        self.state
+            .compare_exchange(BLOCKED, RUNNING, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// A waker's claim: `BLOCKED → WAKING`. Acquire on success: the waker then reads `on_rq`
+    /// and `cpu` written before the task blocked (O1).
+    pub(crate) fn claim(&self) -> Claim {
+        #[cfg(not(lagom_mutant = "ttwu_no_claim"))]
+        let won = self
+            .state
+            .compare_exchange(BLOCKED, WAKING, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok();
+        // Mutant: a plain check then store; two wakers may both "win".
+        #[cfg(lagom_mutant = "ttwu_no_claim")]
+        let won = self.state.load(Ordering::Acquire) == BLOCKED && {
+            self.state.store(WAKING, Ordering::Relaxed);
+            true
+        };
+        if won { Claim::Won } else { Claim::NotBlocked }
+    }
+
+    /// Runs `f` on the scheduling part.
+    ///
+    /// # Safety
+    /// The caller owns the task's scheduling (module doc): it holds the lock of the runqueue
+    /// the task is queued on or being queued on, or runs the task, or is its only owner.
+    pub(crate) unsafe fn sched<T>(&self, f: impl FnOnce(&mut Sched) -> T) -> T {
+        // SAFETY: the caller's contract makes this the only access.
+        self.sched.with_mut(|s| f(unsafe { &mut *s }))
+    }
+}
+
+/// Task ids are process-wide and never reused (a plain counter: no protocol hangs on it).
+static NEXT_ID: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(1);
+
+/// The next task id.
+pub(crate) fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, core::sync::atomic::Ordering::Relaxed)
+}

@@ -1,0 +1,94 @@
+//! Activating a woken task on a worker, under its runqueue lock: the enqueue with its
+//! wakeup-preemption check (`ttwu_do_activate`), and the completion of a delayed dequeue.
+
+use crate::policy::{EnqueueKind, Handle, RunQueue, SchedEntity, WakeFlags, Wakeup};
+use crate::sync::atomic::Ordering;
+use crate::tcb::RUNNING;
+use crate::worker::{QueuedTask, TaskRef, Worker};
+
+/// Enqueues a claimed (or new) task here and runs the wakeup-preemption check
+/// (`ttwu_do_activate`). The caller holds `w`'s runqueue lock and owns `t`'s wakeup. The
+/// runqueue borrows the task's registry reference ([`QueuedTask`]): no count changes.
+///
+/// # Safety
+/// `t` is in its registry (or, in a loom model, held by the model) until it has been dequeued
+/// for good (`tcb/queued.rs`).
+pub(crate) unsafe fn activate(w: &Worker, rq: &mut RunQueue<QueuedTask>, t: &TaskRef, now: u64) {
+    // SAFETY: the caller holds the lock of the runqueue `t` joins and owns `t` (claimed or new,
+    // on no queue, off every CPU).
+    let (se, kind) = unsafe {
+        t.sched(|s| {
+            let kind = if s.new {
+                EnqueueKind::Initial
+            } else {
+                EnqueueKind::Wakeup
+            };
+            s.new = false;
+            (s.se, kind)
+        })
+    };
+    // SAFETY: per the contract.
+    let h = rq.enqueue(se, unsafe { QueuedTask::new(t) }, kind, now);
+    let task = t;
+    // SAFETY: as above.
+    unsafe { task.sched(|s| s.handle = Some(h)) };
+    task.on_rq.store(true, Ordering::Relaxed);
+    // WAKING → RUNNING (new tasks already are): Release, so a later claim's Acquire sees
+    // the enqueue.
+    task.state.store(RUNNING, Ordering::Release);
+    // A new task is a fork (`wake_up_new_task`): it preempts only with a shorter slice.
+    let wf = if kind == EnqueueKind::Initial {
+        WakeFlags::FORK
+    } else {
+        WakeFlags::TTWU
+    };
+    check_preempt(w, rq, h, wf, now);
+    w.publish(rq);
+}
+
+/// Runs the policy's wakeup-preemption check for `h` (woken, forked or migrated, as `wf`
+/// says) and sets need-resched if it says so.
+pub(crate) fn check_preempt(
+    w: &Worker,
+    rq: &mut RunQueue<QueuedTask>,
+    h: Handle,
+    wf: WakeFlags,
+    now: u64,
+) {
+    // Already asked to reschedule: nothing to decide (spec §6.1 step 1). Set and cleared
+    // under this runqueue's lock, which the caller holds.
+    if w.need_resched.load(Ordering::Relaxed) {
+        return;
+    }
+    loop {
+        match rq.wakeup_preempt(h, wf, now) {
+            Wakeup::NoPreempt => return,
+            Wakeup::Preempt => {
+                w.need_resched.store(true, Ordering::Relaxed);
+                return;
+            }
+            Wakeup::FinishedDelayed { se, payload } => finished_delayed(w, se, payload),
+        }
+    }
+}
+
+/// A delayed entity completed its dequeue: store its entity and publish `on_rq = false`.
+pub(crate) fn finished_delayed(w: &Worker, se: SchedEntity, t: QueuedTask) {
+    // SAFETY: the caller holds the lock of the runqueue `t` was queued on.
+    unsafe {
+        t.sched(|s| {
+            s.se = se;
+            s.handle = None;
+        })
+    };
+    t.sched_delayed.store(false, Ordering::Relaxed);
+    // O2: the entity store above happens-before a waker's Acquire of on_rq == false. Unlike
+    // the blocking dequeue in `put_prev`, nothing else orders it: the task was switched out
+    // long ago, so the waker's on_cpu Acquire pairs with an older store (loom model
+    // `delayed_wakeup`, mutant `finish_delayed_relaxed_on_rq`).
+    #[cfg(not(lagom_mutant = "finish_delayed_relaxed_on_rq"))]
+    t.on_rq.store(false, Ordering::Release);
+    #[cfg(lagom_mutant = "finish_delayed_relaxed_on_rq")]
+    t.on_rq.store(false, Ordering::Relaxed);
+    w.stats.inc(&w.stats.delayed_finished);
+}

@@ -1,0 +1,158 @@
+//! Making a claimed or new task runnable on a worker (module doc, step 6) — on the waker's
+//! own runqueue, under another worker's lock, or through its lock-free wakelist and a kick —
+//! and the target's side of the wakelist: the drain (`sched_ttwu_pending`), under its lock.
+
+use alloc::sync::Arc;
+use core::mem::ManuallyDrop;
+use core::ptr::NonNull;
+
+use super::activate::{activate, finished_delayed};
+use super::select::select_cpu;
+use crate::policy::{Feature, RunQueue};
+use crate::sync::atomic::Ordering;
+use crate::trace::MigrateCause;
+use crate::worker::{QueuedTask, Shared, TaskRef, WorkerThread, trace};
+
+/// Makes a claimed or new task runnable on worker `target` (module doc, step 6). `local` is
+/// the caller's worker thread if it is one of `shared`'s (passed down, not looked up again).
+pub(crate) fn enqueue_on(
+    shared: &Shared,
+    local: Option<&WorkerThread>,
+    target: usize,
+    t: &TaskRef,
+    spawn: bool,
+) {
+    let w = &shared.workers[target];
+    let local_idx = local.map(|wt| wt.index);
+    trace::enqueue(shared, t, local_idx, target, spawn);
+    if spawn {
+        w.stats.inc(&w.stats.spawns);
+    }
+    if let Some(wt) = local.filter(|wt| wt.index == target) {
+        let now = wt.sched_now();
+        let mut rq = w.rq.lock();
+        // SAFETY: `t` is new or claimed, and in its registry (`tcb/queued.rs`).
+        unsafe { activate(w, &mut rq, t, now) };
+        if !spawn {
+            w.stats.inc_owned(&w.stats.wakeups_local);
+        }
+    } else if shared.features.is_enabled(Feature::TtwuQueue) {
+        if !spawn {
+            w.stats.inc(&w.stats.wakeups_queued);
+        }
+        // SAFETY: `t` is new or claimed (the caller's), so alive in its registry.
+        unsafe { queue_wakelist(shared, target, t) };
+    } else {
+        let now = crate::sys::time::sched_clock();
+        {
+            let mut rq = w.rq.lock();
+            // SAFETY: as above.
+            unsafe { activate(w, &mut rq, t, now) };
+        }
+        if !spawn {
+            w.stats.inc(&w.stats.wakeups_remote);
+        }
+        if w.kick.kick() {
+            w.stats.inc(&w.stats.kicks);
+        }
+    }
+}
+
+/// Pushes `t` on worker `cpu`'s wakelist and kicks it if it is idle. The entry borrows the
+/// registry's reference, as a runqueue payload does (`tcb/queued.rs`): no count changes, so
+/// a cross-worker wakeup does not move the `Arc`'s count between the two workers' caches.
+///
+/// # Safety
+/// `t` is claimed (or new) and on no wakelist, and stays in its registry (or, in a loom
+/// model, the model's hands) until the drain that takes it has activated it: a claimed or new
+/// task is not dead, and leaves its registry only after it ran to its end or at shutdown,
+/// which empties the wakelists first (`tcb/queued.rs`).
+pub(super) unsafe fn queue_wakelist(shared: &Shared, cpu: usize, t: &TaskRef) {
+    let w = &shared.workers[cpu];
+    // SAFETY: the task is claimed (or new) and on no list: this waker has it until the
+    // owner's take_all, and the registry keeps it alive meanwhile (the caller's contract).
+    unsafe { w.wakelist.push(NonNull::from(&**t)) };
+    if w.kick.kick() {
+        w.stats.inc(&w.stats.kicks);
+    }
+}
+
+/// Takes every wakelist entry of worker `me` and activates it on `rq` (the kernel's
+/// `sched_ttwu_pending`). The caller holds that runqueue's lock.
+///
+/// A delayed wakeup (TTWU_QUEUE_DELAYED, `ttwu_delayed` of spec §7.10) is still queued here
+/// unless a pick finished its dequeue meanwhile: its dequeue is finished now, a CPU is
+/// selected for it as for any wakeup (the waker's CPU recorded in `wake_cpu`), and it is
+/// activated here or forwarded to the chosen worker's wakelist (never under another lock:
+/// this one is held). If balancing moved the delayed task to another worker meanwhile, the
+/// entry is forwarded there (the chase, `sched/balance.rs`).
+#[inline]
+pub(crate) fn drain(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, now: u64) {
+    // Look before taking: most drains find the list empty, and the swap is a locked
+    // instruction. An entry pushed after this look waits for the next drain (or the idle
+    // re-check), as one pushed just after the swap would. The look is inlined into the
+    // caller; the rest is out of line.
+    if !shared.workers[me].wakelist.is_empty() {
+        drain_pending(shared, me, rq, now);
+    }
+}
+
+/// The body of [`drain`] once the list was seen non-empty.
+#[inline(never)]
+fn drain_pending(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, now: u64) {
+    let w = &shared.workers[me];
+    for p in w.wakelist.take_all() {
+        // SAFETY: pushed by `queue_wakelist` from a live `TaskRef`, which its registry keeps
+        // alive until it is activated (`tcb/queued.rs`). The entry owns no count: the `Arc`
+        // rebuilt here is never dropped (`ManuallyDrop`).
+        let t = ManuallyDrop::new(unsafe { Arc::from_raw(p.as_ptr().cast_const()) });
+        if t.wake_delayed.swap(false, Ordering::Relaxed) {
+            // Still queued (delayed) unless a pick finished the dequeue after the waker saw
+            // `sched_delayed` (loom model `delayed_wakeup`, mutant `drain_delayed_no_recheck`).
+            // Acquire: that pick may have run on another worker, after a balancer moved the
+            // task there; its entity store must be visible before `activate` reads it.
+            let queued = t.on_rq.load(Ordering::Acquire);
+            // Queued, but maybe no longer here: the periodic balancer may have moved the
+            // delayed task (it changes `cpu` under both locks, this one included). Chase
+            // after it: forward the entry to its owner, which repeats this under its own
+            // lock (loom model `migration_chase`, mutant `drain_no_chase`).
+            let owner = t.cpu.load(Ordering::Relaxed);
+            #[cfg(lagom_mutant = "drain_no_chase")]
+            let owner = me;
+            if queued && owner != me {
+                t.wake_delayed.store(true, Ordering::Relaxed);
+                w.stats.inc(&w.stats.wakeups_chased);
+                // SAFETY: the entry's task is claimed and alive (above); it moves lists.
+                unsafe { queue_wakelist(shared, owner, &t) };
+                continue;
+            }
+            #[cfg(lagom_mutant = "drain_delayed_no_recheck")]
+            let queued = true;
+            if queued {
+                // SAFETY: the task is queued on this runqueue, whose lock is held.
+                let h = unsafe { t.sched(|s| s.handle) }.expect("queued task has a handle");
+                let (se, p) = rq.finish_delayed(h, now);
+                finished_delayed(w, se, p);
+                w.publish(rq);
+            }
+            let waker = t.wake_cpu.load(Ordering::Relaxed);
+            let target = select_cpu(
+                shared,
+                &t,
+                me,
+                (waker < shared.workers.len()).then_some(waker),
+            );
+            if target != me {
+                trace::migrate(shared, &t, me, target, MigrateCause::Wakeup);
+                t.cpu.store(target, Ordering::Relaxed);
+                w.stats.inc(&w.stats.runnable_migrated);
+                // SAFETY: as above.
+                unsafe { queue_wakelist(shared, target, &t) };
+                continue;
+            }
+        }
+        // SAFETY: a woken task is alive and in its registry (it is not dead: a dead task is
+        // never claimed), which outlives its time in the runqueue (`tcb/queued.rs`).
+        unsafe { activate(w, rq, &t, now) };
+    }
+}

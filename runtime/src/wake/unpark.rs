@@ -1,0 +1,44 @@
+//! Waking a parked waiter: the unparker's half of `park` / `unpark` — the token step
+//! (`tcb/token.rs`), then [`try_to_wake_up`] — for a task, or the futex wake of a plain OS
+//! thread's parker.
+
+use super::ttwu::{try_to_wake_up, try_to_wake_up_held};
+use crate::tcb::set_token;
+use crate::worker::{RqGuard, TaskRef, Waiter, WorkerThread};
+
+/// Unparks task `task`: sets its token and, if it was clear, wakes the task.
+pub(crate) fn unpark_task(task: &TaskRef) {
+    if set_token(task) {
+        let _ = try_to_wake_up(task);
+    }
+}
+
+/// Unparks `w`, from any thread.
+pub(crate) fn unpark(w: &Waiter) {
+    match w {
+        Waiter::Task(t) => unpark_task(t),
+        Waiter::Thread(p) => p.unpark(),
+    }
+}
+
+/// [`unpark`] from worker thread `wt`, which holds its own runqueue lock (`rq`): a task
+/// joiner queued or woken on `wt`'s worker is made runnable under that lock, without taking
+/// it again ([`try_to_wake_up_held`]). Returns the guard if the lock is still held; `None` if
+/// it was released on the way (another worker's queue, a thread parker), and the caller must
+/// take it again.
+pub(crate) fn unpark_held<'a>(
+    w: &Waiter,
+    wt: &'a WorkerThread,
+    rq: RqGuard<'a>,
+) -> Option<RqGuard<'a>> {
+    match w {
+        Waiter::Task(t) if set_token(t) => try_to_wake_up_held(t, wt, rq),
+        Waiter::Task(_) => Some(rq),
+        Waiter::Thread(p) => {
+            // A futex wake is a system call: not under the runqueue lock.
+            drop(rq);
+            p.unpark();
+            None
+        }
+    }
+}
