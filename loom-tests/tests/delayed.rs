@@ -1,6 +1,6 @@
 //! Model 5 of issue #6, **delayed runnable wakeup**: a waker observing `sched_delayed`
 //! against the owner picking the delayed entity and finishing its dequeue, over the real
-//! path (`lagom::model` seams into `wake.rs`, `worker/` and the policy's delayed dequeue).
+//! path (`lagom::model` seams into `wake/`, `sched/` and the policy's delayed dequeue).
 //!
 //! Setup (before the race): task T runs on worker 0 beside a queued task U, is charged 10 ms
 //! and blocks; not eligible, it stays queued as delayed (DELAY_DEQUEUE: `on_rq` and

@@ -49,12 +49,12 @@
 //!
 //! Mutants (`mutants.sh` runs the whole file for each; the other models never hold a lock
 //! when they wake, so they pass with both):
-//! * `ttwu_held_wrong_rq` (in `ttwu_runnable`, `wake.rs`) uses the held guard whichever
+//! * `ttwu_held_wrong_rq` (in `ttwu_runnable`, `wake/runnable.rs`) uses the held guard whichever
 //!   worker the task is queued on, instead of only when that is the held lock's worker: the
 //!   exit then requeues J, queued on worker 1, through worker 0's runqueue with worker 1's
 //!   handle, touching J's scheduling state while worker 1 may be dequeuing or moving it
 //!   (loom reports the race). Caught by all three tests.
-//! * `ttwu_held_any_target` (in `ttwu`, `wake.rs`) activates the woken task under the held
+//! * `ttwu_held_any_target` (in `ttwu`, `wake/ttwu.rs`) activates the woken task under the held
 //!   lock whichever worker CPU selection chose: J is queued on worker 0 while its `cpu` says
 //!   worker 1. Caught by `exit_wake_remote_idle` and `exit_wake_local`.
 //!

@@ -1,10 +1,10 @@
 //! Model 8 of issue #6, **join**: a task finishing against a joiner blocking on its handle,
-//! over the real join path (`lagom::model` seams into `task/join.rs`, `task/park.rs`,
-//! `wake.rs` and `worker/`).
+//! over the real join path (`lagom::model` seams into `tcb/packet.rs`, `tcb/token.rs`,
+//! `wake/` and `sched/`).
 //!
 //! The finishing task stores its value (`Packet::set_value`, what its fiber does when the
 //! closure returns), then the outcome is delivered (`Complete::complete`, what the task's
-//! exit hook `worker::exit_current` does: write the outcome, swap the packet's state to
+//! exit hook `sched::exit_current` does: write the outcome, swap the packet's state to
 //! `DONE`, and unpark the joiner if the old state said one registered). The joiner, a task on another worker, runs
 //! `JoinHandle::join`'s rounds: `try_take` (take the outcome if the state is `DONE`, else
 //! write its unparker and register it with one `PENDING → WAITING` compare-exchange), then

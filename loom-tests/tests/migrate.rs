@@ -1,8 +1,8 @@
 //! Model 7 of issue #6, **migration chase**: a wakeup aimed at worker 0 for a task that the
 //! periodic load balance of worker 1 moves away from worker 0 at the same time must be
 //! delivered where the task is, never on the runqueue it left (DESIGN.md "Migration race").
-//! Over the real code: `try_to_wake_up` (`wake.rs`), the balancer's `periodic_balance`
-//! (`sched/balance.rs`) and the wakelist drain (`wake/activate.rs`).
+//! Over the real code: `try_to_wake_up` (`wake/ttwu.rs`), the balancer's `periodic_balance`
+//! (`sched/balance.rs`) and the wakelist drain (`wake/queue.rs`).
 //!
 //! Setup (before the race): on worker 0, task T runs beside a queued task U, is charged
 //! 10 ms and blocks; not eligible, it stays queued as delayed, and U runs. Worker 0's load

@@ -1,6 +1,6 @@
 //! Model 6 of issue #6, **the on_cpu hand-off**: a task woken while its worker is still
 //! switching away from it never runs on two workers at once, over the real path
-//! (`lagom::model` seams into `sched/schedule.rs`, `wake/activate.rs`, `wake.rs`).
+//! (`lagom::model` seams into `sched/schedule.rs`, `wake/queue.rs`, `wake/ttwu.rs`).
 //!
 //! A context switch is a hand-off between loom threads, both halves modelled:
 //! * **switch-out**, on worker A (the main thread): task T has announced `BLOCKED`; A's
@@ -41,7 +41,7 @@
 //!   and the models of `ttwu.rs` and `delayed.rs` pass with this mutation);
 //! * `ttwu_no_on_cpu_wait` drops the waker's wait for `on_cpu` to clear (with the feature
 //!   off): the waker takes T's context while its switch-out is still saving it (caught by
-//!   the waker's own read in `wake.rs` before any switch-in can be);
+//!   the waker's own read in `wake/ttwu.rs` before any switch-in can be);
 //! * `finish_relaxed_on_cpu` clears `on_cpu` without Release: the waker sees it clear but the
 //!   save is not ordered before the next restore.
 //!

@@ -1,5 +1,5 @@
 //! Models 1 and 2 of issue #6 over the real wakeup path (`lagom::model` seams into
-//! `task/park.rs`, `wake.rs` and `worker/`):
+//! `tcb/token.rs`, `wake/` and `sched/`):
 //!
 //! **1. Lost wakeup** (`lost_wakeup`): a task announcing `BLOCKED` and re-checking its park
 //! token, then switching away (the worker's `put_prev` dequeue and the `on_cpu` clear of a

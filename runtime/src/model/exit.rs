@@ -90,10 +90,10 @@ impl Model {
 
     /// Worker `cpu` ends its running task, whose closure returned `v`, at time `now`: the
     /// task's fiber stores the value (`Packet::set_value`), then the exit hook
-    /// `worker::exit_current` runs on a `WorkerThread` built for the model (`for_model`):
+    /// `sched::exit_current` runs on a `WorkerThread` built for the model (`for_model`):
     ///
     /// 1. under worker `cpu`'s runqueue lock, the ending task's dequeue (exit's step 2,
-    ///    `worker::dequeue_dead`: `DEAD`, `DequeueKind::Dead`, `on_rq = false` Release, and
+    ///    `sched::dequeue_dead`: `DEAD`, `DequeueKind::Dead`, `on_rq = false` Release, and
     ///    the worker's load published);
     /// 2. still under the lock, the outcome's delivery (`Complete::complete`) and the
     ///    joiner's wakeup with that lock held (`Unparker::unpark_held` →

@@ -9,14 +9,14 @@
 //! (`unpark_task`, `try_to_wake_up`), the wakelist drain, the periodic load balance, and a
 //! task's end against its joiner
 //! (`JoinHandle::try_take`, one round of `join`; `Packet::set_value` and
-//! `Complete::complete`, what the task's fiber and its exit hook `worker::exit_current` run),
+//! `Complete::complete`, what the task's fiber and its exit hook `sched::exit_current` run),
 //! and the exit hook on the worker that runs it ([`Model::exit`]): the dead task's dequeue and
 //! the joiner's wakeup with that worker's runqueue lock held (`Unparker::unpark_held` →
 //! `wake::try_to_wake_up_held`), which needs a worker thread: the seam builds a
 //! `WorkerThread` for the worker it plays (`WorkerThread::for_model`, cfg(loom): no signal
 //! stack, an empty stack pool, no timers), never installed as the thread's `LOCAL`.
 //! Nothing is copied: each method is a call into the functions the threaded runtime runs
-//! (the exit's dequeue of the dead task included: `worker::dequeue_dead`, which
+//! (the exit's dequeue of the dead task included: `sched::dequeue_dead`, which
 //! [`Model::exit`] calls as `exit_current` does).
 //!
 //! The asm switch cannot run under loom: a switch away from a task writes the task's

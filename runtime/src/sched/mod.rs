@@ -15,7 +15,7 @@
 //! * `timer.rs` — firing the timers of `sleep`.
 
 mod balance;
-pub(crate) mod exit;
+mod exit;
 mod idle;
 mod schedule;
 mod timer;

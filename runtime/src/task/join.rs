@@ -93,6 +93,7 @@ impl<T> JoinHandle<T> {
 
     /// One round of [`join`](Self::join): take the outcome if it is there, else register
     /// `waiter()` (once) to be woken when it arrives ([`Packet::try_take`]).
+    #[inline]
     pub(crate) fn try_take(
         &self,
         waiter: impl FnOnce() -> crate::worker::Waiter,

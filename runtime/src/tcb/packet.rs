@@ -147,11 +147,14 @@ impl<T, W> Packet<T, W> {
 
     /// One round of a join: take the outcome if it is there, else register `waiter()` (once)
     /// to be woken when it arrives. The check and the registration are one compare-exchange
-    /// (module doc; loom model `join`, mutant `join_split_check`).
+    /// (module doc; loom model `join`, mutant `join_split_check`). Inlined into the join
+    /// loop, as it was when it lived there (out of line it cost ~35 instructions per
+    /// spawn+join).
     ///
     /// # Safety
     /// The caller is the packet's one joiner (the join handle, which is not `Clone` and whose
     /// `join` consumes it), and does not call this again once it returned `Some`.
+    #[inline]
     pub(crate) unsafe fn try_take(&self, waiter: impl FnOnce() -> W) -> Option<Outcome<T>> {
         match self.state.load(Ordering::Acquire) {
             // SAFETY: the caller is the one joiner.
@@ -191,6 +194,7 @@ impl<T, W> Packet<T, W> {
     ///
     /// # Safety
     /// As for [`try_take`](Self::try_take), which alone calls it.
+    #[inline]
     unsafe fn take_outcome(&self) -> Outcome<T> {
         // SAFETY: after DONE the outcome cell is the joiner's (module doc); there is one joiner.
         let o = self.outcome.with_mut(|c| unsafe { (*c).take() });

@@ -5,7 +5,7 @@
 //! The lifetime argument: a task is inserted into its registry (`registry.rs`) before its
 //! first enqueue (`spawn_inner`), and leaves it only
 //!
-//! * in `sched::exit::put_dead`, or in its home worker's reap of the dead list that `put_dead`
+//! * in `put_dead` (`sched/exit.rs`), or in its home worker's reap of the dead list that `put_dead`
 //!   pushed it on, after its exit hook has dequeued it for good (a dead task is never
 //!   enqueued again: only a claimed `BLOCKED` task or a new one is activated), or
 //! * in `Runtime::shutdown`, after every worker has stopped and every runqueue was replaced by

@@ -15,7 +15,7 @@
 
 mod stats;
 mod thread;
-pub(crate) mod timer;
+mod timer;
 pub(crate) mod trace;
 
 pub(crate) use stats::Counters;
