@@ -4,7 +4,8 @@
 //!
 //! [`Topology::detect`] reads the live system (root `/`, plus the process's affinity mask);
 //! [`Topology::from_sysfs`] reads a recorded tree (a directory holding `sys/` and usually
-//! `proc/`), whose cpuset files stand in for the live process's. Both run the same reader:
+//! `proc/`), whose cpuset files stand in for the live process's; [`Topology::from_files`] reads
+//! a tree held in memory (a machine described in code). All run the same reader:
 //!
 //! 1. `cpus`: online CPUs, then cores, clusters, dies and packages from the CPU-set files;
 //! 2. `cache`: caches per CPU, the L2 and the LLC of each;
@@ -128,6 +129,44 @@ impl Topology {
     /// stand in for the process's, and no affinity mask applies.
     pub fn from_sysfs(root: &str) -> Result<Topology, Error> {
         Topology::read(Sysfs::new(root), None)
+    }
+
+    /// Reads a tree held in memory, called `name` in messages and [`Topology::root`]:
+    /// `files` maps paths below the root (`sys/devices/system/cpu/online`, without or with a
+    /// leading `/`) to their contents, as a recorded tree holds them. The same reader as for
+    /// a tree on disk runs over it, so a machine described in code (the simulator's built-in
+    /// machines, a test's synthetic tree) is read exactly as its recording would be; it needs
+    /// no file system, also without `std`.
+    ///
+    /// ```
+    /// use lagom::topology::Topology;
+    /// let mut files = Vec::new();
+    /// files.push(("sys/devices/system/cpu/online".to_string(), "0-1\n".to_string()));
+    /// for cpu in 0..2 {
+    ///     let d = format!("sys/devices/system/cpu/cpu{cpu}/topology");
+    ///     files.push((format!("{d}/core_cpus_list"), cpu.to_string()));
+    ///     files.push((format!("{d}/package_cpus_list"), "0-1".to_string()));
+    /// }
+    /// let t = Topology::from_files("two-cpus", files)?;
+    /// assert_eq!(t.online_cpus().to_string(), "0-1");
+    /// assert_eq!(t.cores().len(), 2);
+    /// # Ok::<(), lagom::Error>(())
+    /// ```
+    pub fn from_files(
+        name: &str,
+        files: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Topology, Error> {
+        Topology::read(Sysfs::in_memory(name, files), None)
+    }
+
+    /// Like [`from_files`](Topology::from_files), then restricts the allowed CPUs to
+    /// `affinity` as [`detect`](Topology::detect) does with the process's mask.
+    pub fn from_files_with_affinity(
+        name: &str,
+        files: impl IntoIterator<Item = (String, String)>,
+        affinity: &CpuSet,
+    ) -> Result<Topology, Error> {
+        Topology::read(Sysfs::in_memory(name, files), Some(affinity))
     }
 
     /// Like [`from_sysfs`](Topology::from_sysfs), then restricts the allowed CPUs to

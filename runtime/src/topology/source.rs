@@ -8,7 +8,12 @@
 //!   path and the OS error.
 //! * File contents are trimmed of trailing newlines, spaces and NUL bytes (some arm64 kernels
 //!   end files in `"\n\0"`).
+//!
+//! The files come from the file system below the root, or from a tree held in memory
+//! ([`Sysfs::in_memory`]: path → content), so that a machine can be described in code and
+//! read by the same reader, also without `std` (the simulator's built-in machines).
 
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -26,10 +31,20 @@ pub struct Fallback {
     pub used: &'static str,
 }
 
+/// Where the files of a [`Sysfs`] come from.
+enum Backend {
+    /// The file system below the root.
+    Os,
+    /// A tree held in memory: path below the root, without a leading `/` → content.
+    Memory(BTreeMap<String, String>),
+}
+
 /// Reads files below one root, remembering which fallbacks were used.
 pub(crate) struct Sysfs {
-    /// The root without a trailing `/` (`""` for the live system).
+    /// The root without a trailing `/` (`""` for the live system); for a tree in memory, its
+    /// name, which error messages show in front of the path.
     root: String,
+    backend: Backend,
     /// Fallbacks used so far, each once.
     pub(crate) fallbacks: Vec<Fallback>,
     /// For each list of alternative names (keyed by its address), which one the last lookup
@@ -41,6 +56,26 @@ impl Sysfs {
     pub(crate) fn new(root: &str) -> Sysfs {
         Sysfs {
             root: String::from(root.trim_end_matches('/')),
+            backend: Backend::Os,
+            fallbacks: Vec::new(),
+            hints: Vec::new(),
+        }
+    }
+
+    /// A tree held in memory, called `name` in messages: `files` maps paths below the root
+    /// (`sys/devices/system/cpu/online`; a leading `/` is ignored) to their contents.
+    /// Directories are implied by the paths below them.
+    pub(crate) fn in_memory(
+        name: &str,
+        files: impl IntoIterator<Item = (String, String)>,
+    ) -> Sysfs {
+        let files = files
+            .into_iter()
+            .map(|(p, c)| (String::from(p.trim_start_matches('/')), c))
+            .collect();
+        Sysfs {
+            root: String::from(name.trim_end_matches('/')),
+            backend: Backend::Memory(files),
             fallbacks: Vec::new(),
             hints: Vec::new(),
         }
@@ -57,6 +92,9 @@ impl Sysfs {
 
     /// Fails with the OS error when the root directory cannot be listed.
     pub(crate) fn check_root(&self) -> Result<(), Error> {
+        if let Backend::Memory(_) = self.backend {
+            return Ok(());
+        }
         fs::list_dir(self.root())
             .map(|_| ())
             .map_err(|e| Error::TopologyUnreadable {
@@ -80,6 +118,10 @@ impl Sysfs {
 
     /// The trimmed content of `rel`, or `None` when the file is missing.
     pub(crate) fn read(&self, rel: &str) -> Result<Option<String>, Error> {
+        if let Backend::Memory(files) = &self.backend {
+            let text = files.get(rel.trim_start_matches('/'));
+            return Ok(text.map(|t| String::from(trim_sysfs(t))));
+        }
         let path = self.path(rel);
         match fs::read(&path) {
             Ok(bytes) => match String::from_utf8(bytes) {
@@ -190,6 +232,17 @@ impl Sysfs {
 
     /// The entries of directory `rel`, or `None` when it does not exist.
     pub(crate) fn list(&self, rel: &str) -> Result<Option<Vec<String>>, Error> {
+        if let Backend::Memory(files) = &self.backend {
+            let dir = format!("{}/", rel.trim_start_matches('/').trim_end_matches('/'));
+            let names: BTreeSet<&str> = files
+                .range(dir.clone()..)
+                .map(|(p, _)| p)
+                .take_while(|p| p.starts_with(&dir))
+                .filter_map(|p| p[dir.len()..].split('/').next())
+                .filter(|n| !n.is_empty())
+                .collect();
+            return Ok((!names.is_empty()).then(|| names.into_iter().map(String::from).collect()));
+        }
         let path = self.path(rel);
         match fs::list_dir(&path) {
             Ok(names) => Ok(Some(names)),
@@ -203,6 +256,15 @@ impl Sysfs {
 
     /// True when `rel` exists.
     pub(crate) fn exists(&self, rel: &str) -> bool {
+        if let Backend::Memory(files) = &self.backend {
+            let rel = rel.trim_start_matches('/').trim_end_matches('/');
+            let dir = format!("{rel}/");
+            return files.contains_key(rel)
+                || files
+                    .range(dir.clone()..)
+                    .next()
+                    .is_some_and(|(p, _)| p.starts_with(&dir));
+        }
         fs::exists(&self.path(rel))
     }
 }
