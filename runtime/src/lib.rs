@@ -32,6 +32,10 @@
 //! records switch / wakeup / migrate events per worker, when asked to, and exports them as
 //! Chrome/Perfetto trace JSON.
 //!
+//! Beside the threaded driver, on the same policy, [`sim`] is the deterministic simulator: the
+//! policy on virtual CPUs built from any topology, under a virtual clock, with tasks described
+//! by behaviour scripts; it imports nothing of the threaded driver.
+//!
 //! The crate is `#![no_std]` + `alloc`; the `std` feature (on by default) adds conveniences
 //! only. All OS access goes through `libc` in `sys/`.
 #![no_std]
@@ -50,6 +54,7 @@ pub mod model;
 pub mod policy;
 mod runtime;
 mod sched;
+pub mod sim;
 pub mod sync;
 mod sys;
 pub mod task;

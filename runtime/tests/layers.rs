@@ -5,6 +5,11 @@
 //! module sits in a *lower* layer. Two modules of one layer are peers and name each other not
 //! at all, so the picture has no loop by construction.
 //!
+//! Two branches sit side by side on the policy: the threaded driver ([`DRIVER`]) and the
+//! simulator (`sim`). The simulator's layer is ranked below the driver's, which proves that it
+//! names nothing of the driver; [`BRANCHES`] adds the other direction: no module of one
+//! branch may name a module of the other, whatever their ranks.
+//!
 //! The check reads the code with its comments removed (doc links that name a higher layer are
 //! documentation, not imports). It fails on a module that [`LAYERS`] does not place, so a new
 //! folder cannot slip in unplaced. `layering_catches_an_upward_import` runs the same checker
@@ -25,6 +30,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["sync", "arch", "policy", "topology"],
     ),
     ("trace data", &["trace"]),
+    ("simulator", &["sim"]),
     ("task data", &["tcb"]),
     ("per-CPU state", &["worker"]),
     ("wakeup protocol", &["wake"]),
@@ -36,6 +42,15 @@ const LAYERS: &[(&str, &[&str])] = &[
 
 /// The threaded driver's folders, whose edges the closing picture lists.
 const DRIVER: &[&str] = &["tcb", "worker", "wake", "sched", "task", "runtime", "model"];
+
+/// Sibling branches on the policy: a module of one names no module of another.
+const BRANCHES: &[(&str, &[&str])] =
+    &[("the threaded driver", DRIVER), ("the simulator", &["sim"])];
+
+/// The branch a top-level module belongs to, if any.
+fn branch_of(m: &str) -> Option<usize> {
+    BRANCHES.iter().position(|(_, ms)| ms.contains(&m))
+}
 
 /// One module's reference to another.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -344,6 +359,15 @@ fn check(tree: &Tree) -> (Vec<Edge>, Vec<String>) {
             let (Some(&rf), Some(&rt)) = (rank.get(from.as_str()), rank.get(to.as_str())) else {
                 continue;
             };
+            if let (Some(bf), Some(bt)) = (branch_of(&from), branch_of(&to))
+                && bf != bt
+            {
+                problems.push(format!(
+                    "{file}:{line}: `{from}` ({}) names `{to}` ({}): the two are sibling \
+                     branches on the policy and import nothing of each other",
+                    BRANCHES[bf].0, BRANCHES[bt].0
+                ));
+            }
             if rt >= rf {
                 let how = if rt == rf {
                     "a peer in the same layer"
@@ -423,6 +447,23 @@ fn layering_catches_an_upward_import() {
         "{problems:#?}"
     );
     assert!(problems[1].contains("tcb/mod.rs:3"), "{problems:#?}");
+    // The driver naming the simulator is reported although the simulator ranks lower.
+    tree.insert("sim/mod.rs".into(), "pub struct Sim;\n".into());
+    tree.insert(
+        "lib.rs".into(),
+        "mod sys;\nmod sim;\nmod tcb;\nmod worker;\npub use worker::Stats;\n".into(),
+    );
+    tree.insert(
+        "worker/mod.rs".into(),
+        "use crate::tcb::Task;\nuse crate::sim::Sim;\npub struct Stats;\n".into(),
+    );
+    let (_, problems) = check(&tree);
+    assert!(
+        problems.iter().any(|p| p.contains(
+            "worker/mod.rs:2: `worker` (the threaded driver) names `sim` (the simulator)"
+        )),
+        "{problems:#?}"
+    );
     // A module that no layer places is reported too.
     tree.insert("extra.rs".into(), String::new());
     tree.insert("lib.rs".into(), "mod sys;\nmod extra;\n".into());

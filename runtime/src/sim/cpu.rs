@@ -1,0 +1,450 @@
+//! A virtual CPU: its runqueue (lagom's `policy::RunQueue`), wakelist, timers and idle state,
+//! and the scheduling loop the threaded runtime runs on each worker, step for step in virtual
+//! time: `schedule()`, `cond_resched()`, the pick, the switch, the idle loop.
+//!
+//! The steps follow `sched/schedule.rs`, `task/current.rs` (`cond_resched`) and
+//! `sched/idle.rs` of the threaded driver, each decision made by the same `policy/` call:
+//!
+//! * **schedule** (a task blocks, sleeps or yields, or a scheduling point finds a reason):
+//!   fire due timers, the balance tick, drain the wakelist, `update_curr`, put the previous
+//!   task back (`dequeue(Sleep)` for a sleeper — delayed or removed —, `yield_curr` for a
+//!   yield), `pick_next` (finishing delayed dequeues on the way), switch.
+//! * **cond_resched** (every `resched` ns of a computing task): the balance tick, then
+//!   schedule if need-resched is set, the wakelist is not empty, a timer is due, or
+//!   `task_tick` says the task's request or protection ran out.
+//! * **switch**: the next task runs `switch` ns later (charged to it, as the runtime's clock
+//!   does); the previous one stays `on_cpu` until then.
+//! * **idle loop**: fire timers, drain, pick; else newly idle balance; else spin
+//!   `idle_spin` ns (work published meanwhile is seen `wakelist` ns after it was published),
+//!   then sleep until kicked (`kick` ns after the kick) or until the next timer.
+
+use alloc::collections::BinaryHeap;
+use alloc::vec::Vec;
+use core::cmp::Reverse;
+
+use super::engine::{NONE, Sim};
+use super::stats::Counters;
+use super::task::State;
+use crate::policy::{
+    DequeueKind, Dequeued, Handle, Pick, RunQueue, SchedEntity, WakeFlags, Wakeup,
+};
+use crate::trace::SwitchReason;
+
+/// Why a running task calls `schedule`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reason {
+    Block,
+    Yield,
+    Preempt,
+}
+
+/// Where an idle CPU is in its idle loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Idle {
+    /// Its next step runs the idle loop from the top.
+    Entering,
+    /// Spinning until `until` (or the next timer) for work to appear.
+    Spinning,
+    /// Asleep on its kick word; a kick or its next timer wakes it.
+    Sleeping,
+    /// Work was published while it spun or slept; its next step sees it (`kicked`: it was
+    /// asleep).
+    Waking { kicked: bool },
+}
+
+/// What a CPU is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CpuState {
+    /// Switching to its current task, which runs at the next step.
+    Switching,
+    /// Running its current task; the next step is a scheduling point or the end of a run.
+    Running,
+    /// In the idle loop.
+    Idle(Idle),
+}
+
+/// One virtual CPU.
+pub(super) struct Cpu {
+    pub(super) rq: RunQueue<u32>,
+    /// The running task (`NONE`: the idle loop).
+    pub(super) curr: u32,
+    pub(super) state: CpuState,
+    /// Remote wakeups waiting to be activated here, in push order.
+    pub(super) wakelist: Vec<u32>,
+    pub(super) need_resched: bool,
+    pub(super) next_balance: u64,
+    /// Epoch of the planned step (older events are moot).
+    pub(super) epoch: u32,
+    /// Time of the planned step (`u64::MAX`: none).
+    pub(super) planned: u64,
+    /// When the running task's present stretch of computing began.
+    pub(super) last_point: u64,
+    /// Sleep timers of tasks that slept here: (deadline, sequence, task).
+    pub(super) timers: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    /// Time spent running tasks (switches to them included).
+    pub(super) busy: u64,
+    /// Of which after the warm-up.
+    pub(super) measured_busy: u64,
+    /// Since when the current task runs (valid while `curr` is a task).
+    pub(super) busy_since: u64,
+    pub(super) counters: Counters,
+}
+
+impl Cpu {
+    pub(super) fn new(rq: RunQueue<u32>) -> Cpu {
+        Cpu {
+            rq,
+            curr: NONE,
+            state: CpuState::Idle(Idle::Entering),
+            wakelist: Vec::new(),
+            need_resched: false,
+            next_balance: 0,
+            epoch: 0,
+            planned: u64::MAX,
+            last_point: 0,
+            timers: BinaryHeap::new(),
+            busy: 0,
+            measured_busy: 0,
+            busy_since: 0,
+            counters: Counters::default(),
+        }
+    }
+
+    fn timer_due(&self, now: u64) -> bool {
+        self.timers
+            .peek()
+            .is_some_and(|Reverse((d, _, _))| *d <= now)
+    }
+
+    fn next_timer(&self) -> Option<u64> {
+        self.timers.peek().map(|Reverse((d, _, _))| *d)
+    }
+}
+
+impl Sim {
+    /// CPU `c`'s planned step has come.
+    pub(super) fn cpu_step(&mut self, c: usize) {
+        match self.cpus[c].state {
+            CpuState::Switching => {
+                self.cpus[c].state = CpuState::Running;
+                self.run_task(c);
+            }
+            CpuState::Running => self.point(c),
+            CpuState::Idle(Idle::Spinning) => {
+                // The spin ran out (or a timer is due) with no work published.
+                if self.cpus[c].timer_due(self.now) {
+                    self.idle_loop(c);
+                } else {
+                    self.idle_sleep(c);
+                }
+            }
+            CpuState::Idle(Idle::Sleeping) => {
+                // The sleep timed out: a timer is due.
+                self.cpus[c].counters.idle_sleeps += 1;
+                self.idle_loop(c);
+            }
+            CpuState::Idle(Idle::Waking { kicked }) => {
+                if kicked {
+                    self.cpus[c].counters.idle_sleeps += 1;
+                }
+                self.idle_loop(c);
+            }
+            CpuState::Idle(Idle::Entering) => self.idle_loop(c),
+        }
+    }
+
+    /// The idle loop from the top (`sched/idle.rs`): timers, drain, pick; newly idle
+    /// balance; then spin, then sleep.
+    fn idle_loop(&mut self, c: usize) {
+        loop {
+            self.fire_timers(c);
+            self.drain(c);
+            if let Some(n) = self.pick(c) {
+                self.trace_switch(c, None, Some(n), SwitchReason::Idle);
+                self.switch_to(c, Some(n));
+                return;
+            }
+            if !self.newidle_balance(c) {
+                break;
+            }
+        }
+        let spin = self.params.idle_spin;
+        if spin > 0 {
+            self.cpus[c].state = CpuState::Idle(Idle::Spinning);
+            let until = self.now + spin;
+            let at = self.cpus[c].next_timer().map_or(until, |d| d.min(until));
+            self.arm(c, at.max(self.now));
+        } else {
+            self.idle_sleep(c);
+        }
+    }
+
+    /// The spin found nothing: sleep on the kick word until kicked or the next timer.
+    fn idle_sleep(&mut self, c: usize) {
+        if self.cpus[c].timer_due(self.now) {
+            self.idle_loop(c);
+            return;
+        }
+        self.cpus[c].state = CpuState::Idle(Idle::Sleeping);
+        match self.cpus[c].next_timer() {
+            Some(d) => {
+                let at = d + self.params.costs.kick;
+                self.arm(c, at);
+            }
+            None => self.disarm(c),
+        }
+    }
+
+    /// Work was published for CPU `c` (a wakelist push, a remote enqueue): an idle CPU that
+    /// spins sees it after `wakelist` ns; one that sleeps is kicked and acts after `kick` ns
+    /// (counted in `kicks`). A busy CPU sees it at its next scheduling point.
+    pub(super) fn notify(&mut self, c: usize) {
+        match self.cpus[c].state {
+            CpuState::Idle(Idle::Spinning) => {
+                self.cpus[c].state = CpuState::Idle(Idle::Waking { kicked: false });
+                let at = self.now + self.params.costs.wakelist;
+                self.arm_by(c, at);
+            }
+            CpuState::Idle(Idle::Sleeping) => {
+                self.cpus[c].counters.kicks += 1;
+                self.kick(c);
+            }
+            _ => {}
+        }
+    }
+
+    /// Wakes CPU `c` from its idle sleep, if it sleeps (the kick word's `IDLE → KICKED`);
+    /// returns whether it did.
+    pub(super) fn kick(&mut self, c: usize) -> bool {
+        if self.cpus[c].state != CpuState::Idle(Idle::Sleeping) {
+            return false;
+        }
+        self.cpus[c].state = CpuState::Idle(Idle::Waking { kicked: true });
+        let at = self.now + self.params.costs.kick;
+        self.arm_by(c, at);
+        true
+    }
+
+    /// `cond_resched` of CPU `c`'s running task; returns whether it switched away.
+    pub(super) fn cond_resched(&mut self, c: usize) -> bool {
+        self.balance_tick(c);
+        let now = self.now;
+        let cpu = &mut self.cpus[c];
+        let resched = cpu.need_resched
+            || !cpu.wakelist.is_empty()
+            || cpu.timer_due(now)
+            || cpu.rq.task_tick(now);
+        resched && self.schedule(c, Reason::Preempt)
+    }
+
+    /// `schedule()` on CPU `c` for its running task (module doc). Returns whether it switched
+    /// to another task (or to the idle loop); `false`: the same task goes on.
+    pub(super) fn schedule(&mut self, c: usize, reason: Reason) -> bool {
+        let prev = self.cpus[c].curr;
+        debug_assert_ne!(prev, NONE);
+        self.fire_timers(c);
+        self.balance_tick(c);
+        if reason == Reason::Block {
+            self.cpus[c].counters.blocks += 1;
+        }
+        self.drain(c);
+        let now = self.now;
+        self.cpus[c].rq.update_curr(now);
+        let voluntary = self.put_prev(c, prev, reason);
+        let next = self.pick(c);
+        if next == Some(prev) {
+            return false;
+        }
+        let counters = &mut self.cpus[c].counters;
+        if voluntary {
+            counters.switches_voluntary += 1;
+        } else {
+            counters.switches_involuntary += 1;
+        }
+        self.end_stint(c, prev);
+        let switch = self.params.costs.switch;
+        let task = &mut self.tasks[prev as usize];
+        match task.state {
+            State::Blocked => task.on_cpu_until = now + switch,
+            _ => {
+                task.state = State::Runnable;
+                task.ready_since = now;
+                if !voluntary {
+                    task.stats.preempted += 1;
+                }
+            }
+        }
+        let why = match reason {
+            Reason::Block => SwitchReason::Block,
+            Reason::Yield => SwitchReason::Yield,
+            Reason::Preempt => SwitchReason::Preempt,
+        };
+        self.trace_switch(c, Some(prev), next, why);
+        self.switch_to(c, next);
+        true
+    }
+
+    /// Puts the running task back (`put_prev` of `sched/schedule.rs`); returns whether the
+    /// switch away from it is voluntary.
+    fn put_prev(&mut self, c: usize, prev: u32, reason: Reason) -> bool {
+        let now = self.now;
+        let t = &mut self.tasks[prev as usize];
+        let h = t.handle.expect("the running task is queued");
+        if t.state == State::Blocked {
+            match self.cpus[c].rq.dequeue(h, DequeueKind::Sleep, now) {
+                Dequeued::Delayed => self.cpus[c].counters.delayed_dequeues += 1,
+                Dequeued::Removed { se, .. } => {
+                    t.se = se;
+                    t.handle = None;
+                }
+            }
+            true
+        } else if reason == Reason::Yield {
+            self.cpus[c].rq.yield_curr(now);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// `pick_next` until a task or nothing, finishing delayed dequeues on the way.
+    fn pick(&mut self, c: usize) -> Option<u32> {
+        let now = self.now;
+        let next = loop {
+            match self.cpus[c].rq.pick_next(now) {
+                Pick::Run(h) => break Some(*self.cpus[c].rq.payload(h)),
+                Pick::FinishedDelayed { se, payload } => self.finished_delayed(c, payload, se),
+                Pick::Idle => break None,
+            }
+        };
+        self.cpus[c].need_resched = false;
+        next
+    }
+
+    /// A delayed entity's dequeue completed on CPU `c`: its task is off the runqueue.
+    pub(super) fn finished_delayed(&mut self, c: usize, t: u32, se: SchedEntity) {
+        let task = &mut self.tasks[t as usize];
+        task.se = se;
+        task.handle = None;
+        self.cpus[c].counters.delayed_finished += 1;
+    }
+
+    /// CPU `c` switches to `next` (`None`: its idle loop), which runs after the switch cost
+    /// (and the migration cost on a task's first run on a CPU other than its last).
+    pub(super) fn switch_to(&mut self, c: usize, next: Option<u32>) {
+        let now = self.now;
+        let costs = self.params.costs;
+        let measuring = self.measuring();
+        let stall = self.stall;
+        match next {
+            Some(n) => {
+                let t = &mut self.tasks[n as usize];
+                let mut cost = costs.switch;
+                if t.last_ran != NONE && t.last_ran as usize != c {
+                    cost += costs.migrate;
+                }
+                if t.parked {
+                    // The park returns: it consumes the token of its wakeup.
+                    t.parked = false;
+                    t.token = false;
+                }
+                t.state = State::Running;
+                t.run_start = now;
+                if measuring {
+                    t.stats.wait.record(now - t.ready_since);
+                }
+                if let Some(w) = t.wake_time.take()
+                    && w >= self.warmup
+                {
+                    let h = now + cost - w;
+                    t.stats.handoff.record(h);
+                    if h >= stall {
+                        t.stats.stalls += 1;
+                    }
+                }
+                let cpu = &mut self.cpus[c];
+                cpu.curr = n;
+                cpu.busy_since = now;
+                cpu.state = CpuState::Switching;
+                self.arm(c, now + cost);
+            }
+            None => {
+                let cpu = &mut self.cpus[c];
+                cpu.curr = NONE;
+                cpu.state = CpuState::Idle(Idle::Entering);
+                self.arm(c, now + costs.switch);
+            }
+        }
+    }
+
+    /// The stint of task `t` on CPU `c` ends now: its run time and the CPU's busy time.
+    pub(super) fn end_stint(&mut self, c: usize, t: u32) {
+        let (now, warmup) = (self.now, self.warmup);
+        let task = &mut self.tasks[t as usize];
+        let ran = now - task.run_start;
+        let measured = now.saturating_sub(task.run_start.max(warmup));
+        task.stats.cpu_time += ran;
+        task.stats.measured_cpu_time += measured;
+        if now >= warmup {
+            task.stats.run.record(ran);
+        }
+        task.last_ran = c as u32;
+        let cpu = &mut self.cpus[c];
+        cpu.busy += now - cpu.busy_since;
+        cpu.measured_busy += now.saturating_sub(cpu.busy_since.max(warmup));
+    }
+
+    /// The running task of CPU `c` ended: it leaves for good and the CPU picks the next task.
+    pub(super) fn exit_task(&mut self, c: usize) {
+        let t = self.cpus[c].curr;
+        let now = self.now;
+        let task = &mut self.tasks[t as usize];
+        task.state = State::Dead;
+        let h = task.handle.take().expect("the running task is queued");
+        let _ = self.cpus[c].rq.dequeue(h, DequeueKind::Dead, now);
+        self.cpus[c].counters.exits += 1;
+        self.end_stint(c, t);
+        self.drain(c);
+        let next = self.pick(c);
+        self.trace_switch(c, Some(t), next, SwitchReason::Exit);
+        self.switch_to(c, next);
+    }
+
+    /// Runs the wakeup-preemption check for `h` on CPU `c` (`check_preempt` of
+    /// `wake/activate.rs`).
+    pub(super) fn check_preempt(&mut self, c: usize, h: Handle, wf: WakeFlags) {
+        if self.cpus[c].need_resched {
+            return;
+        }
+        let now = self.now;
+        loop {
+            match self.cpus[c].rq.wakeup_preempt(h, wf, now) {
+                Wakeup::NoPreempt => return,
+                Wakeup::Preempt => {
+                    self.cpus[c].need_resched = true;
+                    return;
+                }
+                Wakeup::FinishedDelayed { se, payload } => self.finished_delayed(c, payload, se),
+            }
+        }
+    }
+
+    /// Arms a sleep timer of task `t` on CPU `c` for `at`.
+    pub(super) fn add_timer(&mut self, c: usize, at: u64, t: u32) {
+        self.timer_seq += 1;
+        self.cpus[c].timers.push(Reverse((at, self.timer_seq, t)));
+    }
+
+    /// Fires CPU `c`'s due timers: each sleeper is woken from this CPU.
+    fn fire_timers(&mut self, c: usize) {
+        while let Some(&Reverse((d, _, t))) = self.cpus[c].timers.peek() {
+            if d > self.now {
+                break;
+            }
+            self.cpus[c].timers.pop();
+            let task = &mut self.tasks[t as usize];
+            task.sleeping = false;
+            self.unpark(t, Some(c));
+        }
+    }
+}

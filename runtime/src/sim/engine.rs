@@ -1,0 +1,484 @@
+//! [`Sim`]: building a simulation from a scenario and a machine, and the event loop.
+//!
+//! The loop pops the earliest event, sets the virtual clock to its time and dispatches it:
+//! a CPU's next step (`cpu.rs`: a running task's scheduling point, the end of a switch, the
+//! idle loop), a delayed wakeup, or a waker that waited for a switch-out (`wake.rs`). It
+//! stops at the scenario's duration, at the wakeup limit, or when nothing is pending.
+
+use alloc::collections::BTreeMap;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use super::cpu::{Cpu, CpuState, Idle};
+use super::error::ScenarioError;
+use super::machine::Machine;
+use super::queue::{Event, EventQueue};
+use super::rng::Rng;
+use super::scenario::{Affinity, Op, Params, Scenario, Target, Waker};
+use super::task::{ROp, RWaker, Task};
+use super::trace::TraceBuf;
+use crate::policy::{Features, RqConfig, RunQueue, SchedEntity};
+
+/// "No task" / "no CPU" in the `u32` fields.
+pub(super) const NONE: u32 = u32::MAX;
+
+/// How one run differs from the scenario's defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// The scheduler features.
+    pub features: Features,
+    /// The label the report shows for them (the string they were parsed from).
+    pub features_label: String,
+    /// The seed (the scenario's, unless given).
+    pub seed: u64,
+    /// Stop after this many measured wakeups (the scenario's, unless given).
+    pub wakeups: Option<u64>,
+    /// Virtual time to simulate (the scenario's, unless given).
+    pub duration: u64,
+    /// Record a trace of switches, wakeups and migrations, at most this many events per CPU
+    /// (`None`: no trace).
+    pub trace_capacity: Option<usize>,
+}
+
+impl Options {
+    /// The scenario's own settings, with `features` parsed from its `features` line (or the
+    /// defaults).
+    ///
+    /// # Errors
+    /// The scenario's feature string names an unknown feature.
+    pub fn of(s: &Scenario) -> Result<Options, crate::Error> {
+        let spec = s.features.clone().unwrap_or_default();
+        Ok(Options {
+            features: Features::parse(&spec)?,
+            features_label: if spec.is_empty() {
+                String::from("default")
+            } else {
+                spec
+            },
+            seed: s.seed,
+            wakeups: s.wakeups,
+            duration: s.duration,
+            trace_capacity: None,
+        })
+    }
+}
+
+/// Why a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// The duration was reached.
+    Duration,
+    /// The wakeup limit was reached.
+    Wakeups,
+    /// Nothing was left to happen (every task ended or blocked for good).
+    Quiet,
+    /// Task number `.0` (in declaration order, instances counted) ran a million steps
+    /// without the clock moving (a loop of wakes and yields with nothing else to do): the
+    /// scenario never lets time pass.
+    Endless(u32),
+}
+
+/// A simulation: a machine of virtual CPUs, each with lagom's own `policy::RunQueue`, the
+/// tasks of a scenario, and a virtual clock (module doc of [`crate::sim`]).
+pub struct Sim {
+    pub(super) machine: Machine,
+    pub(super) scenario: String,
+    pub(super) options: Options,
+    pub(super) params: Params,
+    pub(super) cpus: Vec<Cpu>,
+    pub(super) tasks: Vec<Task>,
+    pub(super) queue: EventQueue,
+    pub(super) rng: Rng,
+    pub(super) now: u64,
+    pub(super) warmup: u64,
+    pub(super) stall: u64,
+    /// Wakeups of measured tasks after the warm-up.
+    pub(super) measured_wakeups: u64,
+    /// Events handled (moot ones not counted).
+    pub(super) events: u64,
+    /// Round-robin start CPU for tasks started from outside (`Shared::next_outside`).
+    pub(super) next_outside: usize,
+    /// Sequence numbers of timers (ties between equal deadlines go by arming order).
+    pub(super) timer_seq: u64,
+    pub(super) trace: Option<TraceBuf>,
+    /// Why the run ended, once it has.
+    pub(super) stop: Option<Stop>,
+    /// A step asked the loop to stop early ([`Stop::Endless`]).
+    pub(super) halt: Option<Stop>,
+    pub(super) ended_at: u64,
+}
+
+impl Sim {
+    /// A simulation of `scenario` on `machine` under `options`.
+    ///
+    /// # Errors
+    /// A target naming no task or an instance past its count, an affinity or waker CPU the
+    /// machine does not have, a spawn of a task that starts by itself: each names the line
+    /// and the field.
+    pub fn new(
+        scenario: &Scenario,
+        machine: Machine,
+        options: Options,
+    ) -> Result<Sim, ScenarioError> {
+        let n = machine.cpus();
+        let tasks = build_tasks(scenario, &machine)?;
+        let mut cfg = RqConfig::for_cpus(n);
+        cfg.features = options.features;
+        let cpus = (0..n).map(|_| Cpu::new(RunQueue::new(cfg))).collect();
+        let trace = options
+            .trace_capacity
+            .map(|cap| TraceBuf::new(n, cap, tasks.iter().map(|t| t.name.clone())));
+        Ok(Sim {
+            scenario: scenario.name.clone(),
+            params: scenario.params,
+            rng: Rng::new(options.seed),
+            options,
+            cpus,
+            tasks,
+            queue: EventQueue::default(),
+            now: 0,
+            warmup: scenario.warmup,
+            stall: scenario.stall,
+            measured_wakeups: 0,
+            events: 0,
+            next_outside: 0,
+            timer_seq: 0,
+            trace,
+            stop: None,
+            halt: None,
+            ended_at: 0,
+            machine,
+        })
+    }
+
+    /// The machine.
+    pub fn machine(&self) -> &Machine {
+        &self.machine
+    }
+
+    /// The virtual time (ns).
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// Events handled so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Runs the simulation to its end (duration, wakeup limit, or nothing left to do) and
+    /// says which.
+    pub fn run(&mut self) -> Stop {
+        if let Some(s) = self.stop {
+            return s;
+        }
+        self.start();
+        let end = self.options.duration;
+        let stop = loop {
+            let Some((at, ev)) = self.queue.pop() else {
+                self.now = self.now.max(end);
+                break Stop::Quiet;
+            };
+            if at > end {
+                self.now = end;
+                break Stop::Duration;
+            }
+            self.now = at;
+            self.dispatch(ev);
+            if let Some(s) = self.halt {
+                break s;
+            }
+            if self
+                .options
+                .wakeups
+                .is_some_and(|w| self.measured_wakeups >= w)
+            {
+                break Stop::Wakeups;
+            }
+        };
+        self.finish();
+        self.stop = Some(stop);
+        stop
+    }
+
+    /// Time zero: every CPU enters its idle loop, and the tasks that start by themselves are
+    /// spawned from outside, in declaration order.
+    fn start(&mut self) {
+        for t in 0..self.tasks.len() {
+            if self.tasks[t].start {
+                self.spawn(t as u32, None);
+            }
+        }
+        for c in 0..self.cpus.len() {
+            self.cpus[c].state = CpuState::Idle(Idle::Entering);
+            self.arm(c, 0);
+        }
+    }
+
+    fn dispatch(&mut self, ev: Event) {
+        match ev {
+            Event::Cpu { cpu, epoch } => {
+                if self.cpus[cpu as usize].epoch != epoch {
+                    return;
+                }
+                self.events += 1;
+                self.cpus[cpu as usize].planned = u64::MAX;
+                self.cpu_step(cpu as usize);
+            }
+            Event::Wake { task, waker } => {
+                self.events += 1;
+                self.unpark(task, (waker != NONE).then_some(waker as usize));
+            }
+            Event::WakeAfterSwitch { task, waker } => {
+                self.events += 1;
+                self.select_enqueue(task, (waker != NONE).then_some(waker as usize));
+            }
+        }
+    }
+
+    /// Closes the books at the end: run time of the running tasks and busy time of the CPUs
+    /// up to now.
+    fn finish(&mut self) {
+        self.ended_at = self.now;
+        for c in 0..self.cpus.len() {
+            let t = self.cpus[c].curr;
+            if t != NONE {
+                self.end_stint(c, t);
+                self.cpus[c].busy_since = self.now;
+                self.tasks[t as usize].run_start = self.now;
+            }
+        }
+    }
+
+    /// Plans CPU `c`'s next step at `at`, replacing any step planned before.
+    pub(super) fn arm(&mut self, c: usize, at: u64) {
+        let cpu = &mut self.cpus[c];
+        cpu.epoch = cpu.epoch.wrapping_add(1);
+        cpu.planned = at;
+        self.queue.push(
+            at,
+            Event::Cpu {
+                cpu: c as u32,
+                epoch: cpu.epoch,
+            },
+        );
+    }
+
+    /// Plans CPU `c`'s next step at `at` unless one is planned earlier.
+    pub(super) fn arm_by(&mut self, c: usize, at: u64) {
+        if at < self.cpus[c].planned {
+            self.arm(c, at);
+        }
+    }
+
+    /// Drops CPU `c`'s planned step.
+    pub(super) fn disarm(&mut self, c: usize) {
+        let cpu = &mut self.cpus[c];
+        cpu.epoch = cpu.epoch.wrapping_add(1);
+        cpu.planned = u64::MAX;
+    }
+
+    /// Whether measuring has begun.
+    pub(super) fn measuring(&self) -> bool {
+        self.now >= self.warmup
+    }
+}
+
+/// The tasks of `s`, every instance of every declaration, with targets, affinities and
+/// wakers resolved against `m`.
+fn build_tasks(s: &Scenario, m: &Machine) -> Result<Vec<Task>, ScenarioError> {
+    // Declaration name → (first task id, count, declaration index).
+    let mut names: BTreeMap<&str, (u32, u32, usize)> = BTreeMap::new();
+    let mut next = 0u32;
+    for (k, spec) in s.tasks.iter().enumerate() {
+        if spec.count == 0 {
+            return Err(ScenarioError::new(
+                spec.line,
+                "count",
+                "a task needs count ≥ 1",
+            ));
+        }
+        if names.insert(&spec.name, (next, spec.count, k)).is_some() {
+            return Err(ScenarioError::new(
+                spec.line,
+                "task",
+                alloc::format!("a task named `{}` is declared twice", spec.name),
+            ));
+        }
+        next = next
+            .checked_add(spec.count)
+            .filter(|&n| n < NONE)
+            .ok_or_else(|| ScenarioError::new(spec.line, "count", "too many tasks"))?;
+    }
+    let mut tasks = Vec::with_capacity(next as usize);
+    for spec in &s.tasks {
+        let (first, _, _) = names[spec.name.as_str()];
+        for i in 0..spec.count {
+            let id = first + i;
+            let resolve = |t: &Target,
+                           line: usize,
+                           field: &'static str|
+             -> Result<u32, ScenarioError> {
+                match t {
+                    Target::Own => Ok(id),
+                    Target::Task { name, instance } => {
+                        let Some(&(f, count, _)) = names.get(name.as_str()) else {
+                            return Err(ScenarioError::new(
+                                line,
+                                field,
+                                alloc::format!("no task is named `{name}`"),
+                            ));
+                        };
+                        let k = instance.of(i);
+                        if k >= count {
+                            return Err(ScenarioError::new(
+                                line,
+                                field,
+                                alloc::format!(
+                                    "for {}[{i}] this names `{name}[{k}]`, but `{name}` has {count} instance{}",
+                                    spec.name,
+                                    if count == 1 { "" } else { "s" }
+                                ),
+                            ));
+                        }
+                        Ok(f + k)
+                    }
+                }
+            };
+            let mut script = Vec::with_capacity(spec.script.len());
+            // Open loops: (index in `script`, line).
+            let mut open: Vec<(usize, usize)> = Vec::new();
+            for step in &spec.script {
+                let line = step.line;
+                let op = match &step.op {
+                    Op::Run(d) => ROp::Run(*d),
+                    Op::Sleep(d) => ROp::Sleep(*d),
+                    Op::Block => ROp::Block,
+                    Op::Yield => ROp::Yield,
+                    Op::Exit => ROp::Exit,
+                    Op::WakePosted => ROp::WakePosted,
+                    Op::Wake {
+                        target,
+                        after,
+                        from,
+                    } => ROp::Wake {
+                        target: resolve(target, line, "wake")?,
+                        after: *after,
+                        from: match from {
+                            Waker::Here => RWaker::Here,
+                            Waker::Outside => RWaker::Outside,
+                            Waker::Cpu(id) => RWaker::Cpu(m.index_of(*id).ok_or_else(|| {
+                                ScenarioError::new(
+                                    line,
+                                    "from",
+                                    alloc::format!(
+                                        "CPU {id} is not a CPU of machine `{}` ({})",
+                                        m.name(),
+                                        m.topology().allowed_cpus()
+                                    ),
+                                )
+                            })? as u32),
+                        },
+                    },
+                    Op::Post(t) => ROp::Post(resolve(t, line, "post")?),
+                    Op::Spawn(t) => {
+                        let target = resolve(t, line, "spawn")?;
+                        let (_, _, k) = names
+                            .values()
+                            .find(|(f, c, _)| (*f..f + c).contains(&target))
+                            .copied()
+                            .expect("resolved ids belong to a declaration");
+                        if s.tasks[k].start {
+                            return Err(ScenarioError::new(
+                                line,
+                                "spawn",
+                                alloc::format!(
+                                    "`{}` starts by itself; declare it with start=no to spawn it",
+                                    s.tasks[k].name
+                                ),
+                            ));
+                        }
+                        ROp::Spawn(target)
+                    }
+                    Op::Loop { count } => {
+                        open.push((script.len(), line));
+                        ROp::Loop {
+                            count: *count,
+                            end: 0,
+                        }
+                    }
+                    Op::End => {
+                        let Some((start, _)) = open.pop() else {
+                            return Err(ScenarioError::new(
+                                line,
+                                "end",
+                                "`end` without an open `loop`",
+                            ));
+                        };
+                        let here = script.len();
+                        if let ROp::Loop { end, .. } = &mut script[start] {
+                            *end = here;
+                        }
+                        ROp::End { start }
+                    }
+                };
+                script.push(op);
+            }
+            if let Some(&(_, line)) = open.last() {
+                return Err(ScenarioError::new(line, "loop", "this `loop` has no `end`"));
+            }
+            let allowed = match &spec.affinity {
+                Affinity::Any => None,
+                Affinity::Cpus(set) => {
+                    let missing: crate::topology::CpuSet =
+                        set.iter().filter(|&c| m.index_of(c).is_none()).collect();
+                    if !missing.is_empty() || set.is_empty() {
+                        return Err(ScenarioError::new(
+                            spec.line,
+                            "cpus",
+                            alloc::format!(
+                                "CPUs `{missing}` are not CPUs of machine `{}`, which has {}",
+                                m.name(),
+                                m.topology().allowed_cpus()
+                            ),
+                        ));
+                    }
+                    Some(set.iter().map(|c| m.index_of(c).unwrap_or(0)).collect())
+                }
+                Affinity::PerInstance(inst) => {
+                    let id = inst.of(i) as usize;
+                    let Some(c) = m.index_of(id) else {
+                        return Err(ScenarioError::new(
+                            spec.line,
+                            "cpu",
+                            alloc::format!(
+                                "for {}[{i}] this is CPU {id}, which machine `{}` does not have ({})",
+                                spec.name,
+                                m.name(),
+                                m.topology().allowed_cpus()
+                            ),
+                        ));
+                    };
+                    Some(alloc::vec![c])
+                }
+            };
+            let mut se = SchedEntity::new(spec.nice);
+            se.set_custom_slice(spec.slice);
+            let name = if spec.count == 1 {
+                spec.name.clone()
+            } else {
+                alloc::format!("{}[{i}]", spec.name)
+            };
+            tasks.push(Task::new(
+                name,
+                spec.nice,
+                script,
+                se,
+                allowed,
+                spec.start,
+                spec.measure,
+            ));
+        }
+    }
+    Ok(tasks)
+}

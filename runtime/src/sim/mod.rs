@@ -1,0 +1,66 @@
+//! The deterministic simulator: lagom's own scheduling policy on virtual CPUs built from any
+//! [`Topology`](crate::topology::Topology), under a virtual nanosecond clock, so that a
+//! scenario replays identically, at any CPU count, on any machine.
+//!
+//! It is a second driver beside the threaded runtime, on the same `policy/`: each virtual CPU
+//! has its own [`RunQueue`](crate::policy::RunQueue), and every decision — pick, placement
+//! and lag, delayed dequeue, wakeup preemption, `select_task_rq`, the balancing decisions —
+//! is the policy's function, called with the arguments the threaded runtime passes. What
+//! the simulator adds is the mechanism in virtual time (the steps of the threaded driver's
+//! `wake/` and `sched/`, with no threads, atomics or clock): `cpu.rs` (schedule,
+//! cond_resched, the switch, the idle loop), `wake.rs` (unpark, try_to_wake_up, the wakelist,
+//! spawn), `balance.rs` (periodic and newly idle balance, the nohz kick), `task.rs` (the
+//! script interpreter), `engine.rs` (the event loop). It imports nothing of the threaded
+//! driver (`runtime/tests/layers.rs` checks it) and needs no `std`.
+//!
+//! Invariant: *the same scenario, machine, features and seed give the same run, event for
+//! event*: one event queue ordered by (time, push order), one seeded generator drawn in event
+//! order, integer time, and ordered containers only.
+//!
+//! What it leaves out (so what its figures cannot show): the cost of the policy's own work
+//! (a pick, a CPU scan: decisions take no virtual time), caches beyond a fixed migration
+//! cost, SMT siblings slowing each other, the host taking CPUs away, and the kernel's
+//! asynchronous preemption (as lagom, it preempts only at scheduling points).
+//!
+//! ```
+//! use lagom::sim::{Machine, Options, Report, Sim, parse};
+//! let scenario = parse(
+//!     "scenario two-hogs\nduration 100ms\n\
+//!      task a cpus=0\n  run 1s\nend\n\
+//!      task b cpus=0\n  run 1s\nend\n",
+//! )?;
+//! let mut sim = Sim::new(&scenario, Machine::named("cpus-2").unwrap(), Options::of(&scenario)?)?;
+//! sim.run();
+//! let report = Report::of(&sim);
+//! let (a, b) = (report.tasks[0].stats.cpu_time, report.tasks[1].stats.cpu_time);
+//! assert!(a.abs_diff(b) < 2_000_000, "two equal hogs on one CPU share it: {a} vs {b}");
+//! # Ok::<(), Box<dyn core::error::Error>>(())
+//! ```
+
+mod balance;
+mod builtin;
+mod costs;
+mod cpu;
+mod engine;
+mod error;
+mod machine;
+mod parse;
+mod queue;
+mod report;
+mod rng;
+mod scenario;
+mod stats;
+mod task;
+mod trace;
+mod wake;
+
+pub use builtin::{BUILTIN, builtin};
+pub use costs::Costs;
+pub use engine::{Options, Sim, Stop};
+pub use error::ScenarioError;
+pub use machine::Machine;
+pub use parse::parse;
+pub use report::{CpuReport, Report, TaskReport};
+pub use rng::{Dist, Rng};
+pub use scenario::{Affinity, Instance, Op, Params, Scenario, Step, Target, TaskSpec, Waker};
+pub use stats::{Counters, Histogram, TaskStats};

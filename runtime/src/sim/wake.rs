@@ -1,0 +1,285 @@
+//! The wakeup path in virtual time: unpark, `try_to_wake_up`, `ttwu_runnable`, the
+//! wakelist and its drain, `activate`, and spawning — the steps of the threaded driver's
+//! `wake/` (`ttwu.rs`, `runnable.rs`, `queue.rs`, `activate.rs`) and `task/builder.rs`, with
+//! each decision made by the same `policy/` call (`select_task_rq`, `requeue_delayed`,
+//! `finish_delayed`, `enqueue`, `wakeup_preempt`).
+//!
+//! The waker's CPU is what the policy and the wakelist rules see as "local". Locks and
+//! atomics have no counterpart: a step happens at one instant. What takes time is what the
+//! threaded runtime spends time on: a wakelist entry waits for its CPU's next scheduling
+//! point (or a spinning idle CPU's look, `wakelist` ns, or a sleeping one's kick, `kick`
+//! ns), and a waker that finds its wakee still switching out (`on_cpu`) either hands it to
+//! that CPU's wakelist (TTWU_QUEUE_ON_CPU) or waits for the switch to complete.
+//!
+//! Paths, and the counter each bumps on the target CPU (as the threaded runtime's):
+//!
+//! * delayed wakee on another CPU, TTWU_QUEUE_DELAYED: its CPU's wakelist (`runnable_queued`);
+//!   the drain finishes the dequeue, selects a CPU and activates or forwards it
+//!   (`runnable_migrated`), or follows a task that balancing moved (`wakeups_chased`);
+//! * delayed wakee, TTWU_DEQUEUE: the dequeue is finished and the wakeup goes on as for a
+//!   sleeper;
+//! * delayed wakee otherwise: requeued in place with the preemption check
+//!   (`runnable_in_place`);
+//! * sleeper still switching out, TTWU_QUEUE_ON_CPU, on another CPU: that CPU's wakelist
+//!   (`wakeups_on_cpu`); without the feature the waker waits for the switch;
+//! * sleeper: `select_task_rq`, then the waker's own runqueue (`wakeups_local`), the
+//!   target's wakelist with TTWU_QUEUE (`wakeups_queued`), or the target's runqueue directly
+//!   (`wakeups_remote`).
+
+use super::engine::{NONE, Sim};
+use super::queue::Event;
+use super::task::State;
+use crate::policy::{CpuView, EnqueueKind, Feature, WakeFlags, select_task_rq};
+use crate::trace::{MigrateCause, WakePath};
+
+impl Sim {
+    fn feat(&self, f: Feature) -> bool {
+        self.options.features.is_enabled(f)
+    }
+
+    /// Unparks task `t` from `waker` (`None`: outside every CPU): sets its token and, if it
+    /// was clear and the task is blocked, wakes it.
+    pub(super) fn unpark(&mut self, t: u32, waker: Option<usize>) {
+        let task = &mut self.tasks[t as usize];
+        if task.token || task.state == State::Dead || task.state == State::New {
+            return;
+        }
+        if task.sleeping {
+            // The runtime's sleep loop parks again until its deadline (module doc of
+            // `task.rs`): the unpark is absorbed.
+            return;
+        }
+        task.token = true;
+        if task.state == State::Blocked {
+            self.try_to_wake_up(t, waker);
+        }
+    }
+
+    /// `try_to_wake_up` of blocked task `t` (module doc).
+    fn try_to_wake_up(&mut self, t: u32, waker: Option<usize>) {
+        let now = self.now;
+        let measuring = self.measuring();
+        let task = &mut self.tasks[t as usize];
+        task.state = State::Waking;
+        task.wake_time = Some(now);
+        task.stats.wakeups += 1;
+        if task.measure && measuring {
+            self.measured_wakeups += 1;
+        }
+        if let Some(h) = task.handle {
+            // Still queued: it blocked while not eligible (delayed).
+            let cpu = task.cpu;
+            if self.feat(Feature::TtwuQueueDelayed) && Some(cpu) != waker {
+                let task = &mut self.tasks[t as usize];
+                task.wake_cpu = waker;
+                task.wake_delayed = true;
+                self.trace_wakeup(waker, t, cpu, WakePath::DelayedQueued);
+                self.cpus[cpu].counters.runnable_queued += 1;
+                self.queue_wakelist(cpu, t);
+                return;
+            }
+            if self.feat(Feature::TtwuDequeue) {
+                let (se, _) = self.cpus[cpu].rq.finish_delayed(h, now);
+                self.finished_delayed(cpu, t, se);
+            } else {
+                self.cpus[cpu].rq.requeue_delayed(h, now);
+                self.check_preempt(cpu, h, WakeFlags::TTWU);
+                let task = &mut self.tasks[t as usize];
+                task.state = State::Runnable;
+                task.ready_since = now;
+                self.trace_wakeup(waker, t, cpu, WakePath::RunnableInPlace);
+                self.cpus[cpu].counters.runnable_in_place += 1;
+                if Some(cpu) != waker && self.kick(cpu) {
+                    self.cpus[cpu].counters.kicks += 1;
+                }
+                return;
+            }
+        }
+        let task = &self.tasks[t as usize];
+        if now < task.on_cpu_until {
+            let cpu = task.cpu;
+            let until = task.on_cpu_until;
+            if self.feat(Feature::TtwuQueueOnCpu) && Some(cpu) != waker {
+                self.trace_wakeup(waker, t, cpu, WakePath::OnCpu);
+                self.cpus[cpu].counters.wakeups_on_cpu += 1;
+                self.queue_wakelist(cpu, t);
+            } else {
+                let waker = waker.map_or(NONE, |w| w as u32);
+                self.queue
+                    .push(until, Event::WakeAfterSwitch { task: t, waker });
+            }
+            return;
+        }
+        self.select_enqueue(t, waker);
+    }
+
+    /// The end of `try_to_wake_up` for a sleeper off every CPU: select a CPU and enqueue.
+    pub(super) fn select_enqueue(&mut self, t: u32, waker: Option<usize>) {
+        let prev = self.tasks[t as usize].cpu;
+        let target = self.select_cpu(t, prev, waker);
+        self.moved(waker, t, prev, target, MigrateCause::Wakeup);
+        self.enqueue_on(target, t, waker, false);
+    }
+
+    /// `select_task_rq` over the CPUs' runnable counts, as the threaded runtime publishes
+    /// them (`wake/select.rs`).
+    pub(super) fn select_cpu(&self, t: u32, prev: usize, waker: Option<usize>) -> usize {
+        let cpus = &self.cpus;
+        let task = &self.tasks[t as usize];
+        let view = |i: usize| {
+            let nr = cpus[i].rq.nr_runnable();
+            CpuView {
+                idle: nr == 0,
+                nr_running: nr,
+            }
+        };
+        select_task_rq(cpus.len(), view, prev, waker, |i| task.allowed(i))
+    }
+
+    /// Task `t` now belongs to `to` instead of `from` (nothing if they are the same), as CPU
+    /// `by` decided (`None`: outside).
+    pub(super) fn moved(
+        &mut self,
+        by: Option<usize>,
+        t: u32,
+        from: usize,
+        to: usize,
+        cause: MigrateCause,
+    ) {
+        self.tasks[t as usize].cpu = to;
+        if from != to {
+            self.tasks[t as usize].stats.migrations += 1;
+            self.trace_migrate(by, t, from, to, cause);
+        }
+    }
+
+    /// Makes claimed or new task `t` runnable on CPU `target` (`enqueue_on`).
+    fn enqueue_on(&mut self, target: usize, t: u32, local: Option<usize>, spawn: bool) {
+        let path = if local == Some(target) {
+            WakePath::Local
+        } else if self.feat(Feature::TtwuQueue) {
+            WakePath::Queued
+        } else {
+            WakePath::Remote
+        };
+        if spawn {
+            self.cpus[target].counters.spawns += 1;
+        } else {
+            self.trace_wakeup(local, t, target, path);
+        }
+        match path {
+            WakePath::Local => {
+                self.activate(target, t);
+                if !spawn {
+                    self.cpus[target].counters.wakeups_local += 1;
+                }
+            }
+            WakePath::Queued => {
+                if !spawn {
+                    self.cpus[target].counters.wakeups_queued += 1;
+                }
+                self.queue_wakelist(target, t);
+            }
+            _ => {
+                self.activate(target, t);
+                if !spawn {
+                    self.cpus[target].counters.wakeups_remote += 1;
+                }
+                if self.kick(target) {
+                    self.cpus[target].counters.kicks += 1;
+                } else {
+                    self.notify(target);
+                }
+            }
+        }
+    }
+
+    /// Pushes `t` on CPU `cpu`'s wakelist and lets the CPU know.
+    fn queue_wakelist(&mut self, cpu: usize, t: u32) {
+        self.cpus[cpu].wakelist.push(t);
+        self.notify(cpu);
+    }
+
+    /// Enqueues claimed or new task `t` on CPU `c` and runs the wakeup-preemption check
+    /// (`ttwu_do_activate`).
+    fn activate(&mut self, c: usize, t: u32) {
+        let now = self.now;
+        let task = &mut self.tasks[t as usize];
+        let kind = if task.fresh {
+            EnqueueKind::Initial
+        } else {
+            EnqueueKind::Wakeup
+        };
+        task.fresh = false;
+        let h = self.cpus[c].rq.enqueue(task.se, t, kind, now);
+        task.handle = Some(h);
+        task.state = State::Runnable;
+        task.ready_since = now;
+        let wf = if kind == EnqueueKind::Initial {
+            WakeFlags::FORK
+        } else {
+            WakeFlags::TTWU
+        };
+        self.check_preempt(c, h, wf);
+    }
+
+    /// Takes every wakelist entry of CPU `me` and activates it here (`sched_ttwu_pending`),
+    /// or, for a delayed wakeup (TTWU_QUEUE_DELAYED), finishes its dequeue, selects a CPU
+    /// and activates or forwards it, following a task that balancing moved.
+    pub(super) fn drain(&mut self, me: usize) {
+        if self.cpus[me].wakelist.is_empty() {
+            return;
+        }
+        let list = core::mem::take(&mut self.cpus[me].wakelist);
+        for &t in &list {
+            let task = &mut self.tasks[t as usize];
+            if task.wake_delayed {
+                task.wake_delayed = false;
+                let owner = task.cpu;
+                if let Some(h) = task.handle {
+                    if owner != me {
+                        task.wake_delayed = true;
+                        self.cpus[me].counters.wakeups_chased += 1;
+                        self.queue_wakelist(owner, t);
+                        continue;
+                    }
+                    let (se, _) = self.cpus[me].rq.finish_delayed(h, self.now);
+                    self.finished_delayed(me, t, se);
+                }
+                let waker = self.tasks[t as usize]
+                    .wake_cpu
+                    .filter(|&w| w < self.cpus.len());
+                let target = self.select_cpu(t, me, waker);
+                if target != me {
+                    self.moved(Some(me), t, me, target, MigrateCause::Wakeup);
+                    self.cpus[me].counters.runnable_migrated += 1;
+                    self.queue_wakelist(target, t);
+                    continue;
+                }
+                self.tasks[t as usize].cpu = me;
+            }
+            self.activate(me, t);
+        }
+        // Give the allocation back unless a forward refilled the list meanwhile.
+        let mut list = list;
+        list.clear();
+        if self.cpus[me].wakelist.is_empty() {
+            self.cpus[me].wakelist = list;
+        }
+    }
+
+    /// Spawns task `t` from `parent`'s CPU (`None`: from outside, round robin), as
+    /// `task/builder.rs` does: CPU selection from the parent's CPU, then `enqueue_on` as a new
+    /// task.
+    pub(super) fn spawn(&mut self, t: u32, parent: Option<usize>) {
+        let prev = parent.unwrap_or_else(|| {
+            let p = self.next_outside % self.cpus.len();
+            self.next_outside += 1;
+            p
+        });
+        self.tasks[t as usize].state = State::Waking;
+        let target = self.select_cpu(t, prev, parent);
+        self.tasks[t as usize].cpu = target;
+        self.enqueue_on(target, t, parent, true);
+    }
+}

@@ -1,0 +1,146 @@
+//! Each wakeup-path feature that the simulator's mechanism reads changes what it does, as it
+//! changes what the threaded runtime does:
+//!
+//! | feature | test |
+//! |---|---|
+//! | `DELAY_DEQUEUE` | `delay_dequeue_keeps_ineligible_sleepers_queued` |
+//! | `TTWU_QUEUE_DELAYED` | `ttwu_queue_delayed_moves_delayed_wakees_to_idle_cpus` |
+//! | `TTWU_DEQUEUE` | `ttwu_dequeue_sends_delayed_wakees_through_selection` |
+//! | `TTWU_QUEUE` | `no_ttwu_queue_enqueues_under_the_remote_lock` |
+//! | `TTWU_QUEUE_ON_CPU` | `ttwu_queue_on_cpu_hands_off_to_the_switching_cpu` |
+//!
+//! The policy's own features (`PLACE_LAG`, `RUN_TO_PARITY`, `DELAY_ZERO`, …) act inside
+//! `policy/`, which the simulator calls unchanged; their tests are the policy's. `ITMT`,
+//! `SIS_UTIL` and `TTWU_QUEUE_DEFAULT` are parsed but read by no code yet, in the threaded
+//! runtime as here (issue #18 gives them their decisions).
+
+use lagom::policy::Features;
+use lagom::sim::{Counters, Machine, Options, Report, Sim, parse};
+
+fn run(text: &str, machine: &str, features: &str) -> Report {
+    let s = parse(text).unwrap_or_else(|e| panic!("{e}"));
+    let mut o = Options::of(&s).unwrap();
+    o.features = Features::parse(features).unwrap();
+    let mut sim = Sim::new(&s, Machine::named(machine).unwrap(), o).unwrap();
+    sim.run();
+    Report::of(&sim)
+}
+
+fn total(text: &str, machine: &str, features: &str) -> Counters {
+    run(text, machine, features).total()
+}
+
+/// Two tasks share CPU 0 and sleep briefly after each burst; a third CPU wakes them.
+const SHARED_CPU: &str = "\
+duration 200ms
+task t count=2 cpus=0
+  loop
+    run 700us
+    wake self after 20us from 1
+    block
+  end
+end
+";
+
+#[test]
+fn delay_dequeue_keeps_ineligible_sleepers_queued() {
+    let on = total(SHARED_CPU, "cpus-4", "");
+    let off = total(SHARED_CPU, "cpus-4", "NO_DELAY_DEQUEUE");
+    assert!(on.delayed_dequeues > 50, "{on:?}");
+    assert!(
+        on.runnable_in_place > 50,
+        "delayed wakees are requeued in place: {on:?}"
+    );
+    assert_eq!(
+        (off.delayed_dequeues, off.runnable_in_place),
+        (0, 0),
+        "{off:?}"
+    );
+}
+
+/// The same two tasks, allowed on CPUs 0-1, with CPU 1 idle: a delayed wakee sits on the
+/// busy CPU.
+const MOVABLE: &str = "\
+duration 200ms
+task t count=2 cpus=0-1
+  loop
+    run 700us
+    wake self after 20us from 2
+    block
+  end
+end
+task pin cpus=0 measure=no
+  run 10s
+end
+";
+
+#[test]
+fn ttwu_queue_delayed_moves_delayed_wakees_to_idle_cpus() {
+    let base = total(MOVABLE, "cpus-4", "");
+    let qd = total(MOVABLE, "cpus-4", "TTWU_QUEUE_DELAYED");
+    assert!(
+        base.runnable_in_place > 0 && base.runnable_queued == 0,
+        "{base:?}"
+    );
+    assert!(
+        qd.runnable_queued > 0 && qd.runnable_in_place == 0,
+        "{qd:?}"
+    );
+    assert!(
+        qd.runnable_migrated > 0,
+        "the owner sends some elsewhere: {qd:?}"
+    );
+}
+
+#[test]
+fn ttwu_dequeue_sends_delayed_wakees_through_selection() {
+    let b = total(MOVABLE, "cpus-4", "");
+    let d = total(MOVABLE, "cpus-4", "TTWU_DEQUEUE");
+    assert!(b.runnable_in_place > 0, "{b:?}");
+    assert_eq!(d.runnable_in_place, 0, "{d:?}");
+    assert!(
+        d.delayed_finished > b.delayed_finished,
+        "the wakeup finishes the dequeue: {b:?} {d:?}"
+    );
+    // What was requeued in place is now an ordinary wakeup: selected and queued to the
+    // chosen CPU's wakelist (the waker, CPU 2, is no allowed CPU).
+    assert!(
+        d.wakeups_queued >= b.wakeups_queued + b.runnable_in_place / 2,
+        "{b:?}\n{d:?}"
+    );
+}
+
+#[test]
+fn no_ttwu_queue_enqueues_under_the_remote_lock() {
+    let cross = lagom::sim::builtin("pipe_cross").unwrap();
+    let on = total(cross, "cpus-2", "");
+    let off = total(cross, "cpus-2", "NO_TTWU_QUEUE");
+    assert!(on.wakeups_queued > 1000 && on.wakeups_remote == 0, "{on:?}");
+    assert!(
+        off.wakeups_remote > 1000 && off.wakeups_queued == 0,
+        "{off:?}"
+    );
+}
+
+/// A task on CPU 0 is woken from CPU 1 100 ns after it blocks, while CPU 0 still switches
+/// away from it (the switch costs 205 ns).
+const ON_CPU: &str = "\
+duration 50ms
+task a cpus=0
+  loop
+    run 10us
+    wake self after 100ns from 1
+    block
+  end
+end
+";
+
+#[test]
+fn ttwu_queue_on_cpu_hands_off_to_the_switching_cpu() {
+    let on = run(ON_CPU, "cpus-2", "");
+    let off = run(ON_CPU, "cpus-2", "NO_TTWU_QUEUE_ON_CPU");
+    assert!(on.total().wakeups_on_cpu > 1000, "{:?}", on.total());
+    assert_eq!(off.total().wakeups_on_cpu, 0);
+    // Without the hand-off the waker waits for the switch, then queues the task normally.
+    assert!(off.total().wakeups_queued > 1000, "{:?}", off.total());
+}
