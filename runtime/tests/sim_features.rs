@@ -144,3 +144,21 @@ fn ttwu_queue_on_cpu_hands_off_to_the_switching_cpu() {
     // Without the hand-off the waker waits for the switch, then queues the task normally.
     assert!(off.total().wakeups_queued > 1000, "{:?}", off.total());
 }
+
+/// A sleep whose timer is already due when `schedule()` fires the CPU's timers is woken
+/// before it is dequeued: the wakeup cancels it in place (as the runtime's `ttwu_runnable`
+/// does for a task still queued and not delayed), and the task runs on without a switch.
+#[test]
+fn a_wakeup_before_the_switch_cancels_the_sleep() {
+    let r = run(
+        "duration 10ms\ntask a cpus=0\n  loop\n    run 10us\n    sleep 0\n  end\nend\n",
+        "cpus-2",
+        "",
+    );
+    let t = r.total();
+    let loops = r.tasks[0].stats.loops;
+    assert!(loops > 900, "{loops}");
+    assert!(t.runnable_in_place.abs_diff(loops) <= 1, "{t:?}");
+    assert_eq!(t.switches_voluntary, 0, "it never leaves the CPU: {t:?}");
+    assert!(r.tasks[0].stats.handoff.count() == 0);
+}

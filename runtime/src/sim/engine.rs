@@ -290,15 +290,23 @@ fn build_tasks(s: &Scenario, m: &Machine) -> Result<Vec<Task>, ScenarioError> {
     // Declaration name → (first task id, count, declaration index).
     let mut names: BTreeMap<&str, (u32, u32, usize)> = BTreeMap::new();
     let mut next = 0u32;
+    let count_of = |spec: &super::scenario::TaskSpec| {
+        if spec.per_cpu {
+            spec.count.saturating_mul(m.cpus() as u32)
+        } else {
+            spec.count
+        }
+    };
     for (k, spec) in s.tasks.iter().enumerate() {
-        if spec.count == 0 {
+        let count = count_of(spec);
+        if count == 0 {
             return Err(ScenarioError::new(
                 spec.line,
                 "count",
                 "a task needs count ≥ 1",
             ));
         }
-        if names.insert(&spec.name, (next, spec.count, k)).is_some() {
+        if names.insert(&spec.name, (next, count, k)).is_some() {
             return Err(ScenarioError::new(
                 spec.line,
                 "task",
@@ -306,14 +314,15 @@ fn build_tasks(s: &Scenario, m: &Machine) -> Result<Vec<Task>, ScenarioError> {
             ));
         }
         next = next
-            .checked_add(spec.count)
+            .checked_add(count)
             .filter(|&n| n < NONE)
             .ok_or_else(|| ScenarioError::new(spec.line, "count", "too many tasks"))?;
     }
     let mut tasks = Vec::with_capacity(next as usize);
     for spec in &s.tasks {
         let (first, _, _) = names[spec.name.as_str()];
-        for i in 0..spec.count {
+        let count = count_of(spec);
+        for i in 0..count {
             let id = first + i;
             let resolve = |t: &Target,
                            line: usize,
@@ -464,7 +473,7 @@ fn build_tasks(s: &Scenario, m: &Machine) -> Result<Vec<Task>, ScenarioError> {
             };
             let mut se = SchedEntity::new(spec.nice);
             se.set_custom_slice(spec.slice);
-            let name = if spec.count == 1 {
+            let name = if count == 1 {
                 spec.name.clone()
             } else {
                 alloc::format!("{}[{i}]", spec.name)

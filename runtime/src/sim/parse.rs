@@ -7,7 +7,7 @@
 //! wakeups N                stall DUR               resched DUR
 //! idle_spin DUR            cost switch|wakelist|kick|migrate DUR
 //!
-//! task NAME [count=N] [nice=N] [slice=DUR] [cpus=LIST | cpu=EXPR] [start=yes|no] [measure=yes|no]
+//! task NAME [count=N|cpus] [nice=N] [slice=DUR] [cpus=LIST | cpu=EXPR] [start=yes|no] [measure=yes|no]
 //!   run DIST | sleep DIST | block | yield | exit
 //!   wake TARGET [after DIST] [from CPU|outside]
 //!   post TARGET | wake_posted | spawn TARGET
@@ -23,6 +23,7 @@
 //! * LIST: a CPU list of OS CPU ids, `0-3,8`. EXPR: `K`, `i`, `i/K` or `i%K`, where `i` is
 //!   the instance's own index (`cpu=i` pins instance i to CPU i).
 //! * TARGET: `self`, `NAME` (its instance 0), or `NAME[EXPR]`.
+//! * `count=cpus`: one instance per virtual CPU of the machine the scenario runs on.
 //!
 //! Every error names the line and the field (directive, attribute or step) and says what was
 //! expected.
@@ -446,6 +447,7 @@ fn task_decl(line: usize, args: &[String]) -> Result<TaskSpec, ScenarioError> {
             ));
         };
         match key {
+            "count" if v == "cpus" => t.per_cpu = true,
             "count" => {
                 let n = int(line, key, v)?;
                 if n == 0 || n > 1_000_000 {

@@ -70,6 +70,9 @@ pub struct Report {
     pub stalls: u64,
     /// Their handoffs, merged.
     pub handoff: Histogram,
+    /// Loop iterations measured tasks completed after the warm-up (schbench's requests, a
+    /// pipe's round trips).
+    pub loops: u64,
 }
 
 impl Report {
@@ -86,10 +89,11 @@ impl Report {
             })
             .collect();
         let mut handoff = Histogram::new();
-        let mut stalls = 0;
+        let (mut stalls, mut loops) = (0, 0);
         for t in tasks.iter().filter(|t| t.measure) {
             handoff.merge(&t.stats.handoff);
             stalls += t.stats.stalls;
+            loops += t.stats.loops;
         }
         Report {
             scenario: sim.scenario.clone(),
@@ -116,6 +120,16 @@ impl Report {
             wakeups: sim.measured_wakeups,
             stalls,
             handoff,
+            loops,
+        }
+    }
+
+    /// Measured tasks' loop iterations per second of measured virtual time.
+    pub fn loops_per_sec(&self) -> u64 {
+        if self.measured == 0 {
+            0
+        } else {
+            (u128::from(self.loops) * 1_000_000_000 / u128::from(self.measured)) as u64
         }
     }
 
@@ -234,6 +248,17 @@ impl fmt::Display for Report {
             Us(self.handoff.quantile(1, 2)),
             Us(self.handoff.quantile(99, 100)),
             Us(self.handoff.max())
+        )?;
+        let total = self.total();
+        let switches = total.switches_voluntary + total.switches_involuntary;
+        writeln!(
+            f,
+            "loops {} ({} per second), switches {} ({} % involuntary), wakeups of all tasks {}",
+            self.loops,
+            self.loops_per_sec(),
+            switches,
+            Pct(total.switches_involuntary, switches),
+            total.wakeups()
         )?;
         writeln!(f)?;
         writeln!(

@@ -133,8 +133,10 @@ pub enum Affinity {
 pub struct TaskSpec {
     /// Its name; instances are `name[0]`, `name[1]`, … (`name` alone when `count` is 1).
     pub name: String,
-    /// How many tasks it declares.
+    /// How many tasks it declares (per virtual CPU if `per_cpu`).
     pub count: u32,
+    /// `count` is per virtual CPU of the machine (`count=cpus`: one task per CPU).
+    pub per_cpu: bool,
     /// Nice level, −20 … 19.
     pub nice: i32,
     /// Custom slice (ns), or the base slice.
@@ -158,6 +160,7 @@ impl TaskSpec {
         TaskSpec {
             name: String::from(name),
             count: 1,
+            per_cpu: false,
             nice: 0,
             slice: None,
             affinity: Affinity::Any,

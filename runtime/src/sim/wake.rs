@@ -66,6 +66,24 @@ impl Sim {
         if task.measure && measuring {
             self.measured_wakeups += 1;
         }
+        if let Some(h) = task.handle
+            && !self.cpus[task.cpu].rq.entity(h).sched_delayed
+        {
+            // Still queued and not delayed: it announced its sleep and is still running
+            // towards `schedule()` (its CPU fires a due timer first). As the runtime's
+            // `ttwu_runnable`, the wakeup cancels the sleep: it stays running, and its park
+            // returns at once, consuming this wakeup.
+            let cpu = task.cpu;
+            task.state = State::Running;
+            task.wake_time = None;
+            task.token = false;
+            task.parked = false;
+            task.sleeping = false;
+            self.trace_wakeup(waker, t, cpu, WakePath::RunnableInPlace);
+            self.cpus[cpu].counters.runnable_in_place += 1;
+            return;
+        }
+        let task = &mut self.tasks[t as usize];
         if let Some(h) = task.handle {
             // Still queued: it blocked while not eligible (delayed).
             let cpu = task.cpu;
