@@ -123,7 +123,7 @@ fn no_ttwu_queue_enqueues_under_the_remote_lock() {
 }
 
 /// A task on CPU 0 is woken from CPU 1 100 ns after it blocks, while CPU 0 still switches
-/// away from it (the switch costs 205 ns).
+/// away from it (the switch costs 115 ns).
 const ON_CPU: &str = "\
 duration 50ms
 task a cpus=0

@@ -227,7 +227,7 @@ impl Sim {
             }
             Event::Wake { task, waker } => {
                 self.events += 1;
-                self.unpark(task, (waker != NONE).then_some(waker as usize));
+                let _ = self.unpark(task, (waker != NONE).then_some(waker as usize));
             }
             Event::WakeAfterSwitch { task, waker } => {
                 self.events += 1;

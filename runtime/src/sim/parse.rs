@@ -5,7 +5,7 @@
 //! scenario NAME            topology NAME|ROOT      features NAME,NO_NAME,…
 //! seed N                   duration DUR            warmup DUR
 //! wakeups N                stall DUR               resched DUR
-//! idle_spin DUR            cost switch|wakelist|kick|migrate DUR
+//! idle_spin DUR            cost switch|wake|wakelist|kick|migrate DUR
 //!
 //! task NAME [count=N|cpus] [nice=N] [slice=DUR] [cpus=LIST | cpu=EXPR] [start=yes|no] [measure=yes|no]
 //!   run DIST | sleep DIST | block | yield | exit
@@ -118,7 +118,7 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
                     return Err(ScenarioError::new(
                         line,
                         head,
-                        "expected `cost switch|wakelist|kick|migrate DUR`",
+                        "expected `cost switch|wake|wakelist|kick|migrate DUR`",
                     ));
                 };
                 let field = format!("cost {what}");
@@ -126,6 +126,7 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
                 let c = &mut s.params.costs;
                 match what.as_str() {
                     "switch" => c.switch = v,
+                    "wake" => c.wake = v,
                     "wakelist" => c.wakelist = v,
                     "kick" => c.kick = v,
                     "migrate" => c.migrate = v,
@@ -133,7 +134,7 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
                         return Err(ScenarioError::new(
                             line,
                             field,
-                            "unknown cost; the costs are switch, wakelist, kick and migrate",
+                            "unknown cost; the costs are switch, wake, wakelist, kick and migrate",
                         ));
                     }
                 }

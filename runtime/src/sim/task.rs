@@ -2,7 +2,8 @@
 //! computes, blocks, sleeps, yields or ends.
 //!
 //! A task runs its script from its program counter at the CPU's virtual time. Steps that take
-//! no time (wake, post, spawn, loop bookkeeping) run back to back; `run D` computes for D ns
+//! no time (spawn, loop bookkeeping, a wake that finds its target awake) run back to back; a
+//! wakeup costs the waker `wake` ns after the wakee became runnable; `run D` computes for D ns
 //! of its own run time, with a scheduling point (`cond_resched`) every `resched` ns strictly
 //! inside it; `block`, `sleep` and `yield` call `schedule()`. A task preempted inside a run
 //! keeps what is left of it and goes on when it runs again.
@@ -243,7 +244,10 @@ impl Sim {
                         RWaker::Outside => None,
                     };
                     match after {
-                        None => self.unpark(target, waker),
+                        None => {
+                            let woke = self.unpark(target, waker);
+                            self.charge_wakes(t, u64::from(woke));
+                        }
                         Some(d) => {
                             let at = self.now + d.sample(&mut self.rng);
                             let waker = waker.map_or(NONE, |w| w as u32);
@@ -259,19 +263,21 @@ impl Sim {
                 }
                 ROp::Post(target) => {
                     self.tasks[target as usize].inbox.push(t as u32);
-                    self.unpark(target, Some(c));
+                    let woke = self.unpark(target, Some(c));
+                    self.charge_wakes(t, u64::from(woke));
                 }
                 ROp::WakePosted => {
-                    let list = core::mem::take(&mut self.tasks[t].inbox);
+                    let mut list = core::mem::take(&mut self.tasks[t].inbox);
+                    let mut woke = 0;
                     for &p in &list {
-                        self.unpark(p, Some(c));
+                        woke += u64::from(self.unpark(p, Some(c)));
                     }
                     // Give the allocation back, so that posting does not allocate again.
-                    let mut list = list;
                     list.clear();
                     if self.tasks[t].inbox.is_empty() {
                         self.tasks[t].inbox = list;
                     }
+                    self.charge_wakes(t, woke);
                 }
                 ROp::Spawn(target) => {
                     if self.tasks[target as usize].state == State::New {
@@ -314,6 +320,12 @@ impl Sim {
                 return;
             }
         }
+    }
+
+    /// Running task `t` woke `n` tasks: it spends `wake` ns on each before it goes on (as
+    /// computing: the next step waits for it).
+    fn charge_wakes(&mut self, t: usize, n: u64) {
+        self.tasks[t].remaining += n * self.params.costs.wake;
     }
 
     /// The running task of CPU `c` computes: its next scheduling point is one `resched`

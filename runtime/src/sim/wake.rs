@@ -38,21 +38,23 @@ impl Sim {
     }
 
     /// Unparks task `t` from `waker` (`None`: outside every CPU): sets its token and, if it
-    /// was clear and the task is blocked, wakes it.
-    pub(super) fn unpark(&mut self, t: u32, waker: Option<usize>) {
+    /// was clear and the task is blocked, wakes it. Returns whether it woke it.
+    pub(super) fn unpark(&mut self, t: u32, waker: Option<usize>) -> bool {
         let task = &mut self.tasks[t as usize];
         if task.token || task.state == State::Dead || task.state == State::New {
-            return;
+            return false;
         }
         if task.sleeping {
             // The runtime's sleep loop parks again until its deadline (module doc of
             // `task.rs`): the unpark is absorbed.
-            return;
+            return false;
         }
         task.token = true;
-        if task.state == State::Blocked {
-            self.try_to_wake_up(t, waker);
+        if task.state != State::Blocked {
+            return false;
         }
+        self.try_to_wake_up(t, waker);
+        true
     }
 
     /// `try_to_wake_up` of blocked task `t` (module doc).
