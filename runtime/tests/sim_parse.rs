@@ -175,3 +175,29 @@ fn an_unknown_feature_is_the_crate_error() {
     let e = Options::of(&s).unwrap_err();
     assert!(e.to_string().contains("valid names are"), "{e}");
 }
+
+/// The example scenario files of `examples/scenarios/` parse, and run on the machine each
+/// names.
+#[test]
+fn example_files_parse_and_run() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/scenarios");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "scn") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let s = parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let machine = s.topology.as_deref().unwrap_or("cpus-2");
+        let m = Machine::named(machine)
+            .unwrap_or_else(|| panic!("{}: machine {machine}", path.display()));
+        let mut o = Options::of(&s).unwrap();
+        o.duration = o.duration.min(100_000_000);
+        let mut sim = Sim::new(&s, m, o).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        sim.run();
+        assert!(sim.events() > 0);
+        n += 1;
+    }
+    assert!(n >= 1, "no scenario file in {}", dir.display());
+}
