@@ -162,3 +162,17 @@ fn a_wakeup_before_the_switch_cancels_the_sleep() {
     assert_eq!(t.switches_voluntary, 0, "it never leaves the CPU: {t:?}");
     assert!(r.tasks[0].stats.handoff.count() == 0);
 }
+
+/// A script whose loop never lets time pass (a yield with nothing else to run, and a wake
+/// of an awake task) is stopped and named, not run forever.
+#[test]
+fn an_endless_loop_at_one_instant_is_stopped() {
+    let r = run(
+        "duration 1s\ntask spin cpus=0\n  loop\n    yield\n    wake self\n  end\nend\n",
+        "cpus-2",
+        "",
+    );
+    assert_eq!(r.stop, lagom::sim::Stop::Endless(0));
+    assert!(r.to_string().contains("task #0 is spin"), "{r}");
+    assert!(r.elapsed < 1_000, "it stops at once: {}", r.elapsed);
+}

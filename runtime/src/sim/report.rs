@@ -239,6 +239,11 @@ impl fmt::Display for Report {
             self.events,
             self.stop
         )?;
+        if let Stop::Endless(t) = self.stop
+            && let Some(task) = self.tasks.get(t as usize)
+        {
+            writeln!(f, "(task #{t} is {})", task.name)?;
+        }
         writeln!(
             f,
             "wakeups {}, stalls {} (handoff >= {} us), handoff p50 {} us, p99 {} us, max {} us",
