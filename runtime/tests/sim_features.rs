@@ -176,3 +176,22 @@ fn an_endless_loop_at_one_instant_is_stopped() {
     assert!(r.to_string().contains("task #0 is spin"), "{r}");
     assert!(r.elapsed < 1_000, "it stops at once: {}", r.elapsed);
 }
+
+/// With every cost zero, two tasks can hand the CPU back and forth without the clock moving:
+/// the run is stopped, not looped forever.
+#[test]
+fn a_zero_cost_ping_pong_is_stopped() {
+    let r = run(
+        "duration 1s\ncost switch 0\ncost wake 0\n\
+         task a cpus=0\n  loop\n    wake b\n    block\n  end\nend\n\
+         task b cpus=0\n  loop\n    block\n    wake a\n  end\nend\n",
+        "cpus-2",
+        "",
+    );
+    assert!(
+        matches!(r.stop, lagom::sim::Stop::Endless(_)),
+        "{:?}",
+        r.stop
+    );
+    assert_eq!(r.elapsed, 0);
+}

@@ -22,6 +22,9 @@ use crate::policy::{Features, RqConfig, RunQueue, SchedEntity};
 /// "No task" / "no CPU" in the `u32` fields.
 pub(super) const NONE: u32 = u32::MAX;
 
+/// Events at one instant after which the run is called endless ([`Stop::Endless`]).
+const MAX_EVENTS_AT_ONE_TIME: u64 = 10_000_000;
+
 /// How one run differs from the scenario's defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
@@ -73,8 +76,9 @@ pub enum Stop {
     /// Nothing was left to happen (every task ended or blocked for good).
     Quiet,
     /// Task number `.0` (in declaration order, instances counted) ran a million steps
-    /// without the clock moving (a loop of wakes and yields with nothing else to do): the
-    /// scenario never lets time pass.
+    /// without the clock moving (a loop of wakes and yields with nothing else to do), or
+    /// ten million events came at one instant, the last of them this task's (tasks handing
+    /// the CPU back and forth with every cost zero): the scenario never lets time pass.
     Endless(u32),
 }
 
@@ -174,6 +178,9 @@ impl Sim {
         }
         self.start();
         let end = self.options.duration;
+        // Events handled at the present instant: a scenario whose costs are all zero can
+        // make tasks hand the CPU back and forth forever without the clock moving.
+        let mut at_once = 0u64;
         let stop = loop {
             let Some((at, ev)) = self.queue.pop() else {
                 self.now = self.now.max(end);
@@ -182,6 +189,14 @@ impl Sim {
             if at > end {
                 self.now = end;
                 break Stop::Duration;
+            }
+            at_once = if at == self.now { at_once + 1 } else { 0 };
+            if at_once > MAX_EVENTS_AT_ONE_TIME {
+                let t = match ev {
+                    Event::Cpu { cpu, .. } => self.cpus[cpu as usize].curr,
+                    Event::Wake { task, .. } | Event::WakeAfterSwitch { task, .. } => task,
+                };
+                break Stop::Endless(if t == NONE { 0 } else { t });
             }
             self.now = at;
             self.dispatch(ev);

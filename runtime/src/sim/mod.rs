@@ -17,6 +17,14 @@
 //! event*: one event queue ordered by (time, push order), one seeded generator drawn in event
 //! order, integer time, and ordered containers only.
 //!
+//! Candidates to move down into `policy/` (decisions the threaded driver holds today, which
+//! the simulator replays step for step and so keeps in step by hand): the choice of the
+//! wakeup path for a delayed wakee (`TTWU_QUEUE_DELAYED` / `TTWU_DEQUEUE` / in place) and for
+//! a sleeper (own runqueue / wakelist / remote lock: `enqueue_on`, the future
+//! `ttwu_queue_cond`), `cond_resched`'s "should I schedule" test, the pull loop's walk of the
+//! busiest runqueue with its `NR_MIGRATE` bound and `Candidate` building, and the nohz kick's
+//! choice of the CPU to wake. Each is a small pure function of counts and flags.
+//!
 //! What it leaves out (so what its figures cannot show): the cost of the policy's own work
 //! (a pick, a CPU scan: decisions take no virtual time), caches beyond a fixed migration
 //! cost, SMT siblings slowing each other, the host taking CPUs away, and the kernel's
