@@ -46,6 +46,7 @@
 //! ```
 
 mod balance;
+mod build;
 mod builtin;
 mod costs;
 mod cpu;
