@@ -10,7 +10,8 @@
 //! `wake/` and `sched/`, with no threads, atomics or clock): `cpu.rs` (schedule,
 //! cond_resched, the switch, the idle loop), `wake.rs` (unpark, try_to_wake_up, the wakelist,
 //! spawn), `balance.rs` (periodic and newly idle balance, the nohz kick), `task.rs` (the
-//! script interpreter), `engine.rs` (the event loop). It imports nothing of the threaded
+//! script interpreter), `engine.rs` (the event loop), `build.rs` (a scenario's names,
+//! instances and CPUs resolved against the machine). It imports nothing of the threaded
 //! driver (`runtime/tests/layers.rs` checks it) and needs no `std`.
 //!
 //! Invariant: *the same scenario, machine, features and seed give the same run, event for
