@@ -68,6 +68,8 @@ struct Finished {
     request: Summary,
     outcome: control::Outcome,
     worker_requests: Vec<u64>,
+    /// The CPU each worker ran its last request on.
+    worker_cpus: Vec<u32>,
     /// Σ over workers of their µs of run time (pipe mode's transfer rate).
     worker_runtime_us: u64,
     sched_delay: (u64, u64),
@@ -94,6 +96,10 @@ fn run<S: Sched>(
         worker_requests: sh
             .workers()
             .map(|r| r.loop_count.load(Ordering::Relaxed))
+            .collect(),
+        worker_cpus: sh
+            .workers()
+            .map(|r| r.last_cpu.load(Ordering::Relaxed))
             .collect(),
         worker_runtime_us: sh
             .workers()
@@ -208,6 +214,7 @@ fn report(o: &Opts, f: &Finished, stats: Option<&Stats>) -> Result<(), String> {
             "message_threads": o.message_threads,
             "worker_threads": f.worker_requests.len() / o.message_threads,
             "worker_requests": f.worker_requests,
+            "worker_last_cpu": f.worker_cpus,
             "interrupted": f.outcome.interrupted,
             "features": (o.backend == Backend::Lagom).then(|| {
                 lagom::policy::Features::parse(features.as_deref().unwrap_or(""))

@@ -82,6 +82,8 @@ pub struct Rec<S: Sched> {
     pub loop_count: AtomicU64,
     /// µs since the thread started, at its last request.
     pub runtime_us: AtomicU64,
+    /// The CPU it ran its last request on.
+    pub last_cpu: AtomicU32,
     /// Its kernel thread id (0: none of its own).
     pub tid: AtomicI32,
     /// RPS mode: requests queued and not yet taken.
@@ -103,6 +105,7 @@ impl<S: Sched> Rec<S> {
             request: Hist::default(),
             loop_count: AtomicU64::new(0),
             runtime_us: AtomicU64::new(0),
+            last_cpu: AtomicU32::new(0),
             tid: AtomicI32::new(0),
             queued: AtomicU64::new(0),
             pending: AtomicU64::new(0),
@@ -237,6 +240,7 @@ impl<S: Sched> Shared<S> {
         let now = S::now_us();
         rec.runtime_us.store(now - start, Ordering::Relaxed);
         rec.loop_count.fetch_add(1, Ordering::Relaxed);
+        rec.last_cpu.store(S::cpu() as u32, Ordering::Relaxed);
         if let Some(d) = positive(now, work_start) {
             rec.request.add(d);
         }
