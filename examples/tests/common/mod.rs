@@ -49,32 +49,47 @@ pub fn run(args: &str) -> Output {
 /// One row of a table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
+    /// The percentile (`99.0`).
     pub pct: f64,
+    /// Marked with `*`.
     pub starred: bool,
+    /// The latency or rate at that percentile.
     pub value: u64,
+    /// Samples since the previous percentile.
     pub samples: u64,
 }
 
 /// One table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Table {
+    /// `Wakeup Latencies`, `Request Latencies` or `RPS`.
     pub label: String,
+    /// `usec` or `requests`.
     pub units: String,
+    /// The seconds in the header.
     pub runtime: u64,
+    /// The total sample count in the header.
     pub total: u64,
+    /// The percentile rows.
     pub rows: Vec<Row>,
+    /// The footer's min.
     pub min: u64,
+    /// The footer's max.
     pub max: u64,
 }
 
 /// A block of tables and the lines after them.
 #[derive(Debug, Default)]
 pub struct Block {
+    /// Its tables, in order.
     pub tables: Vec<Table>,
-    /// `current rps:` (interval blocks) or `average rps:` (final block).
+    /// `current rps:` (interval blocks).
     pub current_rps: Option<f64>,
+    /// `average rps:` (the final block).
     pub average_rps: Option<f64>,
+    /// `sched delay: message M (usec) worker W (usec)`.
     pub sched_delay: Option<(u64, u64)>,
+    /// Pipe mode's `avg worker transfer:` line.
     pub transfer: Option<String>,
 }
 
