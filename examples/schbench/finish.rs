@@ -29,34 +29,12 @@ pub struct Finished {
     pub final_rps_goal: u64,
 }
 
-/// lagom's counters as a JSON object.
+/// lagom's counters as a JSON object, one key per counter.
 fn stats_json(s: &WorkerStats) -> serde_json::Value {
-    macro_rules! obj {
-        ($($f:ident),*) => { serde_json::json!({ $(stringify!($f): s.$f),* }) };
-    }
-    obj!(
-        wakeups_remote,
-        wakeups_queued,
-        wakeups_on_cpu,
-        runnable_queued,
-        kicks,
-        nohz_kicks,
-        wakeups_chased,
-        spawns,
-        wakeups_local,
-        runnable_in_place,
-        runnable_migrated,
-        blocks,
-        delayed_dequeues,
-        delayed_finished,
-        switches_voluntary,
-        switches_involuntary,
-        idle_sleeps,
-        balance_pulls,
-        balance_periodic,
-        balance_delayed,
-        exits
-    )
+    s.counters()
+        .map(|(name, v)| (name.to_string(), serde_json::Value::from(v)))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
 }
 
 /// Prints the final report: JSON first (stdout or the `-j` file), then the tables on stderr.
