@@ -46,6 +46,25 @@ fn storm_trace_agrees_with_the_counters() {
         }
         let doc = check_json(&trace);
         let t = st.total();
+        // Each wakeup carries its latency to the wakee's next run exactly when it has a flow
+        // arrow to that run; an in-place runnable wakeup never does.
+        let evs = doc["traceEvents"].as_array().unwrap();
+        let mut with_latency = 0;
+        for v in evs
+            .iter()
+            .filter(|v| v["ph"] == "i" && v["cat"] == "wakeup")
+        {
+            let lat = &v["args"]["latency_us"];
+            if v["args"]["path"] == "runnable_in_place" {
+                assert!(lat.is_null(), "{v}");
+            } else if !lat.is_null() {
+                assert!(lat.as_f64().is_some_and(|l| l >= 0.0), "{v}");
+                with_latency += 1;
+            }
+        }
+        let flows = evs.iter().filter(|v| v["ph"] == "s").count();
+        assert_eq!(with_latency, flows, "{ctx}");
+        assert!(with_latency > 0, "{ctx}");
         let wakes = instants(&doc, "wakeup", "path");
         let get = |m: &BTreeMap<String, u64>, k: &str| m.get(k).copied().unwrap_or(0);
         assert_eq!(wakes.values().sum::<u64>(), t.wakeups(), "{wakes:?} {ctx}");

@@ -20,8 +20,9 @@
 //!   followed at once by that task's slice, whose `prev` names it. The slice is written where
 //!   the run starts, so each track's events come in time order.
 //! * a thread-scoped instant (`"ph": "i"`, `"s": "t"`) per wakeup (category `wakeup`, name
-//!   `"wakeup <task name>"`, `args`: `task`, `waker` (worker index or `null`), `target`, `path`)
-//!   on the waker's track, and per migration (category `migrate`, name
+//!   `"wakeup <task name>"`, `args`: `task`, `waker` (worker index or `null`), `target`, `path`,
+//!   `latency_us`: from the wakeup to the start of the wakee's next run, `null` for an in-place
+//!   runnable wakeup or a wakee that does not run again in the trace) on the waker's track, and per migration (category `migrate`, name
 //!   `"migrate <task name>"`, `args`: `task`, `from`, `to`, `cause`) on the recording worker's track.
 //! * a flow (`"ph": "s"` on the waker's track at the wakeup, `"ph": "f"` with `"bp": "e"` on
 //!   the wakee's track where its next run starts; `id` counts from 1) for each wakeup whose
@@ -244,12 +245,22 @@ impl Display for ChromeJson<'_> {
                         target,
                         path,
                     } => {
+                        // The wakee's next run, unless the wakeup was in place (the wakee
+                        // may never have stopped running).
+                        let next_run = (path != WakePath::RunnableInPlace)
+                            .then(|| {
+                                runs.get(&task).and_then(|l| {
+                                    let i = l.partition_point(|&(s, _)| s < ts);
+                                    l.get(i).copied()
+                                })
+                            })
+                            .flatten();
                         sep.next(f)?;
                         write!(
                             f,
                             "{{\"name\":{},\"cat\":\"wakeup\",\"ph\":\"i\",\"s\":\"t\",\
                              \"pid\":1,\"tid\":{tid},\"ts\":{},\"args\":{{\"task\":{task},\
-                             \"waker\":{},\"target\":{target},\"path\":\"{}\"}}}}",
+                             \"waker\":{},\"target\":{target},\"path\":\"{}\",\"latency_us\":",
                             Name {
                                 prefix: "wakeup ",
                                 trace: t,
@@ -259,13 +270,10 @@ impl Display for ChromeJson<'_> {
                             Opt(waker),
                             wake_path(path)
                         )?;
-                        if path == WakePath::RunnableInPlace {
-                            continue;
+                        match next_run {
+                            Some((start, _)) => write!(f, "{}}}}}", Us(start - ts))?,
+                            None => f.write_str("null}}")?,
                         }
-                        let next_run = runs.get(&task).and_then(|l| {
-                            let i = l.partition_point(|&(s, _)| s < ts);
-                            l.get(i).copied()
-                        });
                         if let Some((start, to_tid)) = next_run {
                             flow_id += 1;
                             write!(

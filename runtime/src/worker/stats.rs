@@ -46,6 +46,12 @@ macro_rules! counters {
         const COLUMNS: &[&str] = &[$( stringify!($name) ),*];
 
         impl WorkerStats {
+            /// Every counter as `(name, value)`, in the order of the fields (and of the
+            /// [`Stats`] table): for exporting them without naming each.
+            pub fn counters(&self) -> impl Iterator<Item = (&'static str, u64)> + use<> {
+                COLUMNS.iter().copied().zip(self.values())
+            }
+
             fn values(&self) -> Vec<u64> {
                 alloc::vec![$( self.$name ),*]
             }
@@ -185,8 +191,23 @@ impl fmt::Display for Stats {
 
 #[cfg(test)]
 mod tests {
-    use super::Counters;
+    use super::{COLUMNS, Counters, WorkerStats};
     use core::mem::offset_of;
+
+    /// `counters()` yields every counter once, by its field's name, with its value.
+    #[test]
+    fn counters_name_every_field_with_its_value() {
+        let s = WorkerStats {
+            wakeups_local: 3,
+            exits: 7,
+            ..WorkerStats::default()
+        };
+        let all: alloc::vec::Vec<_> = s.counters().collect();
+        assert_eq!(all.len(), COLUMNS.len());
+        assert!(all.contains(&("wakeups_local", 3)));
+        assert!(all.contains(&("exits", 7)));
+        assert_eq!(all.iter().map(|(_, v)| v).sum::<u64>(), 10);
+    }
 
     /// The counters that other workers bump fill the block's first cache line, and only they
     /// (module doc).
