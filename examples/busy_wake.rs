@@ -317,7 +317,11 @@ fn pct(v: &[u64], p: f64) -> u64 {
 
 fn main() {
     let args = parse_args().unwrap_or_else(|e| usage_error(e, USAGE));
-    let rt = Runtime::builder().tracing(args.trace.is_some()).build();
+    let b = Runtime::builder().tracing(args.trace.is_some());
+    // The lab measures the kernel's wakeup path, migrations included.
+    // SAFETY: the tasks below spin, park, unpark and read clocks: they hold nothing
+    // thread-local across a blocking call and never ask which thread they run on.
+    let rt = unsafe { b.allow_migration() }.build();
     let rt = rt.unwrap_or_else(|e| {
         eprintln!("error: {e}");
         std::process::exit(1)

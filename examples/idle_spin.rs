@@ -163,14 +163,16 @@ impl Row {
 
 /// One row: a fresh runtime with `spin_us`, `n` wakes at gaps around `interval_us`.
 fn run(cpus: &[usize], interval_us: u64, spin_us: u64, n: usize, seed: u64) -> Row {
-    let rt = Runtime::builder()
+    let b = Runtime::builder()
         .worker_cpus(cpus.iter().copied())
-        .idle_spin(Duration::from_micros(spin_us))
-        .build()
-        .unwrap_or_else(|e| {
-            eprintln!("error: {e}");
-            std::process::exit(1)
-        });
+        .idle_spin(Duration::from_micros(spin_us));
+    // The lab measures the kernel's wakeup path, migrations included.
+    // SAFETY: the tasks below park, unpark, sleep and read clocks: they hold nothing
+    // thread-local across a blocking call and never ask which thread they run on.
+    let rt = unsafe { b.allow_migration() }.build().unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        std::process::exit(1)
+    });
     let cpus = rt.worker_cpus();
     let on = |w: usize| Builder::new().cpus([cpus[w]]);
     let turn = Arc::new(AtomicU64::new(0));

@@ -87,7 +87,10 @@ fn main() {
     if let Some(c) = args.trace_capacity {
         b = b.trace_capacity(c);
     }
-    let rt = b.build().unwrap_or_else(|e| {
+    // The lab measures the kernel's wakeup path, migrations included.
+    // SAFETY: the two players park, unpark and count: they hold nothing thread-local across
+    // a blocking call and never ask which thread they run on.
+    let rt = unsafe { b.allow_migration() }.build().unwrap_or_else(|e| {
         eprintln!("error: {e}");
         std::process::exit(1)
     });

@@ -57,7 +57,12 @@ fn main() {
             .worker_cpus();
         b = b.worker_cpus(allowed.into_iter().take(w.max(1)));
     }
-    let rt = b.build().unwrap_or_else(|e| fail(e));
+    // The lab measures the kernel's spawn and exit paths, migrations included.
+    // SAFETY: the tasks spawn, join and return numbers: they hold nothing thread-local across
+    // a blocking call and never ask which thread they run on.
+    let rt = unsafe { b.allow_migration() }
+        .build()
+        .unwrap_or_else(|e| fail(e));
     let nworkers = rt.worker_cpus().len();
     let (mut wall, mut cpu): (Vec<Duration>, Vec<Duration>) = (0..rounds.max(1))
         .map(|_| {

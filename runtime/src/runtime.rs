@@ -49,6 +49,7 @@ pub struct Builder {
     tracing: bool,
     trace_capacity: Option<usize>,
     fp_control: FpControl,
+    allow_migration: bool,
 }
 
 impl Builder {
@@ -134,6 +135,60 @@ impl Builder {
         self
     }
 
+    /// Lets every task of this runtime resume on another worker thread once it has started,
+    /// as the kernel moves threads: wakeup placement (`select_task_rq`, TTWU_DEQUEUE, the
+    /// TTWU_QUEUE_DELAYED reselection) and the newly idle and periodic balancers may then
+    /// move tasks that have run, not only tasks that have not (the default, which is sound
+    /// for any safe code: see the crate's "Soundness" section). This is what the scheduler
+    /// lab needs — kernel-faithful placement and weighted fairness across workers — and what
+    /// a task graph whose tasks block and wake often gains balance from. One task can opt in
+    /// alone with [`task::Builder::allow_migration`](crate::task::Builder::allow_migration).
+    ///
+    /// ```
+    /// let rt = lagom::Runtime::builder();
+    /// // SAFETY: the tasks below hold no thread-local or thread-affine value across a
+    /// // blocking call and never ask which thread they run on.
+    /// let rt = unsafe { rt.allow_migration() }.build()?;
+    /// assert_eq!(rt.block_on(|| lagom::task::spawn(|| 6 * 7).join().unwrap()), 42);
+    /// # Ok::<(), lagom::Error>(())
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// A task of this runtime (every closure given to [`Runtime::block_on`],
+    /// [`Runtime::spawn`] or [`Runtime::spawn_with`], and every task they spawn) may then be
+    /// suspended by any blocking call — `park`, `sleep`, `join`, `yield_now`,
+    /// `cond_resched`, and whatever is built on them — on one OS thread and resumed on
+    /// another. The caller promises that the code of every such task, including the
+    /// libraries it calls:
+    ///
+    /// 1. holds across a blocking call no reference into thread-local storage
+    ///    (`thread_local!`, `#[thread_local]`, `pthread_getspecific`) and no value that
+    ///    refers to it or belongs to its thread: an `Rc` to thread-local state (as
+    ///    `rand::thread_rng()` returns), a `std::sync::MutexGuard` or other guard that the
+    ///    locking thread must release, any `!Send` value obtained from the thread;
+    /// 2. does not touch thread-local storage in a function that also blocks, where both
+    ///    could be inlined into one body: the compiler assumes a function runs on one thread,
+    ///    so it may compute a thread-local's address before the call and reuse it after
+    ///    (keep such an access behind an `#[inline(never)]` call, as lagom's own worker
+    ///    look-up is);
+    /// 3. does not rely on the thread's identity staying the same across a blocking call:
+    ///    `std::thread::current()`, `gettid`, thread-keyed caches or locks, `errno` read
+    ///    after a blocking call for an operation made before it;
+    /// 4. does not block in a destructor that runs while a panic unwinds: std counts
+    ///    panics per thread, and a count raised on one thread and lowered on another leaves
+    ///    both wrong.
+    ///
+    /// Why this is `unsafe` rather than checked: the task's stack moves with it, but its
+    /// thread's storage does not, so breaking the promise reads and writes another thread's
+    /// storage while that thread runs another task — a data race, undefined behaviour — and
+    /// `Send` on the closure cannot rule it out, because such values are created inside the
+    /// task.
+    pub unsafe fn allow_migration(mut self) -> Builder {
+        self.allow_migration = true;
+        self
+    }
+
     /// Checks the configuration and starts the workers.
     ///
     /// # Errors
@@ -189,6 +244,7 @@ impl Builder {
             // At most MAX_IDLE_SPIN, so it fits in u64 nanoseconds.
             idle_spin: idle_spin.as_nanos() as u64,
             fp_control: self.fp_control,
+            allow_migration: self.allow_migration,
             next_outside: AtomicUsize::new(0),
             trace,
         });

@@ -19,7 +19,9 @@ pub struct CpuView {
 
 /// Chooses the CPU (an index below `n`) for a waking task that last ran on `prev`, woken
 /// from `waker` (`None`: from outside the runtime). `view(i)` describes CPU `i`;
-/// `allowed(i)` says whether the task may run there; at least one CPU must be allowed.
+/// `allowed(i)` says whether the task may run there; at least one CPU must be allowed. A
+/// task that must resume where it last ran (lagom's migration contract) is passed an
+/// affinity of one, `prev`, and is placed there.
 ///
 /// ```
 /// use lagom::policy::{CpuView, select_task_rq};

@@ -8,10 +8,13 @@
 //! the policy for an imbalance, then locks both runqueues, lower index first, and walks the
 //! busiest one. A task may move if the policy allows it and it is neither the runqueue's
 //! current entity nor `on_cpu` (Acquire: a task still being switched away from has not
-//! saved its registers yet). It moves with `DequeueKind::Save` and `EnqueueKind::Restore`
-//! under both locks, so `on_rq` stays true throughout, its `cpu` changes under both locks,
-//! and its handle is rewritten before either lock is released. Readers therefore always
-//! find a task where its `cpu` says, once they hold that runqueue's lock:
+//! saved its registers yet), and — the migration contract (`wake/select.rs`) — it has never
+//! run or may migrate: a started task that may not is allowed only where it is queued, so by
+//! default only tasks that were never switched in move. It moves with `DequeueKind::Save`
+//! and `EnqueueKind::Restore` under both locks, so `on_rq` stays true throughout, its `cpu`
+//! changes under both locks, and its handle is rewritten before either lock is released.
+//! Readers therefore always find a task where its `cpu` says, once they hold that runqueue's
+//! lock:
 //!
 //! * `ttwu_runnable` locks the runqueue of the `cpu` it read and retries if `cpu` changed
 //!   (O4).
@@ -138,11 +141,12 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
     let mut pulled = 0;
     while left > 0 && pulled < NR_MIGRATE {
         let found = src_rq.iter().find_map(|(h, se, t)| {
+            let running = Some(h) == curr || t.on_cpu.load(Ordering::Acquire);
             let c = Candidate {
                 weight: se.weight,
                 delayed: se.sched_delayed,
-                running: Some(h) == curr || t.on_cpu.load(Ordering::Acquire),
-                allowed: t.allowed(me),
+                running,
+                allowed: !running && may_pull(t, me),
                 cache_hot: Some(h) == buddy,
             };
             can_migrate(&imb, left, c).then_some((h, c))
@@ -163,6 +167,20 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
         counter.fetch_add(pulled as u64, Ordering::Relaxed);
     }
     pulled
+}
+
+/// Whether the queued task `t`, neither running nor being switched away from, may be pulled
+/// to worker `me`: its affinity allows `me`, and it has not started or may migrate (the
+/// migration contract, `wake/select.rs`: a started task that may not is given an affinity of
+/// one, the worker it is queued on, where it last ran). The caller holds the lock of `t`'s
+/// runqueue.
+fn may_pull(t: &QueuedTask, me: usize) -> bool {
+    // Mutant `balance_ignores_contract` (loom model `contract`): started tasks are pulled too.
+    #[cfg(lagom_mutant = "balance_ignores_contract")]
+    return t.allowed(me);
+    // SAFETY: the caller holds the lock of the runqueue `t` is queued on, and `t` is not
+    // running (nor being switched away from): nobody else touches its scheduling part.
+    t.allowed(me) && (t.migratable || !unsafe { t.sched(|s| s.started()) })
 }
 
 /// Moves the queued, not running task `h` of `src_rq` (worker `src`'s) to `dst_rq` (worker

@@ -15,7 +15,7 @@ use crate::policy::{MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, SchedEntity, clamp_nice}
 use crate::sched::{exit_current, finish_task_switch};
 use crate::sync::atomic::Ordering;
 use crate::tcb::{Complete, Completion, PacketStore, ValueSlot, next_id, write_inline};
-use crate::wake::{enqueue_on, select_cpu};
+use crate::wake::{Placing, enqueue_on, select_cpu};
 use crate::worker::{Packet, Shared, Task, TaskRef, Waiter, WorkerThread, local};
 
 /// Options for one task: name, nice level, custom slice, CPU affinity, stack size.
@@ -29,6 +29,7 @@ pub struct Builder {
     pub(crate) slice: Option<Duration>,
     pub(crate) cpus: Option<Vec<usize>>,
     pub(crate) stack_size: Option<usize>,
+    pub(crate) migrate: bool,
 }
 
 impl Builder {
@@ -68,6 +69,53 @@ impl Builder {
     /// at its top.
     pub fn stack_size(mut self, bytes: usize) -> Builder {
         self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Lets this task resume on another worker thread once it has started, whatever its
+    /// runtime's setting: wakeup placement and the load balancers may then move it as the
+    /// kernel moves threads. By default a task that has started always resumes on the worker
+    /// thread it last ran on (the crate's "Soundness" section); a runtime built with
+    /// [`crate::Builder::allow_migration`] lets all its tasks move.
+    ///
+    /// ```
+    /// # let rt = lagom::Runtime::builder().build()?;
+    /// let h = rt.block_on(|| {
+    ///     let b = lagom::task::Builder::new().name("crunch");
+    ///     // SAFETY: the closure holds nothing thread-local across its blocking calls and
+    ///     // never asks which thread it runs on.
+    ///     let b = unsafe { b.allow_migration() };
+    ///     b.spawn(|| (0..10u64).map(|i| { lagom::task::yield_now(); i }).sum::<u64>())
+    ///         .unwrap()
+    ///         .join()
+    ///         .unwrap()
+    /// });
+    /// assert_eq!(h, 45);
+    /// # Ok::<(), lagom::Error>(())
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// The task may be suspended by any blocking call (`park`, `sleep`, `join`,
+    /// `yield_now`, `cond_resched`, and whatever is built on them) on one OS thread and
+    /// resumed on another. The caller promises that the task's code, including the libraries
+    /// it calls (but not the tasks it spawns, which have their own setting):
+    ///
+    /// 1. holds across a blocking call no reference into thread-local storage and no value
+    ///    that refers to it or belongs to its thread (an `Rc` to thread-local state such as
+    ///    `rand::thread_rng()`, a `std::sync::MutexGuard`, any `!Send` value obtained from
+    ///    the thread);
+    /// 2. does not touch thread-local storage in a function that also blocks where both
+    ///    could be inlined into one body (the compiler may reuse a thread-local's address
+    ///    computed before the call after it);
+    /// 3. does not rely on its thread's identity staying the same across a blocking call;
+    /// 4. does not block in a destructor that runs while a panic unwinds (std counts panics
+    ///    per thread).
+    ///
+    /// [`crate::Builder::allow_migration`] says why each matters: breaking the promise is a
+    /// data race on another thread's storage, which `Send` cannot rule out.
+    pub unsafe fn allow_migration(mut self) -> Builder {
+        self.migrate = true;
         self
     }
 
@@ -217,7 +265,7 @@ where
             se,
             id,
             name,
-            affinity,
+            (affinity, b.migrate || shared.allow_migration),
             completion,
             Arc::clone(shared),
         ));
@@ -240,7 +288,8 @@ where
     };
     task.reg_home.store(prev, Ordering::Relaxed);
     task.reg_slot.store(slot, Ordering::Relaxed);
-    let target = select_cpu(shared, &task, prev, local_idx);
+    // A new task: placement is free (the migration contract binds started tasks only).
+    let target = select_cpu(shared, &task, prev, local_idx, Placing::New);
     task.cpu.store(target, Ordering::Relaxed);
     enqueue_on(shared, local, target, &task, true);
     Ok(JoinHandle { packet, id, task })

@@ -126,6 +126,9 @@ pub(crate) struct Shared {
     pub(crate) idle_spin: u64,
     /// How switches treat the FP control state, for every context of this runtime.
     pub(crate) fp_control: FpControl,
+    /// Every task of this runtime may migrate once started (`Builder::allow_migration`, the
+    /// `unsafe` opt-in out of the migration contract, `wake/select.rs`).
+    pub(crate) allow_migration: bool,
     /// Round-robin hint for spawns from outside.
     pub(crate) next_outside: AtomicUsize,
     /// The trace recorder, if tracing is on (`trace/`).
