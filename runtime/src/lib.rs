@@ -104,5 +104,5 @@ mod worker;
 pub use arch::FpControl;
 pub use error::Error;
 pub use join_error::JoinError;
-pub use runtime::{Builder, DEFAULT_IDLE_SPIN, MAX_IDLE_SPIN, Runtime};
-pub use worker::{Stats, WorkerStats};
+pub use runtime::{Builder, DEFAULT_IDLE_SPIN, DEFAULT_SHUTDOWN_TIMEOUT, MAX_IDLE_SPIN, Runtime};
+pub use worker::{ShutdownStats, Stats, WorkerStats};

@@ -17,7 +17,8 @@
 //!
 //! * By default T never leaves W's thread across 10 000 rounds (and every blocking call in
 //!   between), nor across the balancer-only scenario, although everything around it would
-//!   move it.
+//!   move it; nor under TTWU_DEQUEUE and TTWU_QUEUE_DELAYED, which reselect a CPU for a
+//!   wakee that slept delayed.
 //! * Opted in — the runtime (`Builder::allow_migration`) or the task alone
 //!   (`task::Builder::allow_migration`) — the same scenarios move T to another thread: CPU
 //!   selection and the balancer do what the default keeps them from.
@@ -25,7 +26,7 @@ mod runtime_util;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use lagom::Runtime;
@@ -202,13 +203,24 @@ fn report(rt: &Runtime, seen: &Seen, rounds: u64) {
     );
 }
 
-fn two_workers(allow_migration: bool) -> Option<(Runtime, Vec<usize>)> {
+/// The scenarios run one at a time: each needs both CPUs to itself to exert its pull.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Two workers with `features`, opted in to migration or not (and the guard that keeps
+/// other scenarios of this file off the CPUs meanwhile).
+fn two_workers(
+    allow_migration: bool,
+    features: &str,
+) -> Option<(Runtime, Vec<usize>, MutexGuard<'static, ()>)> {
+    let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let cpus = runtime_util::two_cpus();
     if cpus.len() < 2 {
         eprintln!("SKIPPED: needs two allowed CPUs");
         return None;
     }
-    let b = Runtime::builder().worker_cpus(cpus.clone());
+    let b = Runtime::builder()
+        .worker_cpus(cpus.clone())
+        .features(features);
     let b = if allow_migration {
         // SAFETY: the scenario's tasks hold nothing thread-local across a blocking call; T
         // asks for its thread id only to record it, and relies on nothing about it.
@@ -216,16 +228,29 @@ fn two_workers(allow_migration: bool) -> Option<(Runtime, Vec<usize>)> {
     } else {
         b
     };
-    Some((b.build().unwrap(), cpus))
+    Some((b.build().unwrap(), cpus, one))
 }
 
+/// Under the default features, and under the two that reselect a CPU for a delayed wakee
+/// (TTWU_DEQUEUE in `ttwu_runnable`, TTWU_QUEUE_DELAYED in the wakelist drain).
 #[test]
 fn by_default_a_started_task_never_changes_thread() {
-    let Some((rt, cpus)) = two_workers(false) else {
-        return;
-    };
-    for (rounds, partner) in [(10_000, true), (2_000, false)] {
-        let seen = scenario(&rt, &cpus, Builder::new(), rounds, partner);
+    for (features, rounds) in [
+        ("", 10_000),
+        ("TTWU_DEQUEUE", 2_000),
+        ("TTWU_QUEUE_DELAYED", 2_000),
+    ] {
+        let Some((rt, cpus, _one)) = two_workers(false, features) else {
+            return;
+        };
+        println!("[{features}]");
+        never_moves(rt, &cpus, rounds);
+    }
+}
+
+fn never_moves(rt: Runtime, cpus: &[usize], rounds: u64) {
+    for (rounds, partner) in [(rounds, true), (2_000, false)] {
+        let seen = scenario(&rt, cpus, Builder::new(), rounds, partner);
         assert!(
             seen.blocking_calls >= rounds,
             "only {} blocking calls",
@@ -248,9 +273,14 @@ fn by_default_a_started_task_never_changes_thread() {
     assert_eq!((st.live_tasks, st.live_stacks), (0, 0));
 }
 
+/// The opt-in scenarios run with TTWU_DEQUEUE, so that a wakee that slept delayed (as one
+/// charged for time the OS took from its worker may, on a loaded machine) is woken through
+/// CPU selection too, instead of in place.
+const OPT_IN_FEATURES: &str = "TTWU_DEQUEUE";
+
 #[test]
 fn a_task_that_opts_in_is_moved() {
-    let Some((rt, cpus)) = two_workers(false) else {
+    let Some((rt, cpus, _one)) = two_workers(false, OPT_IN_FEATURES) else {
         return;
     };
     // SAFETY: as in `two_workers`: T holds nothing thread-local across a blocking call.
@@ -264,7 +294,7 @@ fn a_task_that_opts_in_is_moved() {
 
 #[test]
 fn opted_in_the_balancer_moves_a_started_task() {
-    let Some((rt, cpus)) = two_workers(true) else {
+    let Some((rt, cpus, _one)) = two_workers(true, "") else {
         return;
     };
     let seen = scenario(&rt, &cpus, Builder::new(), 2_000, false);
@@ -281,7 +311,7 @@ fn opted_in_the_balancer_moves_a_started_task() {
 
 #[test]
 fn a_runtime_that_opts_in_moves_its_tasks() {
-    let Some((rt, cpus)) = two_workers(true) else {
+    let Some((rt, cpus, _one)) = two_workers(true, OPT_IN_FEATURES) else {
         return;
     };
     let seen = scenario(&rt, &cpus, Builder::new(), 1_000, true);

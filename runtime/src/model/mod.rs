@@ -39,7 +39,7 @@ use alloc::sync::Arc;
 use crate::WorkerStats;
 use crate::policy::{Features, Pick, RqConfig, SchedEntity};
 use crate::sched::{self, Reason};
-use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use crate::tcb::{self, Complete, ParkStep, RUNNING};
 use crate::wake;
 use crate::worker::{Packet, Shared, Task, TaskRef, Waiter, Worker};
@@ -117,7 +117,7 @@ impl Model {
             shared: Arc::new(Shared {
                 workers: (0..workers).map(|i| Worker::new(i, cfg)).collect(),
                 features,
-                closing: AtomicBool::new(false),
+                phase: AtomicU32::new(crate::worker::PHASE_RUN),
                 stack_size: crate::arch::MIN_STACK_SIZE,
                 idle_spin: 0,
                 fp_control: crate::arch::FpControl::Preserve,

@@ -40,21 +40,26 @@
 //! Out of work, before balancing, the worker reaps its registry's dead list (the tasks it
 //! spawned that died on other workers, `tcb/registry.rs`).
 //!
-//! Shutdown: once `closing` is set, a worker whose runqueue and wakelist are empty leaves the
-//! loop; tasks still blocked are cancelled by `Runtime::shutdown`.
+//! Shutdown (`runtime.rs`'s module doc): during DRAIN and FORCE an idle worker sweeps its
+//! registry for blocked tasks to cancel (`shutdown.rs`) and sleeps at most
+//! `shutdown::SWEEP_EVERY` at a time; in EXIT, a worker whose runqueue and wakelist are empty
+//! leaves the loop. After the loop, the worker frees its own state and says so
+//! (`Worker::exited`).
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 use core::ptr;
 
 use super::schedule::{finish_task_switch, pick, prepare_switch_on};
-use super::{balance, timer};
+use super::{balance, shutdown, timer};
 use crate::arch::{SignalStack, StackPool, switch};
 use crate::sync::atomic::Ordering;
 use crate::sync::kick::Idle;
 use crate::trace::SwitchReason;
 use crate::wake::drain;
-use crate::worker::{Shared, WorkerThread, set_local, trace};
+use crate::worker::{
+    PHASE_DRAIN, PHASE_EXIT, PHASE_FORCE, PHASE_RUN, Shared, WorkerThread, set_local, trace,
+};
 
 /// How many idle stacks each worker's pool keeps.
 const POOL_CAPACITY: usize = 64;
@@ -74,7 +79,9 @@ pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
     set_local(&*wt);
     idle_loop(&wt);
     set_local(ptr::null());
+    let shared = Arc::clone(&wt.shared);
     drop(wt);
+    shared.workers[index].exited.store(true, Ordering::Release);
 }
 
 fn idle_loop(wt: &WorkerThread) {
@@ -108,8 +115,12 @@ fn idle_loop(wt: &WorkerThread) {
             // SAFETY: this is the registry's home worker thread.
             unsafe { w.tasks.reap() };
         }
-        if shared.closing.load(Ordering::Acquire) && empty && w.wakelist.is_empty() {
+        let phase = shared.phase();
+        if phase == PHASE_EXIT && empty && w.wakelist.is_empty() {
             return;
+        }
+        if (phase == PHASE_DRAIN && shared.looks_idle()) || phase == PHASE_FORCE {
+            shutdown::sweep(wt);
         }
         if balance::newidle_balance(shared, wt.index, crate::sys::time::sched_clock()) {
             continue;
@@ -118,16 +129,22 @@ fn idle_loop(wt: &WorkerThread) {
             !w.wakelist.is_empty()
                 || w.nr_running.load(Ordering::Relaxed) > 0
                 || w.tasks.has_dead()
-                || shared.closing.load(Ordering::Relaxed)
+                || shared.phase.load(Ordering::Relaxed) != phase
         };
         if spin(wt, &has_work) {
             continue;
         }
-        let timeout = wt
+        let mut timeout = wt
             .timers
             .borrow()
             .next_deadline()
             .map(|d| d.saturating_sub(crate::sys::time::monotonic_ns()));
+        if phase != PHASE_RUN {
+            // A shutdown runs: come round again soon to sweep (tasks block elsewhere
+            // without telling this worker).
+            let every = shutdown::SWEEP_EVERY.as_nanos() as u64;
+            timeout = Some(timeout.map_or(every, |t| t.min(every)));
+        }
         if timeout == Some(0) {
             continue;
         }

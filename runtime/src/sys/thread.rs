@@ -42,6 +42,13 @@ impl Thread {
         // SAFETY: the thread was created joinable and is joined exactly once (self is consumed).
         unsafe { libc::pthread_join(self.0, core::ptr::null_mut()) };
     }
+
+    /// Lets the thread run on unjoined: its resources are freed when it ends.
+    pub(crate) fn detach(self) {
+        // SAFETY: the thread was created joinable and is detached once, never joined (self is
+        // consumed).
+        unsafe { libc::pthread_detach(self.0) };
+    }
 }
 
 /// Pins the calling thread to `cpu`. Returns the `errno` on failure.

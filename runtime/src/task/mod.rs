@@ -5,9 +5,11 @@
 //! * `join.rs` — [`JoinHandle`], the joiner's side of the join packet;
 //! * `park.rs` — [`park`], [`Unparker`], [`current_unparker`];
 //! * `current.rs` — [`current`], [`runtime`], [`yield_now`], [`cond_resched`], [`sleep`];
-//! * `recycle.rs` — a joined task's allocation kept for its worker's next spawn.
+//! * `recycle.rs` — a joined task's allocation kept for its worker's next spawn;
+//! * `cancel.rs` — the cancellation points where a shutdown unwinds a task.
 
 mod builder;
+mod cancel;
 mod current;
 mod join;
 mod park;

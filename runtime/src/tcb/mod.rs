@@ -96,6 +96,15 @@ pub(crate) const WAKING: u32 = 2;
 /// Finished; to be freed by its worker.
 pub(crate) const DEAD: u32 = 3;
 
+/// [`Task::cancel`]: no cancellation.
+pub(crate) const CANCEL_NONE: u32 = 0;
+/// [`Task::cancel`]: a shutdown asked the blocked task to unwind; it raises the cancellation
+/// at its next cancellation point (`task/cancel.rs`).
+pub(crate) const CANCEL_REQUESTED: u32 = 1;
+/// [`Task::cancel`]: the task raised the cancellation and is unwinding (or caught it): it is
+/// not raised again, and its blocking calls no longer sleep.
+pub(crate) const CANCEL_RAISED: u32 = 2;
+
 /// The outcome of a waker's claim ([`Task::claim`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
@@ -147,6 +156,12 @@ pub(crate) struct Task<R: 'static> {
     pub(crate) cpu: AtomicUsize,
     /// The park token: `true` when an unpark is pending (see `park.rs`).
     pub(crate) token: AtomicBool,
+    /// The shutdown's cancellation of this task: [`CANCEL_NONE`], [`CANCEL_REQUESTED`] (set
+    /// with Release by the worker that sweeps the task's registry, before it unparks the
+    /// task, whose wakeup then orders it before the task's Acquire load) or
+    /// [`CANCEL_RAISED`] (set by the task itself). The protocol is in `runtime.rs`'s module
+    /// doc; the task's side in `task/cancel.rs`.
+    pub(crate) cancel: AtomicU32,
     /// The task sleeps queued as delayed (DELAY_DEQUEUE). Set with Release by the worker
     /// that delayed it (under its lock), cleared under the lock when the delay ends; a
     /// waker reads it with Acquire (TTWU_QUEUE_DELAYED, spec §7.10).
@@ -249,6 +264,7 @@ impl<R: 'static> Task<R> {
             on_cpu: AtomicBool::new(false),
             cpu: AtomicUsize::new(0),
             token: AtomicBool::new(false),
+            cancel: AtomicU32::new(CANCEL_NONE),
             sched_delayed: AtomicBool::new(false),
             wake_delayed: AtomicBool::new(false),
             wake_cpu: AtomicUsize::new(usize::MAX),

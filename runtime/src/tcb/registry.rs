@@ -41,6 +41,8 @@
 //! The registry also keeps the worker's *spare*, a joined task's allocation for its next
 //! spawn (`task/recycle.rs`); it is in no slot and counts as nothing.
 
+#[cfg(feature = "std")]
+use alloc::vec::Vec;
 use core::ptr::NonNull;
 
 use super::slots::Slots;
@@ -228,6 +230,27 @@ impl<R: 'static> Registry<R> {
                 self.foreign.lock().stack_returned();
             }
         }
+    }
+
+    /// New references to the tasks of the own and foreign parts for which `pick` says yes
+    /// (a shutdown's sweep, `sched/shutdown.rs`). The foreign part's lock is held only while
+    /// they are collected.
+    ///
+    /// # Safety
+    /// The caller is the home worker's thread.
+    #[cfg(feature = "std")]
+    pub(crate) unsafe fn collect(&self, mut pick: impl FnMut(&Task<R>) -> bool) -> Vec<TaskRef<R>> {
+        let mut out = Vec::new();
+        let mut take = |t: &TaskRef<R>| {
+            if pick(t) {
+                out.push(alloc::sync::Arc::clone(t));
+            }
+        };
+        // SAFETY: the caller's contract; `for_each` only reads the own part (its counts are
+        // unchanged, so the published ones stay right).
+        self.own.with(|p| unsafe { (*p).for_each(&mut take) });
+        self.foreign.lock().for_each(&mut take);
+        out
     }
 
     /// Tasks held now, and their stacks not yet given back (a snapshot while workers run).
