@@ -116,6 +116,17 @@ pub enum Error {
         /// The number of workers (each has a log, and there is one more for outside threads).
         workers: usize,
     },
+    /// A setting was given a value outside the range it accepts. (Settings that are the
+    /// kernel's own concepts — nice levels, slices — are clamped as the kernel clamps them
+    /// instead; each setting's documentation says which rule it follows.)
+    OutOfRange {
+        /// The setting, as its function is named (e.g. `"Builder::trace_capacity"`).
+        setting: &'static str,
+        /// The value given, as text.
+        value: String,
+        /// The values accepted, as text (e.g. `"1 to 10000"`).
+        valid: &'static str,
+    },
     /// A trace could not be written to its file.
     TraceWrite {
         /// The file's path.
@@ -231,6 +242,14 @@ impl fmt::Display for Error {
                  `trace_capacity` (each event takes {} bytes)",
                 workers + 1,
                 TRACE_EVENT_BYTES
+            ),
+            Error::OutOfRange {
+                setting,
+                value,
+                valid,
+            } => write!(
+                f,
+                "{setting} was given {value}, which is out of range; it accepts {valid}"
             ),
             Error::TraceWrite { path, os_error } => write!(
                 f,

@@ -288,7 +288,8 @@ impl Builder {
         };
         for i in 0..cpus.len() {
             let s = Arc::clone(&rt.shared);
-            match crate::sys::thread::spawn(move || worker_main(s, i)) {
+            let name = alloc::format!("lagom-worker-{i}");
+            match crate::sys::thread::spawn(name, move || worker_main(s, i)) {
                 Ok(t) => rt.threads.push(t),
                 Err(errno) => return Err(Error::ThreadSpawn { errno }),
             }
