@@ -3,6 +3,16 @@
 //! Every message says what was wrong and what to do about it: an unknown feature name lists
 //! the valid ones, a CPU outside the allowed set names the allowed ones, an unreadable sysfs
 //! file names its path.
+//!
+//! ## Out-of-range settings: one rule
+//!
+//! A setting that is the kernel's own concept follows the kernel: a nice level is clamped to
+//! −20..=19 as `setpriority(2)` clamps it, and a slice (a task's, or the runtime's default) to
+//! 0.1 ms – 100 ms as the kernel clamps `sched_attr.sched_runtime`; their docs say so. Every
+//! other setting refuses a value outside its range with an error of this type that names the
+//! value and the range (a stack below the minimum, an idle spin above the maximum, an empty or
+//! disallowed CPU list, a trace capacity of 0, a blocking pool bound of 0, an unknown
+//! feature), and a bad value never panics the runtime or loses a task.
 
 use alloc::string::String;
 use core::fmt;

@@ -62,7 +62,9 @@ impl JoinError {
     /// The panic payload.
     ///
     /// # Panics
-    /// If the error is not a panic (see [`try_into_panic`](Self::try_into_panic)).
+    /// If the error is not a panic (see [`try_into_panic`](Self::try_into_panic)); the panic
+    /// names the caller's location.
+    #[track_caller]
     pub fn into_panic(self) -> Box<dyn Any + Send + 'static> {
         match self.try_into_panic() {
             Ok(payload) => payload,

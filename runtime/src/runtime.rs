@@ -86,7 +86,9 @@ pub struct Builder {
 }
 
 impl Builder {
-    /// The CPUs to run workers on, one pinned worker each (default: every allowed CPU).
+    /// The CPUs to run workers on, one pinned worker each (default: every allowed CPU). A CPU
+    /// outside the process's allowed set, a CPU listed twice, or an empty list is an error at
+    /// [`build`](Builder::build) ([`Error::CpuNotAllowed`], [`Error::NoCpus`]).
     pub fn worker_cpus(mut self, cpus: impl IntoIterator<Item = usize>) -> Builder {
         self.cpus = Some(cpus.into_iter().collect());
         self
@@ -100,14 +102,19 @@ impl Builder {
     }
 
     /// The base slice of tasks without a custom one (default: the kernel's, scaled with the
-    /// number of workers).
+    /// number of workers). A slice is the kernel's concept, so it follows the kernel's rule
+    /// for out-of-range values: it is clamped to 0.1 ms – 100 ms
+    /// ([`MIN_CUSTOM_SLICE`](crate::policy::MIN_CUSTOM_SLICE) –
+    /// [`MAX_CUSTOM_SLICE`](crate::policy::MAX_CUSTOM_SLICE)), as the kernel clamps
+    /// `sched_attr.sched_runtime`, not refused (every other setting is: [`Error`]).
     pub fn default_slice(mut self, slice: Duration) -> Builder {
         self.slice = Some(slice);
         self
     }
 
     /// The default task stack size in bytes (default 256 KiB; at least
-    /// [`MIN_STACK_SIZE`]). A task's closure and the fiber's bookkeeping are kept at the top
+    /// [`MIN_STACK_SIZE`]: a smaller size is an [`Error::StackTooSmall`] at
+    /// [`build`](Builder::build)). A task's closure and the fiber's bookkeeping are kept at the top
     /// of its stack when they take at most 1/16 of it
     /// ([`IN_STACK_SHARE`](crate::arch::IN_STACK_SHARE)), which saves an allocation per
     /// task; the task's frames get the rest.
@@ -148,7 +155,8 @@ impl Builder {
     /// The capacity of each worker's trace log, in events (default
     /// [`DEFAULT_TRACE_CAPACITY`](crate::trace::DEFAULT_TRACE_CAPACITY)); allocated at
     /// [`build`](Builder::build) when tracing is on. A full log stops recording and counts
-    /// what it drops.
+    /// what it drops. 0, or more than can be allocated, is an [`Error::TraceCapacity`] at
+    /// `build`.
     pub fn trace_capacity(mut self, events: usize) -> Builder {
         self.trace_capacity = Some(events);
         self
@@ -357,6 +365,11 @@ impl Runtime {
 
     /// Runs `f` as a task and returns its value to the calling OS thread, which sleeps
     /// meanwhile. A panic of `f` is resumed here (with `std`; without it, panics abort).
+    ///
+    /// # Panics
+    /// With `f`'s panic; or, naming the caller's location, if the task cannot be spawned (no
+    /// stack can be mapped).
+    #[track_caller]
     pub fn block_on<T, F>(&self, f: F) -> T
     where
         T: Send + 'static,
@@ -377,7 +390,8 @@ impl Runtime {
     /// Spawns `f` from outside the runtime.
     ///
     /// # Panics
-    /// If no stack can be mapped.
+    /// If no stack can be mapped (the panic names the caller's location).
+    #[track_caller]
     pub fn spawn<T, F>(&self, f: F) -> JoinHandle<T>
     where
         T: Send + 'static,
@@ -437,6 +451,7 @@ impl Runtime {
     ///
     /// # Panics
     /// If called (or the runtime dropped) from one of the runtime's own tasks.
+    #[track_caller]
     pub fn shutdown(self) -> Stats {
         self.shutdown_timeout(DEFAULT_SHUTDOWN_TIMEOUT)
     }
@@ -469,6 +484,7 @@ impl Runtime {
     ///
     /// # Panics
     /// If called from one of the runtime's own tasks.
+    #[track_caller]
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Stats {
         self.stop(timeout);
         self.stats()
@@ -479,12 +495,14 @@ impl Runtime {
     ///
     /// # Panics
     /// As [`shutdown`](Runtime::shutdown).
+    #[track_caller]
     pub fn shutdown_with_trace(mut self) -> (Stats, Trace) {
         self.stop(DEFAULT_SHUTDOWN_TIMEOUT);
         (self.stats(), self.trace())
     }
 
     /// The shutdown (module doc).
+    #[track_caller]
     fn stop(&mut self, timeout: Duration) {
         if self.threads.is_empty() {
             return;

@@ -84,15 +84,16 @@ fn chunk(seed: u64) -> u64 {
 fn t_body(s: Arc<Pingpong>, rounds: u64, partner: bool) -> impl FnOnce() -> Seen + Send + 'static {
     move || {
         let me = task::current().unwrap();
+        let mut seen = Seen {
+            threads: HashSet::from([gettid()]),
+            cpus: HashSet::from([me.cpu]),
+            blocking_calls: 0,
+        };
         s.start_cpu.store(me.cpu + 1, Ordering::Release);
         while partner && s.partner.get().is_none() {
             task::park();
+            seen.blocking_calls += 1;
         }
-        let mut seen = Seen {
-            threads: HashSet::new(),
-            cpus: HashSet::new(),
-            blocking_calls: 0,
-        };
         let mut x = 0;
         for i in 1..=rounds {
             seen.threads.insert(gettid());

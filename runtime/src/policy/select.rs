@@ -39,6 +39,7 @@ pub struct CpuView {
 /// // From outside the runtime, a busy previous CPU loses to the least loaded one.
 /// assert_eq!(select_task_rq(4, view, 2, None, |_| true), 1);
 /// ```
+#[track_caller]
 pub fn select_task_rq(
     n: usize,
     view: impl Fn(usize) -> CpuView,

@@ -45,26 +45,33 @@ impl Builder {
         self
     }
 
-    /// The nice level, −20 (most CPU) to 19 (least); clamped to that range.
+    /// The nice level, −20 (most CPU) to 19 (least). A nice level is the kernel's concept, so
+    /// it follows the kernel's rule for out-of-range values: it is clamped to that range, as
+    /// `setpriority(2)` clamps, not refused (settings that are not the kernel's are refused
+    /// with an [`Error`] naming the value and the range).
     pub fn nice(mut self, nice: i32) -> Builder {
         self.nice = clamp_nice(nice);
         self
     }
 
-    /// A custom slice (request length), clamped to 0.1 ms – 100 ms like the kernel's
-    /// `sched_attr.sched_runtime`. Shorter slices get earlier deadlines: lower latency.
+    /// A custom slice (request length). A slice is the kernel's concept, so it follows the
+    /// kernel's rule: it is clamped to 0.1 ms – 100 ms as the kernel clamps
+    /// `sched_attr.sched_runtime`, not refused. Shorter slices get earlier deadlines: lower
+    /// latency.
     pub fn slice(mut self, slice: Duration) -> Builder {
         self.slice = Some(slice);
         self
     }
 
-    /// Restricts the task to these OS CPUs (each must be one of the runtime's workers).
+    /// Restricts the task to these OS CPUs (each must be one of the runtime's workers: another
+    /// CPU, or an empty list, is an [`Error::AffinityOutsideWorkers`] at spawn).
     pub fn cpus(mut self, cpus: impl IntoIterator<Item = usize>) -> Builder {
         self.cpus = Some(cpus.into_iter().collect());
         self
     }
 
-    /// The task's stack size in bytes (at least [`MIN_STACK_SIZE`]); as for
+    /// The task's stack size in bytes (at least [`MIN_STACK_SIZE`]: less is an
+    /// [`Error::StackTooSmall`] at spawn); as for
     /// [`Runtime`](crate::Runtime)'s default, a closure that takes at most 1/16 of it is kept
     /// at its top.
     pub fn stack_size(mut self, bytes: usize) -> Builder {
@@ -141,7 +148,9 @@ impl Builder {
 /// Spawns `f` on the runtime the calling task runs on.
 ///
 /// # Panics
-/// Outside tasks (use [`crate::Runtime::spawn`] there), or if no stack can be mapped.
+/// Outside tasks (use [`crate::Runtime::spawn`] there), or if no stack can be mapped; the
+/// panic names the caller's location.
+#[track_caller]
 pub fn spawn<T, F>(f: F) -> JoinHandle<T>
 where
     T: Send + 'static,
