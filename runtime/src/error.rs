@@ -200,10 +200,16 @@ impl fmt::Display for Error {
             Error::StackMap { size, errno } => write!(
                 f,
                 "could not map a task stack of {} KiB: errno {errno} ({}); lower the stack \
-                 size or the number of live tasks, or raise vm.max_map_count (each stack \
-                 takes two mappings)",
+                 size or the number of live tasks, or raise the kernel's limit on mappings \
+                 (sysctl vm.max_map_count=262144; {})",
                 size / 1024,
-                crate::sys::mem::errno_name(*errno)
+                crate::sys::mem::errno_name(*errno),
+                if crate::sys::mem::guard_regions() {
+                    "stacks are batched into few mappings here, so memory is the likelier limit"
+                } else {
+                    "this kernel has no guard regions (Linux 6.13), so each stack takes two \
+                     mappings: about 32 000 live stacks at the default of 65 530"
+                }
             ),
             Error::SignalSetup { errno } => write!(
                 f,

@@ -38,7 +38,10 @@
 //! worker with the most runnable tasks (at least two).
 //!
 //! Out of work, before balancing, the worker reaps its registry's dead list (the tasks it
-//! spawned that died on other workers, `tcb/registry.rs`).
+//! spawned that died on other workers, `tcb/registry.rs`). Idle for `arch::TRIM_AFTER`
+//! without a break, it trims its stack pool (`arch/pool.rs`: idle stacks beyond the pool's
+//! floor unmapped, the others' memory given back with `madvise`); its idle sleep ends in time
+//! for that.
 //!
 //! Shutdown (`runtime.rs`'s module doc): during DRAIN and FORCE an idle worker sweeps its
 //! registry for blocked tasks to cancel (`shutdown.rs`) and sleeps at most
@@ -52,7 +55,7 @@ use core::ptr;
 
 use super::schedule::{finish_task_switch, pick, prepare_switch_on};
 use super::{balance, shutdown, timer};
-use crate::arch::{SignalStack, StackPool, switch};
+use crate::arch::{SignalStack, StackPool, TRIM_AFTER, switch};
 use crate::sync::atomic::Ordering;
 use crate::sync::kick::Idle;
 use crate::trace::SwitchReason;
@@ -61,7 +64,8 @@ use crate::worker::{
     PHASE_DRAIN, PHASE_EXIT, PHASE_FORCE, PHASE_RUN, Shared, WorkerThread, set_local, trace,
 };
 
-/// How many idle stacks each worker's pool keeps.
+/// How many idle stacks each worker's pool keeps however long it idles (between trims it
+/// keeps every stack that comes back, `arch/pool.rs`).
 const POOL_CAPACITY: usize = 64;
 
 /// The body of worker thread `index`.
@@ -87,6 +91,8 @@ pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
 fn idle_loop(wt: &WorkerThread) {
     let shared = &*wt.shared;
     let w = wt.worker();
+    // Since when the worker has had nothing to run (monotonic ns), for the pool's trim.
+    let mut idle_since: Option<u64> = None;
     loop {
         timer::fire(wt);
         let now = crate::sys::time::sched_clock();
@@ -100,6 +106,7 @@ fn idle_loop(wt: &WorkerThread) {
             trace::switch(wt, None, Some(n), SwitchReason::Idle);
             wt.curr.set(next);
             drop(rq);
+            idle_since = None;
             // SAFETY: the idle context is this thread's; `n` is suspended (see `prepare_switch`).
             unsafe { switch(wt.idle_ctx(), n.ctx) };
             // Back on the idle task: a task scheduled to idle or ended (`exit.rs`) with
@@ -113,7 +120,7 @@ fn idle_loop(wt: &WorkerThread) {
         // Look first: the take is a locked swap, and the list is usually empty.
         if w.tasks.has_dead() {
             // SAFETY: this is the registry's home worker thread.
-            unsafe { w.tasks.reap() };
+            unsafe { w.tasks.reap(|s| wt.pool.borrow_mut().put(s)) };
         }
         let phase = shared.phase();
         if phase == PHASE_EXIT && empty && w.wakelist.is_empty() {
@@ -145,6 +152,9 @@ fn idle_loop(wt: &WorkerThread) {
             let every = shutdown::SWEEP_EVERY.as_nanos() as u64;
             timeout = Some(timeout.map_or(every, |t| t.min(every)));
         }
+        if let Some(left) = trim_pool(wt, &mut idle_since) {
+            timeout = Some(timeout.map_or(left, |t| t.min(left)));
+        }
         if timeout == Some(0) {
             continue;
         }
@@ -152,6 +162,34 @@ fn idle_loop(wt: &WorkerThread) {
             w.stats.inc(&w.stats.idle_sleeps);
         }
     }
+}
+
+/// The pool's trim (`arch/pool.rs`): once the worker has been idle for `TRIM_AFTER` without a
+/// break, its stack pool unmaps the idle stacks beyond its capacity and gives the memory of
+/// the others back to the OS. Returns the ns left until the trim is due, if one is pending,
+/// so that the idle sleep ends in time for it.
+fn trim_pool(wt: &WorkerThread, idle_since: &mut Option<u64>) -> Option<u64> {
+    if !wt.pool.borrow().needs_trim() {
+        return None;
+    }
+    let now = crate::sys::time::monotonic_ns();
+    let since = *idle_since.get_or_insert(now);
+    let after = TRIM_AFTER.as_nanos() as u64;
+    let idle = now.saturating_sub(since);
+    if idle < after {
+        publish_pool(wt);
+        return Some(after - idle);
+    }
+    wt.pool.borrow_mut().trim();
+    publish_pool(wt);
+    None
+}
+
+/// Copies the pool's totals into the worker's counters (one writer: this thread).
+fn publish_pool(wt: &WorkerThread) {
+    let (pool, c) = (wt.pool.borrow(), &wt.worker().stats);
+    c.stacks_mapped.store(pool.mmaps(), Ordering::Relaxed);
+    c.stacks_trimmed.store(pool.trimmed(), Ordering::Relaxed);
 }
 
 /// Spin iterations between two clock reads of the idle spin.

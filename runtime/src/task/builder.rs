@@ -294,7 +294,7 @@ where
     let reg = &shared.workers[prev].tasks;
     let slot = match local {
         // SAFETY: `prev` is the calling worker, whose own part this thread is the one to touch.
-        Some(_) => unsafe { reg.insert_own(Arc::clone(&task)) },
+        Some(wt) => unsafe { reg.insert_own(Arc::clone(&task), |s| wt.pool.borrow_mut().put(s)) },
         None => reg.insert_foreign(Arc::clone(&task)),
     };
     task.reg_home.store(prev, Ordering::Relaxed);

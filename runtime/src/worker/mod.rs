@@ -85,6 +85,9 @@ pub(crate) struct Worker {
     pub(crate) stats: CachePadded<Counters>,
     /// The live tasks whose home this worker is (`tcb/registry.rs`).
     pub(crate) tasks: CachePadded<Registry>,
+    /// Where the next balance that pulls from this worker resumes its scan of the runqueue's
+    /// slots (`sched/balance.rs`); touched only under this worker's runqueue lock.
+    pub(crate) balance_cursor: AtomicUsize,
     /// The worker's thread has left its loop and freed its own state (set last, with
     /// Release; a shutdown waits for it before it joins the thread).
     pub(crate) exited: AtomicBool,
@@ -103,6 +106,7 @@ impl Worker {
             rq: CachePadded::new(Lock::new(RunQueue::new(cfg))),
             stats: CachePadded::new(Counters::default()),
             tasks: CachePadded::new(Registry::new()),
+            balance_cursor: AtomicUsize::new(0),
             exited: AtomicBool::new(false),
         }
     }

@@ -108,6 +108,10 @@ counters! {
     exits,
     /// Tasks that began to unwind here from a shutdown's cancellation.
     cancelled,
+    /// Stacks this worker's pool has mapped (in batches), as of its last idle moment.
+    stacks_mapped,
+    /// Idle stacks this worker's pool has unmapped when trimmed, as of its last idle moment.
+    stacks_trimmed,
 }
 
 impl Counters {
