@@ -39,8 +39,11 @@
 //! Mutants (`mutants.sh` runs the whole file for each):
 //! * `ttwu_on_cpu_wrong_cpu` makes TTWU_QUEUE_ON_CPU hand the wakeup to a worker other than
 //!   the one still switching away from T: B drains it and switches T in while A may still
-//!   be saving it (caught by the restore; the waker never reads the context on this path,
-//!   and the models of `ttwu.rs` and `delayed.rs` pass with this mutation);
+//!   be saving it (caught by the restore in `on_cpu_handoff_busy`, which opts in to
+//!   migration; in `on_cpu_handoff`, under the migration contract, the switch-in's contract
+//!   check reports B switching in a task that last ran on A first. The waker never reads the
+//!   context on this path, and the models of `ttwu.rs` and `delayed.rs` pass with this
+//!   mutation);
 //! * `ttwu_no_on_cpu_wait` drops the waker's wait for `on_cpu` to clear (with the feature
 //!   off): the waker takes T's context while its switch-out is still saving it (caught by
 //!   the waker's own read in `wake/ttwu.rs` before any switch-in can be);

@@ -10,7 +10,8 @@
 //! * [`topology`] — sysfs → [`topology::Topology`]: CPUs, caches, NUMA, sched-domain levels,
 //!   preferred-core priorities and the allowed CPUs.
 //! * [`arch`] — the green-thread mechanism: context switch (x86_64, aarch64) with unwind info,
-//!   task stacks (mmap + guard page, per-worker pool), stack-overflow reports, the `Fiber`.
+//!   task stacks (batched mmap + guard page, per-worker pool), stack-overflow reports, the
+//!   `Fiber`.
 //! * [`sync`] — the loom shim (atomics, cells and a futex word that become loom's under
 //!   `cfg(loom)`), the lock-free wakelist, the idle/kick protocol and the runqueue lock.
 //! * `sys` — the only caller of `libc`.
@@ -28,7 +29,8 @@
 //!   loop, load balancing, timer expiry;
 //!
 //! and the user-facing API above them: [`task`] (spawn, join, park/unpark, sleep, yield,
-//! `cond_resched`) and [`Runtime`] (builder, `block_on`, shutdown, statistics). [`trace`]
+//! `cond_resched`, `spawn_blocking`) and [`Runtime`] (builder, `block_on`, a shutdown that
+//! unwinds what it cancels, statistics). [`trace`]
 //! records switch / wakeup / migrate events per worker, when asked to, and exports them as
 //! Chrome/Perfetto trace JSON.
 //!
