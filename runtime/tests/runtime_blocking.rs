@@ -127,3 +127,23 @@ fn the_pool_is_bounded_and_retires_idle_threads() {
         "idle threads retire after the keep-alive"
     );
 }
+
+/// A burst larger than the idle threads left from earlier jobs starts threads for the rest
+/// instead of queueing behind the idle ones (each submission counts the wakeup it sends).
+#[test]
+fn a_burst_beyond_the_idle_threads_grows_the_pool() {
+    let _one = one();
+    // Two threads, left idle.
+    for j in [spawn_blocking(|| ()), spawn_blocking(|| ())] {
+        j.join().unwrap();
+    }
+    let t0 = Instant::now();
+    let jobs: Vec<_> = (0..10)
+        .map(|_| spawn_blocking(|| std::thread::sleep(Duration::from_millis(20))))
+        .collect();
+    for j in jobs {
+        j.join().unwrap();
+    }
+    let took = t0.elapsed();
+    assert!(took < Duration::from_millis(60), "10 x 20 ms took {took:?}");
+}

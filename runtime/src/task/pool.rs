@@ -5,20 +5,28 @@
 //!
 //! Invariant: *a submitted job is run exactly once, by one pool thread, and is never left
 //! queued while the pool could run it: a thread is idle only while the queue is empty, and a
-//! submission finding no idle thread starts one unless the pool is at its bound.*
+//! submission that finds no idle thread left to wake starts one unless the pool is at its
+//! bound.*
 //!
 //! ## The protocol
 //!
-//! One lock (`sync/lock.rs`) guards the queue of jobs and three counts — threads, idle
-//! threads, and the bound — and a futex word `seq` sits beside it.
+//! One lock (`sync/lock.rs`) guards the queue of jobs and four counts — threads, idle
+//! threads, wakeups sent to idle threads and not yet taken, and the bound — and a futex word
+//! `seq` sits beside it.
 //!
-//! * **submit**: under the lock, push the job; if a thread is idle, bump `seq` and, after
-//!   unlocking, `futex_wake` one sleeper; else, if below the bound, count a new thread and,
-//!   after unlocking, start it (it takes the job from the queue like any other). At the bound,
-//!   the job waits for the next thread to finish its own.
+//! * **submit**: under the lock, push the job; if more threads are idle than have been sent
+//!   a wakeup, count one more wakeup, bump `seq` and, after unlocking, `futex_wake` one
+//!   sleeper; else, if below the bound, count a new thread and, after unlocking, start it (it
+//!   takes the job from the queue like any other). At the bound, the job waits for the next
+//!   thread to finish its own. (Counting the wakeups matters: a burst of submissions comes
+//!   faster than woken threads get the lock to uncount themselves, and each would otherwise
+//!   see the same idle thread and wake nobody new, so the burst would queue behind it.)
 //! * **pool thread**: under the lock, pop a job and run it unlocked; with the queue empty, count
 //!   itself idle, read `seq`, unlock and `futex_wait` while `seq` holds that value, for at most
-//!   the keep-alive; then, under the lock, uncount itself idle and look again. A thread that
+//!   the keep-alive; then, under the lock, uncount itself idle (and one wakeup, if any is
+//!   outstanding: if it woke by its timeout and took another's, that one looks too and finds
+//!   the queue empty, or a submission counts a sleeper too few and starts a spare thread)
+//!   and look again. A thread that
 //!   finds the queue empty after a whole keep-alive of waiting retires (uncounts itself and
 //!   ends). Reading `seq` under the lock that the submitter bumps it under means a submission
 //!   after the read changes the word, so `futex_wait` returns at once: no wakeup is lost. A
@@ -56,6 +64,8 @@ struct State {
     jobs: VecDeque<Job>,
     threads: usize,
     idle: usize,
+    /// Wakeups sent to idle threads that no thread has taken yet.
+    notified: usize,
     max_threads: usize,
     keep_alive: Duration,
     /// Threads started since the pool was made (for the statistics).
@@ -101,6 +111,7 @@ pub(crate) fn pool() -> &'static Pool {
             jobs: VecDeque::new(),
             threads: 0,
             idle: 0,
+            notified: 0,
             max_threads: DEFAULT_MAX_BLOCKING_THREADS,
             keep_alive: DEFAULT_BLOCKING_KEEP_ALIVE,
             started: 0,
@@ -135,7 +146,8 @@ impl Pool {
         let then = {
             let mut st = self.state.lock();
             st.jobs.push_back(job);
-            if st.idle > 0 {
+            if st.idle > st.notified {
+                st.notified += 1;
                 let w = self.seq.word();
                 w.store(
                     w.load(crate::sync::atomic::Ordering::Relaxed)
@@ -207,7 +219,9 @@ impl Pool {
                 (seq, keep - now.saturating_sub(since))
             };
             self.seq.wait(seq, Some(keep_alive));
-            self.state.lock().idle -= 1;
+            let mut st = self.state.lock();
+            st.idle -= 1;
+            st.notified = st.notified.saturating_sub(1);
         }
     }
 
