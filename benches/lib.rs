@@ -1,6 +1,6 @@
 //! Shared helpers for lagom's criterion benchmarks and their example programs.
 
-use lagom::policy::{EnqueueKind, RqConfig, RunQueue, SchedEntity};
+use lagom::policy::{EnqueueKind, Features, RqConfig, RunQueue, SchedEntity};
 
 /// splitmix64 step: deterministic pseudo-random numbers for reproducible setups.
 pub fn splitmix64(state: &mut u64) -> u64 {
@@ -15,7 +15,19 @@ pub fn splitmix64(state: &mut u64) -> u64 {
 /// (each joins with a saved lag drawn from ±`spread` virtual ns), with one of them running.
 /// Payloads are the entity numbers. Deterministic for a given `seed`.
 pub fn runqueue_with(n: usize, spread: u64, seed: u64) -> RunQueue<u32> {
-    let mut rq = RunQueue::new(RqConfig::for_cpus(1));
+    runqueue_with_features(n, spread, seed, Features::default())
+}
+
+/// [`runqueue_with`] under the scheduler features `features`.
+pub fn runqueue_with_features(
+    n: usize,
+    spread: u64,
+    seed: u64,
+    features: Features,
+) -> RunQueue<u32> {
+    let mut cfg = RqConfig::for_cpus(1);
+    cfg.features = features;
+    let mut rq = RunQueue::new(cfg);
     rq.reserve(n);
     let mut state = seed;
     for i in 0..n {
@@ -25,6 +37,24 @@ pub fn runqueue_with(n: usize, spread: u64, seed: u64) -> RunQueue<u32> {
     }
     let _ = rq.pick_next(0);
     rq
+}
+
+/// Makes a closed stdout end the program quietly (as `remote_wake | head` expects) rather
+/// than panic in `println!`: restores the default action of SIGPIPE, which Rust's runtime sets
+/// to "ignore".
+pub fn default_sigpipe() {
+    // SAFETY: setting a signal's disposition to its default has no preconditions; it runs at
+    // the start of `main`, before any other thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
+/// The value of `--features SPEC`, checked with `lagom::policy::Features::parse`, so that a
+/// bad name is a usage error (exit status 2, naming the valid ones).
+pub fn features_arg(spec: String) -> Result<String, String> {
+    match lagom::policy::Features::parse(&spec) {
+        Ok(_) => Ok(spec),
+        Err(e) => Err(format!("--features: {e}")),
+    }
 }
 
 pub mod pingpong;

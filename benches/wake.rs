@@ -128,7 +128,12 @@ const SHORT_SLICE: Duration = Duration::from_micros(100);
 
 fn bench_wake(c: &mut Criterion) {
     let mut g = c.benchmark_group("wake_round_trip");
-    let rt = Runtime::builder().build().expect("lagom runtime");
+    // The bench measures the kernel's wakeup path, migrations included.
+    // SAFETY: the ping-pong and busy tasks park, unpark, yield and read clocks: they hold
+    // nothing thread-local across a blocking call and never ask which thread they run on.
+    let rt = unsafe { Runtime::builder().allow_migration() }
+        .build()
+        .expect("lagom runtime");
     let cpus = rt.worker_cpus();
     let remote = cpus.len() >= 2;
     g.bench_function("lagom/local", |b| {
@@ -165,10 +170,14 @@ fn bench_wake(c: &mut Criterion) {
             b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, None, None, WARMUP, n))
         });
         drop(rt);
-        let rt = Runtime::builder()
-            .idle_spin(Duration::ZERO)
-            .build()
-            .expect("lagom runtime");
+        // SAFETY: as for the first runtime: the same tasks.
+        let rt = unsafe {
+            Runtime::builder()
+                .idle_spin(Duration::ZERO)
+                .allow_migration()
+        }
+        .build()
+        .expect("lagom runtime");
         g.bench_function("lagom/remote_idle_futex", |b| {
             b.iter_custom(|n| lagom_pingpong(&rt, 0, 1, None, None, WARMUP, n))
         });

@@ -46,7 +46,7 @@
 //! ```text
 //! cargo run --release -p lagom-examples --example busy_wake -- [-n N] [--slice-us S]
 //!     [--hog-nice K] [--hog-yield] [--stats] [--trace FILE]
-//! LAGOM_FEATURES=NO_RUN_TO_PARITY cargo run --release -p lagom-examples --example busy_wake
+//! cargo run --release -p lagom-examples --example busy_wake -- --features NO_RUN_TO_PARITY
 //! ```
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -55,14 +55,14 @@ use std::time::{Duration, Instant};
 
 use lagom::Runtime;
 use lagom::task::{Builder, Unparker};
-use lagom_examples::usage_error;
+use lagom_examples::{features_arg, usage_error};
 
 const USAGE: &str =
     "usage: busy_wake [-n N] [--slice-us S] [--hog-nice K] [--hog-yield] [--stall-us T]
-                 [--gap-us G] [--list K] [--raw] [--stats] [--trace FILE]
+                 [--gap-us G] [--list K] [--raw] [--stats] [--trace FILE] [--features SPEC]
 
 Tasks A (worker 0) and B (worker 1) ping-pong N times (default 20000) through park/unpark
-while a hog loops on cond_resched() on each worker; features come from LAGOM_FEATURES.
+while a hog loops on cond_resched() on each worker.
   --slice-us S   custom slice for A and B (default: the runtime's base slice)
   --hog-nice K   nice level of the two hogs (default 0, as A and B)
   --hog-yield    the hogs loop on yield_now() instead, as tokio's busy tasks do: each
@@ -74,7 +74,9 @@ while a hog loops on cond_resched() on each worker; features come from LAGOM_FEA
                  line it up with other traces: raw <turn> <worker> <sent> <pushed> <seen> <cause>
   --stats        print the runtime's per-worker counters (which wakeup paths were taken)
   --trace FILE   record the runtime's switch / wakeup / migrate events and write them to
-                 FILE as Chrome trace JSON (open it in ui.perfetto.dev)";
+                 FILE as Chrome trace JSON (open it in ui.perfetto.dev)
+  --features SPEC  scheduler features on top of the defaults, e.g. NO_RUN_TO_PARITY
+                 (default: $LAGOM_FEATURES)";
 
 struct Args {
     n: usize,
@@ -87,6 +89,7 @@ struct Args {
     raw: bool,
     stats: bool,
     trace: Option<std::path::PathBuf>,
+    features: Option<String>,
 }
 
 fn parse_args() -> Result<Args, lexopt::Error> {
@@ -102,6 +105,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         raw: false,
         stats: false,
         trace: None,
+        features: None,
     };
     let mut p = lexopt::Parser::from_env();
     while let Some(arg) = p.next()? {
@@ -116,12 +120,16 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("raw") => a.raw = true,
             Long("stats") => a.stats = true,
             Long("trace") => a.trace = Some(p.value()?.into()),
+            Long("features") => a.features = Some(features_arg(p.value()?)?),
             Short('h') | Long("help") => {
                 println!("{USAGE}");
                 std::process::exit(0);
             }
             _ => return Err(arg.unexpected()),
         }
+    }
+    if a.n == 0 {
+        return Err("-n must be at least 1".into());
     }
     Ok(a)
 }
@@ -316,8 +324,16 @@ fn pct(v: &[u64], p: f64) -> u64 {
 }
 
 fn main() {
+    lagom_examples::default_sigpipe();
     let args = parse_args().unwrap_or_else(|e| usage_error(e, USAGE));
-    let rt = Runtime::builder().tracing(args.trace.is_some()).build();
+    let mut b = Runtime::builder().tracing(args.trace.is_some());
+    if let Some(f) = &args.features {
+        b = b.features(f.as_str());
+    }
+    // The lab measures the kernel's wakeup path, migrations included.
+    // SAFETY: the tasks below spin, park, unpark and read clocks: they hold nothing
+    // thread-local across a blocking call and never ask which thread they run on.
+    let rt = unsafe { b.allow_migration() }.build();
     let rt = rt.unwrap_or_else(|e| {
         eprintln!("error: {e}");
         std::process::exit(1)
@@ -417,7 +433,10 @@ fn main() {
         "{} wakes in {elapsed:?} (features {:?}, A/B slice {}, hog nice {}{}): wake latency p50 {} ns, p99 {} ns, \
          p99.9 {} ns, max {} µs; mean {} ns",
         lat.len(),
-        std::env::var("LAGOM_FEATURES").unwrap_or_default(),
+        args.features
+            .clone()
+            .or_else(|| std::env::var("LAGOM_FEATURES").ok())
+            .unwrap_or_default(),
         args.slice_us
             .map_or("base".to_string(), |s| format!("{s} µs")),
         args.hog_nice,

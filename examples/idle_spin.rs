@@ -30,10 +30,11 @@ use std::time::Duration;
 
 use lagom::Runtime;
 use lagom::task::{Builder, Unparker};
-use lagom_examples::usage_error;
+use lagom_examples::{features_arg, usage_error};
 
 const USAGE: &str =
     "usage: idle_spin [--spins-us LIST] [--intervals-us LIST] [-n N] [--seed S] [--json]
+                 [--features SPEC]
 
 Task A on worker 0 wakes task B, parked on worker 1, N times per row (default 2000), each
 after a gap drawn uniformly from [I/2, 3I/2] once B acknowledged the previous wake; one row
@@ -42,7 +43,9 @@ per wake interval I and idle spin length.
   --intervals-us LIST  mean gaps I between wakes in µs (default 20,50,100,500)
   -n N                 wakes per row
   --seed S             seed of the gaps (default: from the clock; printed)
-  --json               one JSON object per row, one per line";
+  --json               one JSON object per row, one per line
+  --features SPEC      scheduler features on top of the defaults, e.g. NO_TTWU_QUEUE
+                       (default: $LAGOM_FEATURES)";
 
 struct Args {
     spins_us: Vec<u64>,
@@ -50,6 +53,7 @@ struct Args {
     n: usize,
     seed: Option<u64>,
     json: bool,
+    features: Option<String>,
 }
 
 fn list(s: std::ffi::OsString) -> Result<Vec<u64>, lexopt::Error> {
@@ -67,6 +71,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         n: 2000,
         seed: None,
         json: false,
+        features: None,
     };
     let mut p = lexopt::Parser::from_env();
     while let Some(arg) = p.next()? {
@@ -76,6 +81,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Short('n') => a.n = p.value()?.parse()?,
             Long("seed") => a.seed = Some(p.value()?.parse()?),
             Long("json") => a.json = true,
+            Long("features") => a.features = Some(features_arg(p.value()?)?),
             Short('h') | Long("help") => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -85,6 +91,17 @@ fn parse_args() -> Result<Args, lexopt::Error> {
     }
     if a.n == 0 {
         return Err("-n must be at least 1".into());
+    }
+    if let Some(&us) = a
+        .spins_us
+        .iter()
+        .find(|&&us| Duration::from_micros(us) > lagom::MAX_IDLE_SPIN)
+    {
+        return Err(format!(
+            "--spins-us: {us} µs is longer than the maximum idle spin of {:?}",
+            lagom::MAX_IDLE_SPIN
+        )
+        .into());
     }
     Ok(a)
 }
@@ -162,15 +179,20 @@ impl Row {
 }
 
 /// One row: a fresh runtime with `spin_us`, `n` wakes at gaps around `interval_us`.
-fn run(cpus: &[usize], interval_us: u64, spin_us: u64, n: usize, seed: u64) -> Row {
-    let rt = Runtime::builder()
+fn run(cpus: &[usize], (interval_us, spin_us): (u64, u64), n: usize, a: &Args, seed: u64) -> Row {
+    let mut b = Runtime::builder()
         .worker_cpus(cpus.iter().copied())
-        .idle_spin(Duration::from_micros(spin_us))
-        .build()
-        .unwrap_or_else(|e| {
-            eprintln!("error: {e}");
-            std::process::exit(1)
-        });
+        .idle_spin(Duration::from_micros(spin_us));
+    if let Some(f) = &a.features {
+        b = b.features(f.as_str());
+    }
+    // The lab measures the kernel's wakeup path, migrations included.
+    // SAFETY: the tasks below park, unpark, sleep and read clocks: they hold nothing
+    // thread-local across a blocking call and never ask which thread they run on.
+    let rt = unsafe { b.allow_migration() }.build().unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        std::process::exit(1)
+    });
     let cpus = rt.worker_cpus();
     let on = |w: usize| Builder::new().cpus([cpus[w]]);
     let turn = Arc::new(AtomicU64::new(0));
@@ -267,6 +289,7 @@ fn two_cpus() -> Vec<usize> {
 }
 
 fn main() {
+    lagom_examples::default_sigpipe();
     let args = parse_args().unwrap_or_else(|e| usage_error(e, USAGE));
     let seed = args.seed.unwrap_or_else(now_ns);
     let cpus = two_cpus();
@@ -291,7 +314,7 @@ fn main() {
     }
     for &i in &args.intervals_us {
         for &s in &args.spins_us {
-            let r = run(&cpus, i, s, args.n, seed);
+            let r = run(&cpus, (i, s), args.n, &args, seed);
             if args.json {
                 println!("{}", r.json());
             } else {

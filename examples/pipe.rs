@@ -16,10 +16,11 @@ use std::time::Instant;
 
 use lagom::Runtime;
 use lagom::task::{Builder, Unparker};
-use lagom_examples::{thread_cpu_time, usage_error};
+use lagom_examples::{features_arg, thread_cpu_time, usage_error};
 
 const USAGE: &str =
     "usage: pipe [--cross] [--json] [-n N] [--idle-spin-us S] [--gap-us G] [--trace FILE]
+            [--trace-capacity EVENTS] [--features SPEC]
 
 Two tasks pass a turn back and forth N times (default 1000000) through park/unpark.
   --cross           one task on each of two workers (default: both on one worker)
@@ -34,7 +35,9 @@ Two tasks pass a turn back and forth N times (default 1000000) through park/unpa
   --trace FILE      record a trace and write it to FILE as Chrome trace JSON (opens in
                     ui.perfetto.dev); each round trip records about four events
   --trace-capacity EVENTS
-                    events kept per worker (default: the runtime's); the rest are counted";
+                    events kept per worker (default: the runtime's); the rest are counted
+  --features SPEC   scheduler features on top of the defaults, e.g. NO_DELAY_DEQUEUE
+                    (default: $LAGOM_FEATURES)";
 
 struct Args {
     cross: bool,
@@ -44,6 +47,7 @@ struct Args {
     gap_us: u64,
     trace: Option<std::path::PathBuf>,
     trace_capacity: Option<usize>,
+    features: Option<String>,
 }
 
 fn parse_args() -> Result<Args, lexopt::Error> {
@@ -56,6 +60,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         gap_us: 0,
         trace: None,
         trace_capacity: None,
+        features: None,
     };
     let mut parser = lexopt::Parser::from_env();
     while let Some(arg) = parser.next()? {
@@ -67,6 +72,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("gap-us") => args.gap_us = parser.value()?.parse()?,
             Long("trace") => args.trace = Some(parser.value()?.into()),
             Long("trace-capacity") => args.trace_capacity = Some(parser.value()?.parse()?),
+            Long("features") => args.features = Some(features_arg(parser.value()?)?),
             Short('h') | Long("help") => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -74,12 +80,28 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             _ => return Err(arg.unexpected()),
         }
     }
+    if args.n == 0 || args.trace_capacity == Some(0) {
+        return Err("-n and --trace-capacity must be at least 1".into());
+    }
+    if let Some(us) = args.idle_spin_us
+        && std::time::Duration::from_micros(us) > lagom::MAX_IDLE_SPIN
+    {
+        return Err(format!(
+            "--idle-spin-us {us} is longer than the maximum of {:?}",
+            lagom::MAX_IDLE_SPIN
+        )
+        .into());
+    }
     Ok(args)
 }
 
 fn main() {
+    lagom_examples::default_sigpipe();
     let args = parse_args().unwrap_or_else(|e| usage_error(e, USAGE));
     let mut b = Runtime::builder();
+    if let Some(f) = &args.features {
+        b = b.features(f.as_str());
+    }
     if let Some(us) = args.idle_spin_us {
         b = b.idle_spin(std::time::Duration::from_micros(us));
     }
@@ -87,7 +109,10 @@ fn main() {
     if let Some(c) = args.trace_capacity {
         b = b.trace_capacity(c);
     }
-    let rt = b.build().unwrap_or_else(|e| {
+    // The lab measures the kernel's wakeup path, migrations included.
+    // SAFETY: the two players park, unpark and count: they hold nothing thread-local across
+    // a blocking call and never ask which thread they run on.
+    let rt = unsafe { b.allow_migration() }.build().unwrap_or_else(|e| {
         eprintln!("error: {e}");
         std::process::exit(1)
     });

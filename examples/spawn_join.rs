@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use lagom::Runtime;
 use lagom_examples::{thread_cpu_time, usage_error};
 
-const USAGE: &str = "usage: spawn_join [--json] [-n N] [-r R] [--workers W]
+const USAGE: &str = "usage: spawn_join [--json] [-n N] [-r R] [--workers W] [--features SPEC]
 
 From a task, spawns a task returning a number and joins it, N times per round (default
 100000), R rounds (default 9); prints ns per spawn+join: the fastest round and the median,
@@ -20,10 +20,14 @@ in wall-clock time and in the spawning task's worker thread's CPU time (with --w
 that thread runs everything, and other processes taking the CPU away do not inflate it).
   --workers W  run on the first W allowed CPUs (default: all)
   --json       print {\"spawn_join_ns_min\", \"spawn_join_ns_median\",
-               \"spawn_join_cpu_ns_min\", \"n\", \"rounds\", \"workers\"} on one line";
+               \"spawn_join_cpu_ns_min\", \"n\", \"rounds\", \"workers\"} on one line
+  --features SPEC  scheduler features on top of the defaults, e.g. NO_DELAY_DEQUEUE
+               (default: $LAGOM_FEATURES)";
 
 fn main() {
+    lagom_examples::default_sigpipe();
     let (mut json, mut n, mut rounds, mut workers) = (false, 100_000u64, 9usize, None);
+    let mut features = None;
     let mut parser = lexopt::Parser::from_env();
     let parsed: Result<(), lexopt::Error> = (|| {
         use lexopt::prelude::*;
@@ -33,12 +37,16 @@ fn main() {
                 Short('n') => n = parser.value()?.parse()?,
                 Short('r') => rounds = parser.value()?.parse()?,
                 Long("workers") => workers = Some(parser.value()?.parse::<usize>()?),
+                Long("features") => features = Some(lagom_examples::features_arg(parser.value()?)?),
                 Short('h') | Long("help") => {
                     println!("{USAGE}");
                     std::process::exit(0);
                 }
                 _ => return Err(arg.unexpected()),
             }
+        }
+        if n == 0 || rounds == 0 || workers == Some(0) {
+            return Err("-n, -r and --workers must be at least 1".into());
         }
         Ok(())
     })();
@@ -50,14 +58,22 @@ fn main() {
         std::process::exit(1)
     };
     let mut b = Runtime::builder();
+    if let Some(f) = &features {
+        b = b.features(f.as_str());
+    }
     if let Some(w) = workers {
         let allowed = Runtime::builder()
             .build()
             .unwrap_or_else(|e| fail(e))
             .worker_cpus();
-        b = b.worker_cpus(allowed.into_iter().take(w.max(1)));
+        b = b.worker_cpus(allowed.into_iter().take(w));
     }
-    let rt = b.build().unwrap_or_else(|e| fail(e));
+    // The lab measures the kernel's spawn and exit paths, migrations included.
+    // SAFETY: the tasks spawn, join and return numbers: they hold nothing thread-local across
+    // a blocking call and never ask which thread they run on.
+    let rt = unsafe { b.allow_migration() }
+        .build()
+        .unwrap_or_else(|e| fail(e));
     let nworkers = rt.worker_cpus().len();
     let (mut wall, mut cpu): (Vec<Duration>, Vec<Duration>) = (0..rounds.max(1))
         .map(|_| {

@@ -1,7 +1,7 @@
 //! `topo`: prints the machine as lagom sees it, in the manner of `lstopo-no-graphics`.
 //!
 //! ```text
-//! cargo run --example topo [ROOT] [--json] [--time[=RUNS]]
+//! cargo run --example topo -- [ROOT] [--json] [--time[=RUNS]] [--features SPEC]
 //! ```
 //!
 //! Without ROOT it reads the live system (`Topology::detect`); with ROOT, a recorded sysfs
@@ -11,21 +11,26 @@
 //! `{pus, packages, numa_nodes, l3, l2, cores, smt, allowed_cpus, priorities, …}`
 //! (`priorities` is `{}` when the machine publishes no priority source).
 //! `--time` parses the tree RUNS times (default 50) and prints the parse time on stderr.
+//! `--features SPEC` also prints the scheduler features a runtime given SPEC would run with
+//! (SPEC applied on the defaults), as `ITMT` decides whether the priorities above are used.
 
 use lagom::topology::{CpuSet, LevelKind, PrioritySource, Topology};
-use lagom_examples::{Timings, cpus_json, print_json, usage_error};
+use lagom_examples::{Timings, cpus_json, features_arg, print_json, usage_error};
 use serde_json::json;
 
-const USAGE: &str = "usage: topo [ROOT] [--json] [--time[=RUNS]]
+const USAGE: &str = "usage: topo [ROOT] [--json] [--time[=RUNS]] [--features SPEC]
 
-  ROOT        a recorded sysfs tree (the directory holding sys/); default: this machine
-  --json      print the JSON summary instead of the tree
-  --time      parse RUNS times (default 50) and print the parse time on stderr";
+  ROOT             a recorded sysfs tree (the directory holding sys/); default: this machine
+  --json           print the JSON summary instead of the tree
+  --time           parse RUNS times (default 50) and print the parse time on stderr
+  --features SPEC  print the scheduler features a runtime would use with SPEC applied on
+                   the defaults, e.g. NO_ITMT (`features` in the JSON summary)";
 
 struct Args {
     root: Option<String>,
     json: bool,
     time: Option<usize>,
+    features: Option<String>,
 }
 
 fn parse_args() -> Result<Args, lexopt::Error> {
@@ -34,11 +39,13 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         root: None,
         json: false,
         time: None,
+        features: None,
     };
     let mut parser = lexopt::Parser::from_env();
     while let Some(arg) = parser.next()? {
         match arg {
             Long("json") => args.json = true,
+            Long("features") => args.features = Some(features_arg(parser.value()?)?),
             Long("time") => {
                 args.time = Some(match parser.optional_value() {
                     Some(v) => v.parse()?,
@@ -79,10 +86,22 @@ fn main() {
             topo.online_cpus().len()
         );
     }
+    // Checked by `features_arg`.
+    let features = args
+        .features
+        .as_deref()
+        .map(|f| lagom::policy::Features::parse(f).expect("checked spec"));
     if args.json {
-        print_json(&summary(&topo));
+        let mut v = summary(&topo);
+        if let (Some(f), serde_json::Value::Object(m)) = (features, &mut v) {
+            m.insert("features".into(), json!(f.to_string()));
+        }
+        print_json(&v);
     } else {
         print_tree(&topo);
+        if let Some(f) = features {
+            println!("scheduler features: {f}");
+        }
     }
 }
 

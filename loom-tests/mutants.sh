@@ -34,6 +34,8 @@ MUTANTS=(
     "finish_relaxed_on_cpu         on_cpu"
     "ttwu_held_wrong_rq            exit_wake"
     "ttwu_held_any_target          exit_wake"
+    "select_ignores_contract       contract"
+    "balance_ignores_contract      contract"
 )
 
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}

@@ -43,6 +43,7 @@ use lagom_benches::pingpong::{Busy, lagom_pingpong, tokio_remote};
 
 const USAGE: &str =
     "usage: remote_wake [-n N] [-r PAIRS] [--busy yield|bg|bg-short|fair|all] [--json]
+                   [--features SPEC]
 
 Remote wakes to a busy worker, lagom beside tokio in adjacent pairs of samples.
   -n N         timed round trips per sample (default 5000; 100 more run untimed first)
@@ -51,6 +52,8 @@ Remote wakes to a busy worker, lagom beside tokio in adjacent pairs of samples.
                bg-short (bg, and the players ask for a 0.1 ms slice), fair (cond_resched at
                nice 0), or all (default)
   --json       one JSON object per kind and phase, one per line, instead of the table
+  --features SPEC  lagom's scheduler features on top of the defaults, e.g. NO_TTWU_QUEUE
+               (default: $LAGOM_FEATURES)
 
 Each pair is followed by a bare cache-line round trip between the two CPUs; pairs within
 twice the cheapest line cost seen are reported as the near phase, the others as far.";
@@ -73,6 +76,7 @@ struct Args {
     pairs: usize,
     kinds: Vec<Kind>,
     json: bool,
+    features: Option<String>,
 }
 
 #[derive(Clone, Copy)]
@@ -113,6 +117,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         pairs: 40,
         kinds: KINDS.to_vec(),
         json: false,
+        features: None,
     };
     let mut p = lexopt::Parser::from_env();
     while let Some(arg) = p.next()? {
@@ -135,6 +140,9 @@ fn parse_args() -> Result<Args, lexopt::Error> {
                 };
             }
             Long("json") => a.json = true,
+            Long("features") => {
+                a.features = Some(lagom_benches::features_arg(p.value()?.parse()?)?);
+            }
             Short('h') | Long("help") => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -195,6 +203,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() -> ExitCode {
+    lagom_benches::default_sigpipe();
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
@@ -202,7 +211,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let rt = match Runtime::builder().build() {
+    let mut b = Runtime::builder();
+    if let Some(f) = &args.features {
+        b = b.features(f.as_str());
+    }
+    // The bench measures the kernel's wakeup path, migrations included.
+    // SAFETY: the ping-pong and busy tasks park, unpark, yield and read clocks: they hold
+    // nothing thread-local across a blocking call and never ask which thread they run on.
+    let rt = match unsafe { b.allow_migration() }.build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("remote_wake: {e}");

@@ -7,26 +7,80 @@
 //! valgrind --tool=cachegrind --cache-sim=yes target/release/examples/rq_ops 100000 200000
 //! ```
 //!
-//! Arguments: queued entities (default 100 000), measured iterations (default 200 000). Before
-//! measuring it runs `4·n` warm-up iterations so the runqueue is in its steady state; run it
-//! once with 0 iterations and subtract to get the per-iteration figures of the loop alone.
-//! Without valgrind it prints the time per iteration, by wall clock and (on Linux) by time on
-//! a CPU, which a loaded machine disturbs less.
+//! Arguments: queued entities (default 100 000), measured iterations (default 200 000),
+//! and `--features SPEC` for the runqueue's scheduler features (on top of the defaults).
+//! Before measuring it runs `4·n` warm-up iterations so the runqueue is in its steady state;
+//! run it once with 0 iterations and subtract to get the per-iteration figures of the loop
+//! alone. Without valgrind it prints the time per iteration, by wall clock and (on Linux) by
+//! time on a CPU, which a loaded machine disturbs less.
 
 use std::hint::black_box;
+use std::process::ExitCode;
 
-use lagom::policy::Pick;
-use lagom_benches::runqueue_with;
+use lagom::policy::{Features, Pick};
+use lagom_benches::runqueue_with_features;
 
-fn main() {
-    let mut args = std::env::args().skip(1);
-    let n: usize = args
-        .next()
-        .map_or(100_000, |a| a.parse().expect("entity count"));
-    let iters: u64 = args
-        .next()
-        .map_or(200_000, |a| a.parse().expect("iteration count"));
-    let mut rq = runqueue_with(n, 3_000_000, 0x5eed);
+const USAGE: &str = "usage: rq_ops [N] [ITERS] [--features SPEC]
+
+Runs the rq bench's loop (pick the next entity of a runqueue of N, default 100000, and
+requeue it) ITERS times (default 200000) after 4·N warm-up iterations; prints ns per
+iteration. Meant for cachegrind, whose counts are repeatable where timings are not.
+  --features SPEC  the runqueue's scheduler features on top of the defaults, e.g.
+                   NO_RUN_TO_PARITY (default: the defaults)";
+
+struct Args {
+    n: usize,
+    iters: u64,
+    features: Features,
+}
+
+fn parse_args() -> Result<Args, lexopt::Error> {
+    use lexopt::prelude::*;
+    let mut a = Args {
+        n: 100_000,
+        iters: 200_000,
+        features: Features::default(),
+    };
+    let mut values = 0;
+    let mut p = lexopt::Parser::from_env();
+    while let Some(arg) = p.next()? {
+        match arg {
+            Long("features") => {
+                let spec = lagom_benches::features_arg(p.value()?.parse()?)?;
+                a.features = Features::parse(&spec).expect("checked spec");
+            }
+            Short('h') | Long("help") => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            Value(v) if values == 0 => {
+                a.n = v.parse()?;
+                values += 1;
+            }
+            Value(v) if values == 1 => {
+                a.iters = v.parse()?;
+                values += 1;
+            }
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    if a.n == 0 {
+        return Err("N must be at least 1 (the loop picks from the runqueue)".into());
+    }
+    Ok(a)
+}
+
+fn main() -> ExitCode {
+    lagom_benches::default_sigpipe();
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("rq_ops: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let (n, iters) = (args.n, args.iters);
+    let mut rq = runqueue_with_features(n, 3_000_000, 0x5eed, args.features);
     let step = rq.config().base_slice;
     let mut now = 0u64;
     let mut run = |count: u64| {
@@ -55,6 +109,7 @@ fn main() {
         Some(c) => println!(", {:.1} ns/iteration on CPU", per(c)),
         None => println!(),
     }
+    ExitCode::SUCCESS
 }
 
 /// Time this process has spent running on a CPU, in ns (Linux `/proc/self/schedstat`): on a

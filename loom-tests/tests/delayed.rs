@@ -52,7 +52,9 @@ const MS: u64 = 1_000_000;
 fn delayed_wakeup() {
     for spec in FEATURES {
         loom::model(move || {
-            let m = Arc::new(Model::new(2, spec));
+            // CPU selection may send T, which has run, to worker 1.
+            // SAFETY: model tasks run no code of their own: nothing thread-local to break.
+            let m = Arc::new(unsafe { Model::with_migration(2, spec) });
             let t = m.running_task(0);
             let u = m.queued_task(0);
             assert_eq!(m.prepare_park(&t), Step::Sleep);
@@ -93,7 +95,9 @@ fn delayed_wakeup() {
 fn delayed_wakeup_during_block() {
     for spec in FEATURES {
         loom::model(move || {
-            let m = Arc::new(Model::new(2, spec));
+            // CPU selection may send T, which has run, to worker 1.
+            // SAFETY: model tasks run no code of their own: nothing thread-local to break.
+            let m = Arc::new(unsafe { Model::with_migration(2, spec) });
             let t = m.running_task(0);
             let u = m.queued_task(0);
             let waker = {

@@ -231,7 +231,9 @@ fn remote(spec: &'static str, busy: bool) -> std::sync::Arc<Seen> {
     let seen = std::sync::Arc::new(Seen::default());
     let seen2 = std::sync::Arc::clone(&seen);
     loom::model(move || {
-        let m = Arc::new(Model::new(2, spec));
+        // The wakeup may send J to the other worker, and B's balancer may pull it.
+        // SAFETY: model tasks run no code of their own: nothing thread-local to break.
+        let m = Arc::new(unsafe { Model::with_migration(2, spec) });
         let j = m.running_task(B);
         let _u = busy.then(|| m.queued_task(B));
         let (x, handle, exit) = m.joinable_task::<u64>(A);
@@ -277,7 +279,9 @@ fn exit_wake_local() {
         let seen = std::sync::Arc::new(Seen::default());
         let seen2 = std::sync::Arc::clone(&seen);
         loom::model(move || {
-            let m = Arc::new(Model::new(2, spec));
+            // The wakeup may send J to the other worker, and B's balancer may pull it.
+            // SAFETY: model tasks run no code of their own: nothing thread-local to break.
+            let m = Arc::new(unsafe { Model::with_migration(2, spec) });
             let j = m.running_task(A);
             let (x, handle, exit) = m.queued_joinable_task::<u64>(A);
             assert_eq!(

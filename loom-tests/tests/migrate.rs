@@ -43,7 +43,9 @@ const FEATURES: [&str; 2] = ["TTWU_QUEUE_DELAYED", "TTWU_QUEUE"];
 fn migration_chase() {
     for spec in FEATURES {
         loom::model(move || {
-            let m = Arc::new(Model::new(2, spec));
+            // The balancer moves T, which has run (the chase needs it).
+            // SAFETY: model tasks run no code of their own: nothing thread-local to break.
+            let m = Arc::new(unsafe { Model::with_migration(2, spec) });
             let t = m.running_task(0);
             let u = m.queued_task(0);
             assert_eq!(m.prepare_park(&t), Step::Sleep);
@@ -84,7 +86,9 @@ fn migration_chase() {
 #[test]
 fn migration_chase_in_order() {
     loom::model(|| {
-        let m = Model::new(2, "TTWU_QUEUE_DELAYED");
+        // The balancer moves T, which has run (the chase needs it).
+        // SAFETY: model tasks run no code of their own: nothing thread-local to break.
+        let m = unsafe { Model::with_migration(2, "TTWU_QUEUE_DELAYED") };
         let t = m.running_task(0);
         let u = m.queued_task(0);
         assert_eq!(m.prepare_park(&t), Step::Sleep);

@@ -32,13 +32,18 @@
 //! `on_cpu_handoff`: T is A's only task; A goes idle and its idle loop looks for work (the
 //! waker always finds A idle then and chooses it: B never gets T here).
 //! `on_cpu_handoff_busy`: A has task U queued too; A switches from T to U, then U blocks, so
-//! A's next `schedule()` drains the wakelist; the waker, finding A busy, sends T to B.
+//! A's next `schedule()` drains the wakelist; the waker, finding A busy, sends T to B (the
+//! runtime's migration opt-in, `Model::with_migration`: T has run; the same race under the
+//! migration contract, where T stays on A, is `contract.rs`).
 //!
 //! Mutants (`mutants.sh` runs the whole file for each):
 //! * `ttwu_on_cpu_wrong_cpu` makes TTWU_QUEUE_ON_CPU hand the wakeup to a worker other than
 //!   the one still switching away from T: B drains it and switches T in while A may still
-//!   be saving it (caught by the restore; the waker never reads the context on this path,
-//!   and the models of `ttwu.rs` and `delayed.rs` pass with this mutation);
+//!   be saving it (caught by the restore in `on_cpu_handoff_busy`, which opts in to
+//!   migration; in `on_cpu_handoff`, under the migration contract, the switch-in's contract
+//!   check reports B switching in a task that last ran on A first. The waker never reads the
+//!   context on this path, and the models of `ttwu.rs` and `delayed.rs` pass with this
+//!   mutation);
 //! * `ttwu_no_on_cpu_wait` drops the waker's wait for `on_cpu` to clear (with the feature
 //!   off): the waker takes T's context while its switch-out is still saving it (caught by
 //!   the waker's own read in `wake/ttwu.rs` before any switch-in can be);
@@ -271,7 +276,9 @@ fn on_cpu_handoff_busy() {
         loom::model(move || {
             let seen = &*counts;
             seen.total.fetch_add(1, StdOrdering::Relaxed);
-            let m = Arc::new(Model::new(2, spec));
+            // A waker that finds A busy sends T, which has run, to B.
+            // SAFETY: model tasks run no code of their own: nothing thread-local to break.
+            let m = Arc::new(unsafe { Model::with_migration(2, spec) });
             let t = m.running_task(A);
             let u = m.queued_task(A);
             let owner = Arc::new(Owner::new(A));

@@ -3,6 +3,16 @@
 //! Every message says what was wrong and what to do about it: an unknown feature name lists
 //! the valid ones, a CPU outside the allowed set names the allowed ones, an unreadable sysfs
 //! file names its path.
+//!
+//! ## Out-of-range settings: one rule
+//!
+//! A setting that is the kernel's own concept follows the kernel: a nice level is clamped to
+//! −20..=19 as `setpriority(2)` clamps it, and a slice (a task's, or the runtime's default) to
+//! 0.1 ms – 100 ms as the kernel clamps `sched_attr.sched_runtime`; their docs say so. Every
+//! other setting refuses a value outside its range with an error of this type that names the
+//! value and the range (a stack below the minimum, an idle spin above the maximum, an empty or
+//! disallowed CPU list, a trace capacity of 0, a blocking pool bound of 0, an unknown
+//! feature), and a bad value never panics the runtime or loses a task.
 
 use alloc::string::String;
 use core::fmt;
@@ -116,6 +126,17 @@ pub enum Error {
         /// The number of workers (each has a log, and there is one more for outside threads).
         workers: usize,
     },
+    /// A setting was given a value outside the range it accepts. (Settings that are the
+    /// kernel's own concepts — nice levels, slices — are clamped as the kernel clamps them
+    /// instead; each setting's documentation says which rule it follows.)
+    OutOfRange {
+        /// The setting, as its function is named (e.g. `"Builder::trace_capacity"`).
+        setting: &'static str,
+        /// The value given, as text.
+        value: String,
+        /// The values accepted, as text (e.g. `"1 to 10000"`).
+        valid: &'static str,
+    },
     /// A trace could not be written to its file.
     TraceWrite {
         /// The file's path.
@@ -179,10 +200,16 @@ impl fmt::Display for Error {
             Error::StackMap { size, errno } => write!(
                 f,
                 "could not map a task stack of {} KiB: errno {errno} ({}); lower the stack \
-                 size or the number of live tasks, or raise vm.max_map_count (each stack \
-                 takes two mappings)",
+                 size or the number of live tasks, or raise the kernel's limit on mappings \
+                 (sysctl vm.max_map_count=262144; {})",
                 size / 1024,
-                crate::sys::mem::errno_name(*errno)
+                crate::sys::mem::errno_name(*errno),
+                if crate::sys::mem::guard_regions() {
+                    "stacks are batched into few mappings here, so memory is the likelier limit"
+                } else {
+                    "this kernel has no guard regions (Linux 6.13), so each stack takes two \
+                     mappings: about 32 000 live stacks at the default of 65 530"
+                }
             ),
             Error::SignalSetup { errno } => write!(
                 f,
@@ -231,6 +258,14 @@ impl fmt::Display for Error {
                  `trace_capacity` (each event takes {} bytes)",
                 workers + 1,
                 TRACE_EVENT_BYTES
+            ),
+            Error::OutOfRange {
+                setting,
+                value,
+                valid,
+            } => write!(
+                f,
+                "{setting} was given {value}, which is out of range; it accepts {valid}"
             ),
             Error::TraceWrite { path, os_error } => write!(
                 f,

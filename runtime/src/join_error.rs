@@ -1,14 +1,15 @@
-//! The error a join returns when the task did not complete normally.
+//! The error a join returns when the task did not complete normally, and the private payload
+//! with which a shutdown's cancellation unwinds a task (`task/cancel.rs`).
 
 use alloc::boxed::Box;
 use alloc::string::String;
 use core::any::Any;
 use core::fmt;
 
-/// Why a task produced no value: today, because it panicked (with feature `std`; without it a
-/// panic aborts the process).
+/// Why a task produced no value: it panicked (with feature `std`; without it a panic aborts
+/// the process), or the runtime's shutdown cancelled it ([`is_cancelled`](Self::is_cancelled)).
 ///
-/// The panic payload travels to the joiner, who can resume the panic with
+/// A panic's payload travels to the joiner, who can resume the panic with
 /// `std::panic::resume_unwind(err.into_panic())`.
 pub struct JoinError {
     name: String,
@@ -18,15 +19,30 @@ pub struct JoinError {
 
 enum Repr {
     Panic(Box<dyn Any + Send + 'static>),
+    Cancelled,
 }
 
+/// The payload with which a shutdown's cancellation unwinds a task (`task/cancel.rs`). Private:
+/// no other code can raise one, so a payload of this type is always a cancellation.
+pub(crate) struct Cancelled;
+
 impl JoinError {
-    /// A task named `name` with id `id` panicked with `payload`.
+    /// A task named `name` with id `id` panicked with `payload` (or, if the payload is the
+    /// runtime's cancellation, was cancelled).
     pub fn panicked(name: String, id: u64, payload: Box<dyn Any + Send + 'static>) -> Self {
+        let repr = match payload.is::<Cancelled>() {
+            true => Repr::Cancelled,
+            false => Repr::Panic(payload),
+        };
+        JoinError { name, id, repr }
+    }
+
+    /// A task named `name` with id `id` was cancelled by the runtime's shutdown.
+    pub(crate) fn cancelled(name: String, id: u64) -> Self {
         JoinError {
             name,
             id,
-            repr: Repr::Panic(payload),
+            repr: Repr::Cancelled,
         }
     }
 
@@ -35,10 +51,20 @@ impl JoinError {
         matches!(self.repr, Repr::Panic(_))
     }
 
+    /// Whether the runtime's shutdown cancelled the task: it was blocked (or, past half the
+    /// shutdown's timeout, still running) when the runtime shut down, and it unwound from
+    /// the blocking call (running its destructors), or, if it did not end in time, was
+    /// abandoned (`Runtime::shutdown_timeout` says which).
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self.repr, Repr::Cancelled)
+    }
+
     /// The panic payload.
     ///
     /// # Panics
-    /// If the error is not a panic (see [`try_into_panic`](Self::try_into_panic)).
+    /// If the error is not a panic (see [`try_into_panic`](Self::try_into_panic)); the panic
+    /// names the caller's location.
+    #[track_caller]
     pub fn into_panic(self) -> Box<dyn Any + Send + 'static> {
         match self.try_into_panic() {
             Ok(payload) => payload,
@@ -53,6 +79,7 @@ impl JoinError {
     pub fn try_into_panic(self) -> Result<Box<dyn Any + Send + 'static>, JoinError> {
         match self.repr {
             Repr::Panic(payload) => Ok(payload),
+            Repr::Cancelled => Err(self),
         }
     }
 
@@ -73,12 +100,20 @@ impl JoinError {
                 .downcast_ref::<&'static str>()
                 .copied()
                 .or_else(|| p.downcast_ref::<String>().map(String::as_str)),
+            Repr::Cancelled => None,
         }
     }
 }
 
 impl fmt::Display for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_cancelled() {
+            return write!(
+                f,
+                "task '{}' (id {}) was cancelled: the runtime shut down before it ended",
+                self.name, self.id
+            );
+        }
         write!(f, "task '{}' (id {}) panicked", self.name, self.id)?;
         match self.message() {
             Some(m) => write!(f, ": {m}"),
@@ -89,11 +124,13 @@ impl fmt::Display for JoinError {
 
 impl fmt::Debug for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JoinError")
-            .field("task", &self.name)
-            .field("id", &self.id)
-            .field("panic", &self.message().unwrap_or("<non-string payload>"))
-            .finish()
+        let mut d = f.debug_struct("JoinError");
+        d.field("task", &self.name).field("id", &self.id);
+        match self.is_cancelled() {
+            true => d.field("cancelled", &true),
+            false => d.field("panic", &self.message().unwrap_or("<non-string payload>")),
+        };
+        d.finish()
     }
 }
 
@@ -115,5 +152,18 @@ mod tests {
             "task 'w' (id 1) panicked (payload is not a string)"
         );
         assert_eq!(*e2.into_panic().downcast::<u32>().unwrap(), 42);
+    }
+
+    #[test]
+    fn the_cancellation_payload_makes_a_cancelled_error() {
+        let e = JoinError::panicked("w".into(), 3, Box::new(Cancelled));
+        assert!(e.is_cancelled() && !e.is_panic());
+        assert_eq!(
+            format!("{e}"),
+            "task 'w' (id 3) was cancelled: the runtime shut down before it ended"
+        );
+        let e = e.try_into_panic().unwrap_err();
+        assert!(JoinError::cancelled("w".into(), 3).is_cancelled());
+        assert!(format!("{e:?}").contains("cancelled"));
     }
 }

@@ -10,7 +10,8 @@
 //! * [`topology`] — sysfs → [`topology::Topology`]: CPUs, caches, NUMA, sched-domain levels,
 //!   preferred-core priorities and the allowed CPUs.
 //! * [`arch`] — the green-thread mechanism: context switch (x86_64, aarch64) with unwind info,
-//!   task stacks (mmap + guard page, per-worker pool), stack-overflow reports, the `Fiber`.
+//!   task stacks (batched mmap + guard page, per-worker pool), stack-overflow reports, the
+//!   `Fiber`.
 //! * [`sync`] — the loom shim (atomics, cells and a futex word that become loom's under
 //!   `cfg(loom)`), the lock-free wakelist, the idle/kick protocol and the runqueue lock.
 //! * `sys` — the only caller of `libc`.
@@ -28,7 +29,8 @@
 //!   loop, load balancing, timer expiry;
 //!
 //! and the user-facing API above them: [`task`] (spawn, join, park/unpark, sleep, yield,
-//! `cond_resched`) and [`Runtime`] (builder, `block_on`, shutdown, statistics). [`trace`]
+//! `cond_resched`, `spawn_blocking`) and [`Runtime`] (builder, `block_on`, a shutdown that
+//! unwinds what it cancels, statistics). [`trace`]
 //! records switch / wakeup / migrate events per worker, when asked to, and exports them as
 //! Chrome/Perfetto trace JSON.
 //!
@@ -38,6 +40,48 @@
 //!
 //! The crate is `#![no_std]` + `alloc`; the `std` feature (on by default) adds conveniences
 //! only. All OS access goes through `libc` in `sys/`.
+//!
+//! # Soundness
+//!
+//! A stackful task that resumes on another OS thread breaks what safe Rust may assume: a
+//! reference into a `thread_local!` held across a blocking call would point into the other
+//! thread's storage, an `Rc` to thread-local state (as `rand::thread_rng()` hands out) would
+//! be shared by two threads, and the compiler, which assumes a function runs on one thread,
+//! may keep a thread-local's address from before a call that switched threads and use it
+//! after. `Send` on the spawned closure cannot rule any of this out: such values are created
+//! inside the task. So lagom has two modes.
+//!
+//! * **Default: sound for any safe code.** A task that has started running always resumes
+//!   on the worker thread it last ran on, across every blocking call (`park`, `sleep`,
+//!   `join`, `yield_now`, `cond_resched`). Thread-locals, thread-affine values and thread
+//!   identity behave as on a plain thread. Placement stays free where it is sound: a new
+//!   task is placed by CPU selection (`select_task_rq`), and the balancers move tasks that
+//!   are queued but have never run. That is where a task graph gets its parallelism: spawn
+//!   the work and it spreads before it starts. What it costs: once running, a task stays
+//!   put, so a worker whose started tasks outnumber another's keeps them (the balancers
+//!   cannot fix an imbalance among started tasks; affinity, or spawning more, finer tasks
+//!   can), and wakeups of a started task never go to an idler worker.
+//! * **Opt-in: kernel-faithful.** [`Builder::allow_migration`] (every task of a runtime)
+//!   and [`task::Builder::allow_migration`] (one task) are `unsafe`: they let wakeup
+//!   placement (`select_task_rq` for a woken task, TTWU_DEQUEUE's and TTWU_QUEUE_DELAYED's
+//!   reselection) and the newly idle and periodic balancers move started tasks as the kernel
+//!   moves threads, which is what the scheduler lab measures and what weighted fairness
+//!   across workers needs. Their `# Safety` sections state the promise: no thread-local
+//!   reference or thread-affine value held across a blocking call, no thread-local access in
+//!   a function that also blocks where the two could be inlined together, no reliance on the
+//!   thread's identity, no blocking in a destructor that a panic runs.
+//!
+//! Every path that picks a CPU for a started task honours the task's mode (`wake/select.rs`
+//! lists them), loom model 10 (`loom-tests/tests/contract.rs`) races them under the default,
+//! and the switch into a task, where every resume begins, aborts the process rather than
+//! resume a task that may not migrate anywhere else, should a path ever break the contract.
+//!
+//! Other stackful runtimes leave this to the user. `may` marks `coroutine::spawn` `unsafe`
+//! ("access TLS in coroutine may trigger undefined behavior"), offers a `go!` macro that
+//! hides the `unsafe`, and moves every coroutine between its worker threads; `generator`
+//! (generator-rs) makes a generator `Send` when its closure is, so it may be resumed on any
+//! thread, with what it holds across a yield the caller's concern. lagom's default removes
+//! the hazard instead, and its opt-in names it.
 #![no_std]
 #![deny(missing_docs)]
 
@@ -67,5 +111,5 @@ mod worker;
 pub use arch::FpControl;
 pub use error::Error;
 pub use join_error::JoinError;
-pub use runtime::{Builder, DEFAULT_IDLE_SPIN, MAX_IDLE_SPIN, Runtime};
-pub use worker::{Stats, WorkerStats};
+pub use runtime::{Builder, DEFAULT_IDLE_SPIN, DEFAULT_SHUTDOWN_TIMEOUT, MAX_IDLE_SPIN, Runtime};
+pub use worker::{ShutdownStats, Stats, WorkerStats};

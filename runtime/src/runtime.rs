@@ -3,14 +3,41 @@
 //!
 //! ## Shutdown
 //!
-//! [`Runtime::shutdown`] (also run by `Drop`) sets `closing` and kicks every worker. Tasks are
-//! never preempted, so a task that is running or runnable keeps its worker busy: each worker
-//! stops once its runqueue and wakelist are empty. Then the OS threads are joined, and every
-//! task that has not ended — blocked tasks, and tasks woken onto a worker that had already
-//! stopped — is **cancelled**: it is never resumed, its stack is unmapped without running the
-//! destructors of the values on it (they leak, as a `mem::forget` would), its task control
-//! block is freed, and joining it panics. Afterwards the live-task and live-stack counters
-//! are zero.
+//! Invariant: *a shutdown returns within its timeout, and every task it finds either ends —
+//! its value delivered, or unwound by a cancellation so that its destructors ran — or is
+//! reported as abandoned.*
+//!
+//! [`Runtime::shutdown_timeout`]`(d)` (and [`Runtime::shutdown`], [`Runtime::shutdown_with_trace`]
+//! and `Drop`, with [`DEFAULT_SHUTDOWN_TIMEOUT`]) walks the runtime through four phases
+//! (`Shared::phase`, stored with Release and followed by a kick of every worker; at FORCE and
+//! EXIT also need-resched on every worker, so that a running task's next `cond_resched`
+//! switches and meets its cancellation point):
+//!
+//! 1. **DRAIN**, from the start: tasks that are runnable run on (lagom never preempts); a task
+//!    that is blocked once the runtime has nothing runnable is **cancelled**: an idle worker's
+//!    sweep (`sched/shutdown.rs`) marks it and wakes it, and it resumes inside its blocking
+//!    call (`park`, and so `sleep` and `join`), which does not return but unwinds
+//!    (`task/cancel.rs`): destructors run, guards are released, and its `join` returns a
+//!    [`JoinError`](crate::JoinError) whose `is_cancelled()` is true. Tasks that block later
+//!    are swept later (idle workers come round every millisecond during a shutdown).
+//! 2. **FORCE**, at `d / 2`: every task still alive is cancelled at its next call into lagom
+//!    (`cond_resched`, `yield_now`, a blocking call, or its start), whatever runs elsewhere.
+//! 3. **EXIT**, at `3d / 4`: a task still alive — one that caught the cancellation and went
+//!    on — is **abandoned** at its next call into lagom: it blocks for good. Workers leave
+//!    their loops once they have nothing runnable.
+//! 4. At `d` the shutting-down thread stops waiting: it joins every worker thread that has
+//!    stopped, then frees every task that has not ended (abandoned, or stranded on a queue):
+//!    never resumed, its stack unmapped without running the destructors of what is on it
+//!    (they leak, as a `mem::forget` would), its join completed as cancelled. A worker
+//!    thread that has not stopped by then is running a task that never calls into lagom:
+//!    nothing can stop it, so its thread is detached and left running, and the runtime's
+//!    memory (which it uses) is not freed. Both are reported: [`Stats::shutdown`] and a line
+//!    on stderr.
+//!
+//! The shutdown returns as soon as no task is left, so with nothing running it is quick.
+//! Without the `std` feature nothing can unwind a task: there is no sweep and no FORCE
+//! cancellation, and the shutdown goes to EXIT as soon as the runtime has nothing runnable,
+//! so blocked tasks are abandoned at once (as above: destructors not run, join cancelled).
 
 use alloc::boxed::Box;
 use alloc::string::String;
@@ -24,15 +51,21 @@ use crate::arch::FpControl;
 use crate::arch::MIN_STACK_SIZE;
 use crate::policy::{Features, MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, RqConfig};
 use crate::sched::worker_main;
-use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use crate::sys::thread::Thread;
 use crate::task::{Builder as TaskBuilder, JoinHandle, spawn_inner};
 use crate::trace::{DEFAULT_TRACE_CAPACITY, Recorder, Trace};
-use crate::worker::{Shared, Stats, Task, Worker};
+use crate::worker::{
+    PHASE_DRAIN, PHASE_EXIT, PHASE_FORCE, PHASE_RUN, Shared, ShutdownStats, Stats, Task, Worker,
+};
 
 /// How long an idle worker spins by default before it sleeps in `futex_wait` (chosen from the
 /// curve in the `sched/idle.rs` module doc: wake latency against idle CPU, issue #5).
 pub const DEFAULT_IDLE_SPIN: Duration = Duration::from_micros(30);
+
+/// The timeout of [`Runtime::shutdown`], [`Runtime::shutdown_with_trace`] and of dropping a
+/// runtime (the module doc of `Runtime::shutdown_timeout` says what happens within it).
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The longest idle spin [`Builder::idle_spin`] accepts. A cross-CPU futex wake costs tens of
 /// µs, so a spin far beyond that only burns CPU; a longer request is most likely a unit slip.
@@ -49,10 +82,13 @@ pub struct Builder {
     tracing: bool,
     trace_capacity: Option<usize>,
     fp_control: FpControl,
+    allow_migration: bool,
 }
 
 impl Builder {
-    /// The CPUs to run workers on, one pinned worker each (default: every allowed CPU).
+    /// The CPUs to run workers on, one pinned worker each (default: every allowed CPU). A CPU
+    /// outside the process's allowed set, a CPU listed twice, or an empty list is an error at
+    /// [`build`](Builder::build) ([`Error::CpuNotAllowed`], [`Error::NoCpus`]).
     pub fn worker_cpus(mut self, cpus: impl IntoIterator<Item = usize>) -> Builder {
         self.cpus = Some(cpus.into_iter().collect());
         self
@@ -66,14 +102,19 @@ impl Builder {
     }
 
     /// The base slice of tasks without a custom one (default: the kernel's, scaled with the
-    /// number of workers).
+    /// number of workers). A slice is the kernel's concept, so it follows the kernel's rule
+    /// for out-of-range values: it is clamped to 0.1 ms – 100 ms
+    /// ([`MIN_CUSTOM_SLICE`](crate::policy::MIN_CUSTOM_SLICE) –
+    /// [`MAX_CUSTOM_SLICE`](crate::policy::MAX_CUSTOM_SLICE)), as the kernel clamps
+    /// `sched_attr.sched_runtime`, not refused (every other setting is: [`Error`]).
     pub fn default_slice(mut self, slice: Duration) -> Builder {
         self.slice = Some(slice);
         self
     }
 
     /// The default task stack size in bytes (default 256 KiB; at least
-    /// [`MIN_STACK_SIZE`]). A task's closure and the fiber's bookkeeping are kept at the top
+    /// [`MIN_STACK_SIZE`]: a smaller size is an [`Error::StackTooSmall`] at
+    /// [`build`](Builder::build)). A task's closure and the fiber's bookkeeping are kept at the top
     /// of its stack when they take at most 1/16 of it
     /// ([`IN_STACK_SHARE`](crate::arch::IN_STACK_SHARE)), which saves an allocation per
     /// task; the task's frames get the rest.
@@ -114,7 +155,8 @@ impl Builder {
     /// The capacity of each worker's trace log, in events (default
     /// [`DEFAULT_TRACE_CAPACITY`](crate::trace::DEFAULT_TRACE_CAPACITY)); allocated at
     /// [`build`](Builder::build) when tracing is on. A full log stops recording and counts
-    /// what it drops.
+    /// what it drops. 0, or more than can be allocated, is an [`Error::TraceCapacity`] at
+    /// `build`.
     pub fn trace_capacity(mut self, events: usize) -> Builder {
         self.trace_capacity = Some(events);
         self
@@ -131,6 +173,60 @@ impl Builder {
     /// switch and abort naming the task. See [`FpControl`].
     pub fn fp_control(mut self, mode: FpControl) -> Builder {
         self.fp_control = mode;
+        self
+    }
+
+    /// Lets every task of this runtime resume on another worker thread once it has started,
+    /// as the kernel moves threads: wakeup placement (`select_task_rq`, TTWU_DEQUEUE, the
+    /// TTWU_QUEUE_DELAYED reselection) and the newly idle and periodic balancers may then
+    /// move tasks that have run, not only tasks that have not (the default, which is sound
+    /// for any safe code: see the crate's "Soundness" section). This is what the scheduler
+    /// lab needs — kernel-faithful placement and weighted fairness across workers — and what
+    /// a task graph whose tasks block and wake often gains balance from. One task can opt in
+    /// alone with [`task::Builder::allow_migration`](crate::task::Builder::allow_migration).
+    ///
+    /// ```
+    /// let rt = lagom::Runtime::builder();
+    /// // SAFETY: the tasks below hold no thread-local or thread-affine value across a
+    /// // blocking call and never ask which thread they run on.
+    /// let rt = unsafe { rt.allow_migration() }.build()?;
+    /// assert_eq!(rt.block_on(|| lagom::task::spawn(|| 6 * 7).join().unwrap()), 42);
+    /// # Ok::<(), lagom::Error>(())
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// A task of this runtime (every closure given to [`Runtime::block_on`],
+    /// [`Runtime::spawn`] or [`Runtime::spawn_with`], and every task they spawn) may then be
+    /// suspended by any blocking call — `park`, `sleep`, `join`, `yield_now`,
+    /// `cond_resched`, and whatever is built on them — on one OS thread and resumed on
+    /// another. The caller promises that the code of every such task, including the
+    /// libraries it calls:
+    ///
+    /// 1. holds across a blocking call no reference into thread-local storage
+    ///    (`thread_local!`, `#[thread_local]`, `pthread_getspecific`) and no value that
+    ///    refers to it or belongs to its thread: an `Rc` to thread-local state (as
+    ///    `rand::thread_rng()` returns), a `std::sync::MutexGuard` or other guard that the
+    ///    locking thread must release, any `!Send` value obtained from the thread;
+    /// 2. does not touch thread-local storage in a function that also blocks, where both
+    ///    could be inlined into one body: the compiler assumes a function runs on one thread,
+    ///    so it may compute a thread-local's address before the call and reuse it after
+    ///    (keep such an access behind an `#[inline(never)]` call, as lagom's own worker
+    ///    look-up is);
+    /// 3. does not rely on the thread's identity staying the same across a blocking call:
+    ///    `std::thread::current()`, `gettid`, thread-keyed caches or locks, `errno` read
+    ///    after a blocking call for an operation made before it;
+    /// 4. does not block in a destructor that runs while a panic unwinds: std counts
+    ///    panics per thread, and a count raised on one thread and lowered on another leaves
+    ///    both wrong.
+    ///
+    /// Why this is `unsafe` rather than checked: the task's stack moves with it, but its
+    /// thread's storage does not, so breaking the promise reads and writes another thread's
+    /// storage while that thread runs another task — a data race, undefined behaviour — and
+    /// `Send` on the closure cannot rule it out, because such values are created inside the
+    /// task.
+    pub unsafe fn allow_migration(mut self) -> Builder {
+        self.allow_migration = true;
         self
     }
 
@@ -184,21 +280,24 @@ impl Builder {
         let shared = Arc::new(Shared {
             workers: cpus.iter().map(|&c| Worker::new(c, cfg)).collect(),
             features,
-            closing: AtomicBool::new(false),
+            phase: AtomicU32::new(PHASE_RUN),
             stack_size,
             // At most MAX_IDLE_SPIN, so it fits in u64 nanoseconds.
             idle_spin: idle_spin.as_nanos() as u64,
             fp_control: self.fp_control,
+            allow_migration: self.allow_migration,
             next_outside: AtomicUsize::new(0),
             trace,
         });
         let mut rt = Runtime {
             shared,
             threads: Vec::new(),
+            shutdown: ShutdownStats::default(),
         };
         for i in 0..cpus.len() {
             let s = Arc::clone(&rt.shared);
-            match crate::sys::thread::spawn(move || worker_main(s, i)) {
+            let name = alloc::format!("lagom-worker-{i}");
+            match crate::sys::thread::spawn(name, move || worker_main(s, i)) {
                 Ok(t) => rt.threads.push(t),
                 Err(errno) => return Err(Error::ThreadSpawn { errno }),
             }
@@ -241,6 +340,8 @@ fn allowed_cpus() -> Vec<usize> {
 pub struct Runtime {
     shared: Arc<Shared>,
     threads: Vec<Thread>,
+    /// What the shutdown could not finish (zero until it ran).
+    shutdown: ShutdownStats,
 }
 
 impl core::fmt::Debug for Runtime {
@@ -264,6 +365,11 @@ impl Runtime {
 
     /// Runs `f` as a task and returns its value to the calling OS thread, which sleeps
     /// meanwhile. A panic of `f` is resumed here (with `std`; without it, panics abort).
+    ///
+    /// # Panics
+    /// With `f`'s panic; or, naming the caller's location, if the task cannot be spawned (no
+    /// stack can be mapped).
+    #[track_caller]
     pub fn block_on<T, F>(&self, f: F) -> T
     where
         T: Send + 'static,
@@ -284,7 +390,8 @@ impl Runtime {
     /// Spawns `f` from outside the runtime.
     ///
     /// # Panics
-    /// If no stack can be mapped.
+    /// If no stack can be mapped (the panic names the caller's location).
+    #[track_caller]
     pub fn spawn<T, F>(&self, f: F) -> JoinHandle<T>
     where
         T: Send + 'static,
@@ -325,6 +432,7 @@ impl Runtime {
                 .collect(),
             live_tasks,
             live_stacks,
+            shutdown: self.shutdown,
         }
     }
 
@@ -338,13 +446,47 @@ impl Runtime {
         }
     }
 
-    /// Stops the workers, joins their threads and frees every task (module doc); returns the
-    /// final counters.
+    /// [`shutdown_timeout`](Runtime::shutdown_timeout) with [`DEFAULT_SHUTDOWN_TIMEOUT`];
+    /// returns the final counters.
     ///
     /// # Panics
     /// If called (or the runtime dropped) from one of the runtime's own tasks.
-    pub fn shutdown(mut self) -> Stats {
-        self.stop();
+    #[track_caller]
+    pub fn shutdown(self) -> Stats {
+        self.shutdown_timeout(DEFAULT_SHUTDOWN_TIMEOUT)
+    }
+
+    /// Shuts the runtime down within `timeout` (the module doc has the phases): runnable
+    /// tasks run on; blocked tasks are cancelled — their blocking call unwinds, so their
+    /// destructors run, and their `join` returns a cancelled [`JoinError`](crate::JoinError);
+    /// from `timeout / 2` every task still alive is cancelled at its next call into lagom (a
+    /// loop calling `cond_resched` or `yield_now` unwinds there); from `3 * timeout / 4` a
+    /// task still alive (it caught the cancellation and went on) is abandoned at its next
+    /// call; at `timeout` the worker threads that stopped are joined and every task left is
+    /// freed without unwinding. Returns as soon as no task is left. What could not be
+    /// finished is reported in [`Stats::shutdown`] (and on stderr): abandoned tasks, and
+    /// worker threads stuck in a task that never calls into lagom (detached, the runtime's
+    /// memory leaked). Dropping a runtime does the same with [`DEFAULT_SHUTDOWN_TIMEOUT`].
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// let rt = lagom::Runtime::builder().build()?;
+    /// let h = rt.spawn(|| loop {
+    ///     lagom::task::cond_resched(); // never ends on its own
+    /// });
+    /// let t0 = Instant::now();
+    /// let stats = rt.shutdown_timeout(Duration::from_millis(200));
+    /// assert!(t0.elapsed() < Duration::from_millis(200));
+    /// assert!(h.join().unwrap_err().is_cancelled());
+    /// assert_eq!((stats.live_tasks, stats.shutdown.abandoned), (0, 0));
+    /// # Ok::<(), lagom::Error>(())
+    /// ```
+    ///
+    /// # Panics
+    /// If called from one of the runtime's own tasks.
+    #[track_caller]
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Stats {
+        self.stop(timeout);
         self.stats()
     }
 
@@ -353,12 +495,15 @@ impl Runtime {
     ///
     /// # Panics
     /// As [`shutdown`](Runtime::shutdown).
+    #[track_caller]
     pub fn shutdown_with_trace(mut self) -> (Stats, Trace) {
-        self.stop();
+        self.stop(DEFAULT_SHUTDOWN_TIMEOUT);
         (self.stats(), self.trace())
     }
 
-    fn stop(&mut self) {
+    /// The shutdown (module doc).
+    #[track_caller]
+    fn stop(&mut self, timeout: Duration) {
         if self.threads.is_empty() {
             return;
         }
@@ -366,13 +511,73 @@ impl Runtime {
             // Joining the workers from one of them would wait for itself forever.
             panic!("lagom: a runtime cannot be shut down or dropped from one of its own tasks");
         }
-        self.shared.closing.store(true, Ordering::Release);
-        for w in &self.shared.workers {
-            w.kick.kick();
+        let shared = &*self.shared;
+        let d = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        let start = crate::sys::time::monotonic_ns();
+        let at = |part: u64| start.saturating_add(d / 4 * part);
+        shared.set_phase(PHASE_DRAIN);
+        loop {
+            let now = crate::sys::time::monotonic_ns();
+            if self.live_tasks() == 0 || now >= at(3) {
+                break;
+            }
+            // Without std nothing can unwind a task: once nothing is runnable, the blocked
+            // tasks are abandoned at once (module doc).
+            if !cfg!(feature = "std") && shared.looks_idle() {
+                break;
+            }
+            if now >= at(2) && shared.phase() < PHASE_FORCE {
+                shared.set_phase(PHASE_FORCE);
+            }
+            nap(at(3).min(now + POLL));
         }
-        for t in self.threads.drain(..) {
-            t.join();
+        shared.set_phase(PHASE_EXIT);
+        let end = start.saturating_add(d);
+        while !shared
+            .workers
+            .iter()
+            .all(|w| w.exited.load(Ordering::Acquire))
+        {
+            let now = crate::sys::time::monotonic_ns();
+            if now >= end {
+                break;
+            }
+            nap(end.min(now + POLL));
         }
+        let mut stuck = 0;
+        for (w, t) in shared.workers.iter().zip(self.threads.drain(..)) {
+            if w.exited.load(Ordering::Acquire) {
+                t.join();
+            } else {
+                // Its task never calls into lagom: the thread cannot be stopped, and it keeps
+                // the runtime's state alive through its own `Arc` (module doc).
+                t.detach();
+                stuck += 1;
+            }
+        }
+        self.shutdown.stuck_workers = stuck;
+        if stuck == 0 {
+            self.shutdown.abandoned = self.free_leftovers();
+        }
+        if stuck > 0 || self.shutdown.abandoned > 0 {
+            let msg = alloc::format!(
+                "lagom: shutdown did not finish within {timeout:?}: {} task(s) abandoned \
+                 without unwinding, {stuck} worker thread(s) left running a task that never \
+                 calls into lagom (detached; the runtime's memory is leaked)\n",
+                self.shutdown.abandoned
+            );
+            crate::sys::signal::write_stderr(msg.as_bytes());
+        }
+    }
+
+    /// Tasks spawned and not yet freed, over every worker's registry.
+    fn live_tasks(&self) -> usize {
+        self.shared.workers.iter().map(|w| w.tasks.counts().0).sum()
+    }
+
+    /// With every worker stopped and joined, frees every task that has not ended (module
+    /// doc); returns how many there were.
+    fn free_leftovers(&mut self) -> usize {
         for w in &self.shared.workers {
             // Wakelist entries borrow their registry's reference (`wake::queue_wakelist`):
             // empty the lists before the registries free the tasks they point to.
@@ -381,6 +586,7 @@ impl Runtime {
             let old = core::mem::replace(&mut *w.rq.lock(), crate::policy::RunQueue::new(cfg));
             drop(old);
         }
+        let mut abandoned = 0;
         for w in &self.shared.workers {
             let cancel = |t: &Task| {
                 // SAFETY: every worker has stopped: nobody else touches the task's parts.
@@ -394,16 +600,32 @@ impl Runtime {
                 if let Some(joiner) = t.completion.cancel() {
                     crate::wake::unpark(&joiner);
                 }
+                abandoned += 1;
                 true
             };
             // SAFETY: every worker has stopped and been joined.
             unsafe { w.tasks.cancel_all(cancel) };
         }
+        abandoned
     }
 }
 
+/// How often a shutdown looks whether it is done.
+const POLL: u64 = 1_000_000;
+
+/// Sleeps the calling OS thread until `deadline` (monotonic ns) or a little after.
+fn nap(deadline: u64) {
+    let now = crate::sys::time::monotonic_ns();
+    if deadline > now {
+        crate::sync::futex::Futex::new(0).wait(0, Some(deadline - now));
+    }
+}
+
+/// Shuts the runtime down as [`Runtime::shutdown`] does: within [`DEFAULT_SHUTDOWN_TIMEOUT`],
+/// cancelling (unwinding) the tasks still blocked, then those still running, and reporting
+/// on stderr what it had to abandon (the module doc of [`Runtime::shutdown_timeout`]).
 impl Drop for Runtime {
     fn drop(&mut self) {
-        self.stop();
+        self.stop(DEFAULT_SHUTDOWN_TIMEOUT);
     }
 }

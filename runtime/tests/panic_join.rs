@@ -1,6 +1,7 @@
 //! A panicking task's payload reaches the joiner, and the other tasks keep running.
 
 mod fiber_util;
+mod panic_util;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -9,6 +10,7 @@ use lagom::arch::{DefaultStack, Fiber};
 
 #[test]
 fn panic_payload_reaches_join_and_others_keep_running() {
+    panic_util::quiet();
     let counts: Arc<[AtomicU32; 2]> = Arc::new([AtomicU32::new(0), AtomicU32::new(0)]);
     let mut fibers = Vec::new();
     fibers.push(Fiber::new(
@@ -18,7 +20,7 @@ fn panic_payload_reaches_join_and_others_keep_running() {
         || {
             fiber_util::yield_now();
             fiber_util::yield_now();
-            panic!("boom after two yields");
+            panic!("deliberate boom after two yields");
         },
     ));
     for i in 0..2 {
@@ -50,12 +52,12 @@ fn panic_payload_reaches_join_and_others_keep_running() {
     assert_eq!(err.task_id(), 1);
     assert_eq!(
         err.to_string(),
-        "task 'panicker' (id 1) panicked: boom after two yields"
+        "task 'panicker' (id 1) panicked: deliberate boom after two yields"
     );
     let payload = err.into_panic();
     assert_eq!(
         *payload.downcast::<&str>().unwrap(),
-        "boom after two yields"
+        "deliberate boom after two yields"
     );
     for f in &mut fibers[1..] {
         assert!(f.take_outcome().expect("finished").is_ok());
@@ -64,13 +66,14 @@ fn panic_payload_reaches_join_and_others_keep_running() {
 
 #[test]
 fn panic_with_string_payload_and_stack_reuse_after_panic() {
+    panic_util::quiet();
     let mut fibers = vec![Fiber::new(
         "fmt-panic",
         9,
         DefaultStack::new(64 * 1024).unwrap(),
         || {
             let n = 3;
-            panic!("formatted {n}");
+            panic!("deliberate, formatted {n}");
         },
     )];
     fiber_util::run_round_robin(&mut fibers, None);
@@ -79,7 +82,7 @@ fn panic_with_string_payload_and_stack_reuse_after_panic() {
     let err = f.take_outcome().unwrap().unwrap_err();
     assert_eq!(
         *err.into_panic().downcast::<String>().unwrap(),
-        "formatted 3"
+        "deliberate, formatted 3"
     );
     // A finished fiber's stack is handed back for reuse and runs a new fiber fine.
     let stack = f

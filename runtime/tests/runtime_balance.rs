@@ -1,5 +1,6 @@
 //! Load balancing with two workers: work spawned on one worker while the other sleeps idle
-//! spreads to both (the busy worker's tick kicks the sleeper, whose newly idle balance pulls).
+//! spreads to both (the busy worker's tick kicks the sleeper, whose newly idle balance pulls;
+//! the runtime opts in to migration, as tasks that have run may be what it pulls).
 //! Weighted balancing is checked by `runtime_fair.rs`; the delayed-task migration race by
 //! loom model 7 (`loom-tests/tests/migrate.rs`).
 mod runtime_util;
@@ -21,10 +22,12 @@ fn spawned_work_spreads_to_the_idle_worker() {
         eprintln!("SKIPPED: needs two allowed CPUs");
         return;
     }
-    let rt = Runtime::builder()
-        .worker_cpus(cpus.clone())
-        .build()
-        .unwrap();
+    let rt = Runtime::builder().worker_cpus(cpus.clone());
+    // Some of the tasks may have run before the idle worker wakes and pulls: the migration
+    // opt-in lets it pull those too.
+    // SAFETY: the tasks compute and call `cond_resched` and `current()` (the CPU number,
+    // which they only record): they hold nothing thread-local across a switch.
+    let rt = unsafe { rt.allow_migration() }.build().unwrap();
     // Let both workers go idle and sleep.
     std::thread::sleep(Duration::from_millis(50));
     let seen = Arc::new(AtomicUsize::new(0));

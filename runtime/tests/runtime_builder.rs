@@ -1,4 +1,5 @@
 //! The builder's error cases, the affinity of tasks, and panics reaching `join`.
+mod panic_util;
 mod runtime_util;
 
 use std::sync::Arc;
@@ -151,11 +152,12 @@ fn affinity_is_respected() {
 /// A panic reaches `join` with its payload, task name and id, while other tasks keep running.
 #[test]
 fn panic_payload_reaches_join() {
+    panic_util::quiet();
     let rt = Runtime::builder().build().unwrap();
     let (ok, id) = rt.block_on(|| {
         let h = lagom::task::Builder::new()
             .name("doomed")
-            .spawn(|| -> u32 { panic!("boom {}", 7) })
+            .spawn(|| -> u32 { panic!("deliberate boom {}", 7) })
             .unwrap();
         let id = h.id();
         let others: Vec<_> = (0..10u32)
@@ -175,7 +177,7 @@ fn panic_payload_reaches_join() {
             .downcast_ref::<String>()
             .cloned()
             .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()));
-        assert_eq!(text.as_deref(), Some("boom 7"));
+        assert_eq!(text.as_deref(), Some("deliberate boom 7"));
         (
             others.into_iter().map(|h| h.join().unwrap()).sum::<u32>(),
             id,
@@ -185,9 +187,53 @@ fn panic_payload_reaches_join() {
     assert!(id > 0);
     // block_on resumes a panic of its own closure.
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        rt.block_on(|| panic!("outer"));
+        rt.block_on(|| panic!("deliberate, outer"));
     }));
     assert!(r.is_err());
     let st = rt.shutdown();
     assert_eq!((st.live_tasks, st.live_stacks), (0, 0));
+}
+
+/// Panics from the API name the caller's location (`#[track_caller]`), and worker threads
+/// are named, so that a task's panic message says where it ran.
+#[test]
+fn api_panics_name_the_caller_and_workers_are_named() {
+    let (msg, at) = panic_util::expect(|| {
+        lagom::task::spawn(|| ());
+    });
+    assert!(msg.contains("inside a task"), "{msg}");
+    assert!(
+        at.contains("runtime_builder.rs"),
+        "the panic points at {at}"
+    );
+    let rt = Runtime::builder().build().unwrap();
+    let cancelled = rt.block_on(|| {
+        let h = lagom::task::spawn(|| {
+            loop {
+                lagom::task::park();
+            }
+        });
+        lagom::task::yield_now();
+        h
+    });
+    drop(rt);
+    let e = cancelled.join().unwrap_err();
+    let (msg, at) = panic_util::expect(|| {
+        e.into_panic();
+    });
+    assert!(msg.contains("not a panic"), "{msg}");
+    assert!(
+        at.contains("runtime_builder.rs"),
+        "the panic points at {at}"
+    );
+    let rt = Runtime::builder().build().unwrap();
+    let names = rt.block_on(|| {
+        let mine = std::thread::current().name().map(String::from);
+        let other = lagom::task::spawn(|| std::thread::current().name().map(String::from));
+        (mine, other.join().unwrap())
+    });
+    for name in [names.0, names.1] {
+        let name = name.expect("worker threads are named");
+        assert!(name.starts_with("lagom-worker-"), "{name}");
+    }
 }

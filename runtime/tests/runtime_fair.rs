@@ -1,7 +1,8 @@
 //! Fair shares: CPU-bound tasks calling `cond_resched` get run time in proportion to their
 //! weight (nice 0, 0, 5, −5 → 1024 : 1024 : 335 : 3121) over 2 s, within 5 %: on one worker,
 //! and on two workers with the tasks free to run anywhere, where the periodic load balance
-//! has to find the fair split.
+//! has to find the fair split (the runtime opts in to migration: the tasks have all run by
+//! the time the balance moves one).
 //!
 //! On two CPUs, proportional shares are not feasible for these weights: the −5 task would be
 //! owed 3121 / 5504 of two CPUs, 1.13 CPUs, and a task runs on one CPU at a time. The fair
@@ -142,11 +143,12 @@ fn shares_follow_weights() {
     }
     // Two workers, the tasks free to run on either: spawned round-robin (nice 0 and 5 on
     // one worker, nice 0 and −5 on the other), the periodic balance must move a nice-0
-    // task over and leave the −5 task alone.
-    let rt = Runtime::builder()
-        .worker_cpus(cpus.clone())
-        .build()
-        .unwrap();
+    // task over and leave the −5 task alone. The tasks have run by then: only the
+    // migration opt-in lets the balancer move them.
+    let rt = Runtime::builder().worker_cpus(cpus.clone());
+    // SAFETY: the tasks compute and call `cond_resched` and `runtime()`: they hold nothing
+    // thread-local across a switch and never ask which thread they run on.
+    let rt = unsafe { rt.allow_migration() }.build().unwrap();
     let tasks: Vec<_> = nices.iter().map(|&n| (n, None)).collect();
     let ran = run(&rt, &tasks, Duration::from_secs(2));
     let stats = rt.stats();

@@ -1,6 +1,7 @@
 //! The join packet in the task's allocation or in its own (`tcb/completion.rs`, issue #5):
 //! small results (the packet fits in the task) and large ones (it does not) are delivered,
 //! panics are reported, and a result nobody joins is dropped exactly once, on both paths.
+mod panic_util;
 mod runtime_util;
 
 use std::sync::Arc;
@@ -74,13 +75,14 @@ fn large_results_in_a_packet_of_their_own() {
 
 #[test]
 fn panics_reach_the_joiner_on_both_paths() {
+    panic_util::quiet();
     let rt = runtime();
     rt.block_on(|| {
-        let small = lagom::task::spawn(|| -> u64 { panic!("small boom") });
-        let large = lagom::task::spawn(|| -> [u64; 64] { panic!("large boom") });
+        let small = lagom::task::spawn(|| -> u64 { panic!("deliberate small boom") });
+        let large = lagom::task::spawn(|| -> [u64; 64] { panic!("deliberate large boom") });
         let e = small.join().unwrap_err();
-        assert!(format!("{e}").contains("small boom"), "{e}");
+        assert!(format!("{e}").contains("deliberate small boom"), "{e}");
         let e = large.join().unwrap_err();
-        assert!(format!("{e}").contains("large boom"), "{e}");
+        assert!(format!("{e}").contains("deliberate large boom"), "{e}");
     });
 }

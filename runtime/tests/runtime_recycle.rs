@@ -1,5 +1,6 @@
 //! A joined task's allocation serves the next spawn on its worker (`task/recycle.rs`): every
 //! task built in a recycled allocation is whole and fresh, whatever the task before it was.
+mod panic_util;
 mod runtime_util;
 
 use lagom::{Runtime, task};
@@ -10,6 +11,7 @@ use lagom::{Runtime, task};
 /// name, returns its own value, and its panic is its own.
 #[test]
 fn a_task_in_a_recycled_allocation_is_a_fresh_task() {
+    panic_util::quiet();
     let cpu = runtime_util::two_cpus()[0];
     let rt = Runtime::builder().worker_cpus([cpu]).build().unwrap();
     let ids = rt.block_on(move || {
@@ -45,11 +47,14 @@ fn a_task_in_a_recycled_allocation_is_a_fresh_task() {
             }
             let err = task::Builder::new()
                 .name(format!("p{i}"))
-                .spawn(move || -> u64 { panic!("boom {i}") })
+                .spawn(move || -> u64 { panic!("deliberate boom {i}") })
                 .unwrap()
                 .join()
                 .unwrap_err();
-            assert!(err.to_string().contains(&format!("boom {i}")), "{err}");
+            assert!(
+                err.to_string().contains(&format!("deliberate boom {i}")),
+                "{err}"
+            );
             assert!(err.to_string().contains(&format!("p{i}")), "{err}");
         }
         ids

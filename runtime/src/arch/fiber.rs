@@ -10,7 +10,8 @@
 //! [`Fiber::set_parent`]).
 //!
 //! With feature `std` a panic is caught at the fiber boundary (`catch_unwind`) and kept as a
-//! [`JoinError`] carrying the payload. Without `std` nothing can catch it: the fiber prints the
+//! [`JoinError`] carrying the payload (a shutdown's cancellation, which unwinds a task with a
+//! private payload, becomes a cancelled `JoinError` the same way). Without `std` nothing can catch it: the fiber prints the
 //! task's name to stderr and aborts, instead of unwinding into the switch code.
 //!
 //! Dropping a fiber that is suspended mid-run leaks its stack rather than unmapping it: values

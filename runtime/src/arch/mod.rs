@@ -115,7 +115,7 @@ mod stack;
 pub use fiber::{Fiber, IN_STACK_SHARE, TaskInfo};
 pub use fp::FpControl;
 pub use overflow::SignalStack;
-pub use pool::StackPool;
+pub use pool::{MAX_BATCH, StackPool, TRIM_AFTER};
 pub use stack::{DEFAULT_STACK_SIZE, DefaultStack, MIN_STACK_SIZE, Stack};
 
 /// A suspended execution context: the stack pointer saved by [`switch`], and how switches

@@ -1,17 +1,39 @@
 //! The per-worker stack pool.
 //!
 //! One pool per worker, used only by that worker (so it is a plain struct: no atomics, no
-//! locks). Spawning takes a stack from the pool and finishing a task gives it back; only when
-//! the pool is empty does spawning map a new stack. The pool keeps at most `capacity` idle
-//! stacks and unmaps any stack returned beyond that, so its memory is bounded; dropping the
-//! pool (worker shutdown) unmaps every stack it holds.
+//! locks). Spawning takes a stack from the pool and finishing a task gives it back.
+//!
+//! * **Grows to the high-water mark.** The pool keeps every stack of its size that comes back
+//!   (from a task that ended on its worker, whoever spawned it), so it holds as many stacks as
+//!   were ever out at once on its worker — the high-water mark — and a later burst of that
+//!   size maps nothing and a task's end unmaps nothing (issue #15: past a fixed pool of 64
+//!   every spawn was an `mmap` and an `mprotect` and every end a `munmap`).
+//! * **Batched mappings.** When it is empty it maps a batch of stacks at once
+//!   ([`DefaultStack::batch`]: one `mmap`, one guard per stack), the batch growing with the
+//!   pool — half the stacks it has mapped so far, at least 1 and at most [`MAX_BATCH`] — so a
+//!   small program maps little and a spawn storm few times. With the kernel's guard regions
+//!   a batch is one kernel mapping, so the pool does not run into `vm.max_map_count`.
+//! * **Returns memory when idle.** [`trim`](StackPool::trim), which the worker calls once it
+//!   has been idle for a while (`sched/idle.rs`: [`TRIM_AFTER`]), unmaps the idle stacks
+//!   beyond the pool's `capacity` (the floor it keeps however long it idles) and gives the
+//!   memory of the ones it keeps back to the OS with `madvise(MADV_DONTNEED)`: they stay
+//!   mapped, read as zeros and cost nothing until touched again.
+//!
+//! Dropping the pool (worker shutdown) unmaps every stack it holds.
 
 use alloc::vec::Vec;
+use core::time::Duration;
 
 use super::stack::{DefaultStack, Stack};
 use crate::Error;
 
-/// A bounded cache of [`DefaultStack`]s of one size.
+/// The most stacks one batch maps.
+pub const MAX_BATCH: usize = 64;
+
+/// How long a worker stays idle before its pool gives memory back ([`StackPool::trim`]).
+pub const TRIM_AFTER: Duration = Duration::from_secs(1);
+
+/// A cache of [`DefaultStack`]s of one size (module doc).
 #[derive(Debug)]
 pub struct StackPool {
     size: usize,
@@ -19,11 +41,19 @@ pub struct StackPool {
     rounded: usize,
     capacity: usize,
     free: Vec<DefaultStack>,
-    mmaps: u64,
+    /// Stacks mapped since the pool was made.
+    mapped: u64,
+    /// Batches mapped (`mmap` calls) since the pool was made.
+    batches: u64,
+    /// Idle stacks unmapped by [`trim`](Self::trim) since the pool was made.
+    trimmed: u64,
+    /// A stack came back (its pages may be touched) since the last trim.
+    dirty: bool,
 }
 
 impl StackPool {
-    /// A pool of stacks with `size` usable bytes, keeping at most `capacity` idle ones.
+    /// A pool of stacks with `size` usable bytes, keeping at least `capacity` idle ones when
+    /// trimmed (and, between trims, every one that comes back).
     ///
     /// # Errors
     /// [`Error::StackTooSmall`] if `size` is below [`super::MIN_STACK_SIZE`].
@@ -41,7 +71,10 @@ impl StackPool {
             rounded,
             capacity,
             free: Vec::with_capacity(capacity),
-            mmaps: 0,
+            mapped: 0,
+            batches: 0,
+            trimmed: 0,
+            dirty: false,
         })
     }
 
@@ -50,25 +83,67 @@ impl StackPool {
         self.size
     }
 
-    /// A stack: a recycled one if any is idle, else a freshly mapped one.
+    /// A stack: an idle one if any, else one of a freshly mapped batch (module doc).
     ///
     /// # Errors
-    /// [`Error::StackMap`] if a new mapping is needed and the kernel refuses it.
+    /// [`Error::StackMap`] if a new batch is needed and the kernel refuses it.
+    #[inline]
     pub fn get(&mut self) -> Result<DefaultStack, Error> {
-        if let Some(stack) = self.free.pop() {
-            return Ok(stack);
+        match self.free.pop() {
+            Some(stack) => Ok(stack),
+            None => self.map_batch(),
         }
-        let stack = DefaultStack::new(self.size)?;
-        self.mmaps += 1;
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn map_batch(&mut self) -> Result<DefaultStack, Error> {
+        let count = usize::try_from(self.mapped / 2)
+            .unwrap_or(MAX_BATCH)
+            .clamp(1, MAX_BATCH);
+        // A batch the kernel refuses may still fit as a single stack.
+        let mut batch = match DefaultStack::batch(self.size, count) {
+            Ok(b) => b,
+            Err(_) if count > 1 => DefaultStack::batch(self.size, 1)?,
+            Err(e) => return Err(e),
+        };
+        self.batches += 1;
+        self.mapped += batch.len() as u64;
+        let stack = batch.pop().expect("a batch holds at least one stack");
+        self.free.append(&mut batch);
         Ok(stack)
     }
 
-    /// Returns a stack that no task runs on any more. It is kept if the pool has room and the
-    /// stack has the pool's size, else unmapped.
+    /// Returns a stack that no task runs on any more. It is kept if it has the pool's size
+    /// (module doc), else unmapped.
+    #[inline]
     pub fn put(&mut self, stack: DefaultStack) {
-        if self.free.len() < self.capacity && stack.size() == self.rounded {
+        if stack.size() == self.rounded {
             self.free.push(stack);
+            self.dirty = true;
         }
+    }
+
+    /// Whether [`trim`](Self::trim) has anything to do: idle stacks beyond the capacity, or
+    /// stacks that came back since the last trim (their touched pages).
+    pub fn needs_trim(&self) -> bool {
+        self.dirty || self.free.len() > self.capacity
+    }
+
+    /// Gives memory back (module doc): unmaps the idle stacks beyond the capacity and releases
+    /// the pages of the others (`MADV_DONTNEED`). Returns how many stacks it unmapped.
+    pub fn trim(&mut self) -> usize {
+        let beyond = self.free.len().saturating_sub(self.capacity);
+        // The most recently returned (warmest) stacks are at the end: unmap the older ones.
+        let unmapped = self.free.drain(..beyond).count();
+        self.trimmed += unmapped as u64;
+        if self.dirty {
+            for s in &mut self.free {
+                s.release_memory();
+            }
+            self.dirty = false;
+        }
+        unmapped
     }
 
     /// Idle stacks held now.
@@ -78,7 +153,17 @@ impl StackPool {
 
     /// Stacks this pool has mapped since it was made.
     pub fn mmaps(&self) -> u64 {
-        self.mmaps
+        self.mapped
+    }
+
+    /// Batches this pool has mapped (its `mmap` calls) since it was made.
+    pub fn batches(&self) -> u64 {
+        self.batches
+    }
+
+    /// Idle stacks [`trim`](Self::trim) has unmapped since the pool was made.
+    pub fn trimmed(&self) -> u64 {
+        self.trimmed
     }
 }
 
@@ -87,23 +172,51 @@ mod tests {
     use super::*;
 
     #[test]
-    fn recycles_and_bounds_idle_stacks() {
-        let mut pool = StackPool::new(super::super::MIN_STACK_SIZE, 2).unwrap();
+    fn keeps_what_comes_back_and_trims_to_its_capacity() {
+        let min = super::super::MIN_STACK_SIZE;
+        let mut pool = StackPool::new(min, 2).unwrap();
         let a = pool.get().unwrap();
         let b = pool.get().unwrap();
         let c = pool.get().unwrap();
         assert_eq!(pool.mmaps(), 3);
         pool.put(a);
         pool.put(b);
-        pool.put(c); // over capacity: unmapped
-        assert_eq!(pool.idle(), 2);
-        pool.put(DefaultStack::new(2 * super::super::MIN_STACK_SIZE).unwrap()); // other size
-        assert_eq!(pool.idle(), 2);
-        let again = pool.get().unwrap();
-        let _ = pool.get().unwrap();
+        pool.put(c); // over capacity: kept until a trim (the high-water mark)
+        assert_eq!(pool.idle(), 3);
+        pool.put(DefaultStack::new(2 * min).unwrap()); // other size: unmapped
+        assert_eq!(pool.idle(), 3);
+        let again: Vec<_> = (0..3).map(|_| pool.get().unwrap()).collect();
         assert_eq!(pool.mmaps(), 3, "recycled stacks must not be mapped again");
-        assert!(pool.get().is_ok());
-        assert_eq!(pool.mmaps(), 4);
-        drop(again);
+        for s in again {
+            pool.put(s);
+        }
+        assert!(pool.needs_trim());
+        assert_eq!(pool.trim(), 1, "trimmed to its capacity");
+        assert_eq!((pool.idle(), pool.trimmed()), (2, 1));
+        assert!(!pool.needs_trim());
+        // A released stack reads as zeros and works again.
+        let mut s = pool.get().unwrap();
+        // SAFETY: [limit, base) is ours and writable.
+        unsafe {
+            assert_eq!(s.limit().as_ptr().read(), 0);
+            s.limit().as_ptr().write(7);
+        }
+        s.release_memory();
+        // SAFETY: as above.
+        let after = unsafe { s.limit().as_ptr().read() };
+        assert_eq!(after, 0, "released pages read as zero");
+    }
+
+    #[test]
+    fn batches_grow_with_the_pool() {
+        let mut pool = StackPool::new(super::super::MIN_STACK_SIZE, 0).unwrap();
+        let held: Vec<_> = (0..1000).map(|_| pool.get().unwrap()).collect();
+        assert!(pool.mmaps() >= 1000);
+        assert!(
+            pool.batches() < 40,
+            "{} batches for 1000 stacks",
+            pool.batches()
+        );
+        drop(held);
     }
 }

@@ -20,8 +20,9 @@ pub const MIN_STACK_SIZE: usize = 16 * 1024;
 /// * `[limit(), base())` is readable and writable, owned by this value alone, and `base()` is
 ///   16-byte aligned and above `limit()` by at least [`MIN_STACK_SIZE`];
 /// * `guard()` is non-empty, ends exactly at `limit()`, and faults on any access (a
-///   `PROT_NONE` mapping), so that running off the end of the stack is caught rather than
-///   silently corrupting whatever lies below;
+///   `PROT_NONE` mapping, or a guard region installed with `MADV_GUARD_INSTALL`), so that
+///   running off the end of the stack is caught rather than silently corrupting whatever lies
+///   below;
 /// * the three methods always return the same values.
 pub unsafe trait Stack {
     /// The highest address of the stack (stacks grow down), exclusive.
@@ -36,13 +37,17 @@ pub unsafe trait Stack {
     }
 }
 
-/// The default stack: one anonymous private mapping made with `MAP_NORESERVE`, whose lowest
-/// page is `PROT_NONE`. Pages are committed by the kernel on first touch, so a task that uses
-/// 8 KiB of a 256 KiB stack costs 8 KiB of memory. Unmapped on drop.
+/// The default stack: an area of an anonymous private mapping made with `MAP_NORESERVE` (its
+/// own, or one shared by a batch of stacks, [`DefaultStack::batch`]), whose lowest page is a
+/// guard. Pages are committed by the kernel on first touch, so a task that uses 8 KiB of a
+/// 256 KiB stack costs 8 KiB of memory. Unmapped on drop (an area of a batch on its own).
 ///
-/// Each stack takes two kernel mappings (the guard and the usable part); the kernel's
-/// `vm.max_map_count` (65530 by default) therefore bounds the number of live stacks of a
-/// process to roughly 32 000 unless it is raised.
+/// The guard is a guard region (`MADV_GUARD_INSTALL`) where the kernel has them (Linux 6.13
+/// and later): a batch of stacks is then one kernel mapping, and the kernel's
+/// `vm.max_map_count` (65 530 by default) is no bound on the number of live stacks. On older
+/// kernels the guard is a `PROT_NONE` page, a mapping of its own, so each stack takes two and
+/// about 32 000 live stacks is the bound unless `vm.max_map_count` is raised
+/// ([`Error::StackMap`] says so when the kernel refuses).
 #[derive(Debug)]
 pub struct DefaultStack {
     /// Start of the mapping (the guard page).
@@ -92,6 +97,52 @@ impl DefaultStack {
     /// As [`DefaultStack::new`].
     pub fn with_default_size() -> Result<Self, Error> {
         Self::new(DEFAULT_STACK_SIZE)
+    }
+
+    /// `count` stacks of `size` usable bytes each (rounded up to whole pages), each with its
+    /// guard page, carved out of one mapping: one `mmap` and, per stack, the call that
+    /// installs its guard, instead of two or three system calls per stack. Each is unmapped
+    /// on its own when dropped.
+    ///
+    /// # Errors
+    /// As [`DefaultStack::new`]; nothing is mapped then.
+    pub fn batch(size: usize, count: usize) -> Result<alloc::vec::Vec<Self>, Error> {
+        if size < MIN_STACK_SIZE {
+            return Err(Error::StackTooSmall {
+                requested: size,
+                minimum: MIN_STACK_SIZE,
+            });
+        }
+        let page = mem::page_size();
+        let Some(len) = size
+            .checked_next_multiple_of(page)
+            .and_then(|u| u.checked_add(page))
+        else {
+            return Err(Error::StackMap {
+                size,
+                errno: mem::ENOMEM,
+            });
+        };
+        let count = count.max(1);
+        match mem::map_guarded_batch(len, page, count) {
+            Ok(map) => Ok((0..count)
+                .map(|i| DefaultStack {
+                    // SAFETY: area `i` of the batch, inside the mapping.
+                    map: unsafe { map.add(i * len) },
+                    len,
+                })
+                .collect()),
+            Err(errno) => Err(Error::StackMap { size, errno }),
+        }
+    }
+
+    /// Gives the memory of the usable part back to the OS (`MADV_DONTNEED`) while keeping the
+    /// stack mapped: it reads as zeros again and costs nothing until touched. For a stack no
+    /// task runs on (a pool's idle stacks, `pool.rs`).
+    pub fn release_memory(&mut self) {
+        // SAFETY: `[limit, base)` is ours, and `&mut self` with no task on it (a stack in use
+        // is owned by its fiber) means nobody needs its contents.
+        unsafe { mem::release(self.limit(), self.size()) }
     }
 }
 

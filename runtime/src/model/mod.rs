@@ -39,7 +39,7 @@ use alloc::sync::Arc;
 use crate::WorkerStats;
 use crate::policy::{Features, Pick, RqConfig, SchedEntity};
 use crate::sched::{self, Reason};
-use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use crate::tcb::{self, Complete, ParkStep, RUNNING};
 use crate::wake;
 use crate::worker::{Packet, Shared, Task, TaskRef, Waiter, Worker};
@@ -89,8 +89,27 @@ pub enum Next {
 }
 
 impl Model {
-    /// `workers` workers with the features `spec` (applied on the defaults).
+    /// `workers` workers with the features `spec` (applied on the defaults), under the
+    /// migration contract: a task that has run resumes only on the worker it last ran on
+    /// (`wake/select.rs`).
     pub fn new(workers: usize, spec: &str) -> Model {
+        Model::build(workers, spec, false)
+    }
+
+    /// [`Model::new`] with the runtime's migration opt-in (`Builder::allow_migration`): wakeup
+    /// placement and the balancers may move tasks that have run, as the models of the
+    /// kernel's races across workers need.
+    ///
+    /// # Safety
+    ///
+    /// As for `lagom::Builder::allow_migration`: the tasks must hold nothing thread-local
+    /// across a switch. A model's tasks run no code of their own (they have no fiber), so
+    /// a model meets it by construction.
+    pub unsafe fn with_migration(workers: usize, spec: &str) -> Model {
+        Model::build(workers, spec, true)
+    }
+
+    fn build(workers: usize, spec: &str, allow_migration: bool) -> Model {
         let features = Features::parse(spec).expect("valid features");
         let mut cfg = RqConfig::for_cpus(workers);
         cfg.features = features;
@@ -98,17 +117,19 @@ impl Model {
             shared: Arc::new(Shared {
                 workers: (0..workers).map(|i| Worker::new(i, cfg)).collect(),
                 features,
-                closing: AtomicBool::new(false),
+                phase: AtomicU32::new(crate::worker::PHASE_RUN),
                 stack_size: crate::arch::MIN_STACK_SIZE,
                 idle_spin: 0,
                 fp_control: crate::arch::FpControl::Preserve,
+                allow_migration,
                 next_outside: AtomicUsize::new(0),
                 trace: None,
             }),
         }
     }
 
-    /// A task running on worker `cpu`: enqueued and picked there, `on_cpu`.
+    /// A task running on worker `cpu`: enqueued and picked there, `on_cpu`; it has started
+    /// there (the migration contract binds it to `cpu` unless the model opted in).
     pub fn running_task(&self, cpu: usize) -> ModelTask {
         self.start_running(cpu, Packet::<()>::new())
     }
@@ -133,7 +154,7 @@ impl Model {
             SchedEntity::new(0),
             tcb::next_id(),
             String::from("model"),
-            None,
+            (None, self.shared.allow_migration),
             completion,
             Arc::clone(&self.shared),
         ));
@@ -151,7 +172,8 @@ impl Model {
             panic!("the only task is picked")
         };
         assert!(core::ptr::eq(&**rq.payload(h), &*t));
-        t.on_cpu.store(true, Ordering::Relaxed);
+        // Marked running there as a worker does (`on_cpu`, and the worker it last ran on).
+        sched::prepare_switch(&t, cpu, core::ptr::null_mut(), None);
         ModelTask(t)
     }
 

@@ -131,7 +131,9 @@ pub struct Candidate {
     pub delayed: bool,
     /// It runs there, or its CPU is still switching away from it.
     pub running: bool,
-    /// Its affinity allows the pulling CPU.
+    /// Its affinity allows the pulling CPU. A driver that keeps a task where it last ran
+    /// (lagom's migration contract, for a task that has started and did not opt in to
+    /// migration) passes an affinity of one CPU, the one it is queued on: `false` here.
     pub allowed: bool,
     /// It is the next buddy of its runqueue and CACHE_HOT_BUDDY is on: about to run there,
     /// its cache is warm (the kernel's `task_hot` buddy test).

@@ -189,6 +189,25 @@ impl<T> RunQueue<T> {
         })
     }
 
+    /// [`iter`](Self::iter) from slab slot `start` on, wrapping round to the slots before it
+    /// (a balancer that examines only a few entities per pass, as the kernel's `detach_tasks`
+    /// examines at most `sysctl_sched_nr_migrate`, resumes after the last one it looked at,
+    /// so that a run of entities it cannot move does not hide the others for good).
+    pub fn iter_from(&self, start: usize) -> impl Iterator<Item = (Handle, &SchedEntity, &T)> {
+        let n = self.slots.len();
+        let start = if n == 0 { 0 } else { start % n };
+        (start..n).chain(0..start).filter_map(move |i| {
+            let s = &self.slots[i];
+            s.payload.as_ref().map(|p| {
+                let h = Handle {
+                    index: i as u32,
+                    generation: s.generation,
+                };
+                (h, &s.se, p)
+            })
+        })
+    }
+
     // ----- slab ------------------------------------------------------------------------
 
     #[inline]

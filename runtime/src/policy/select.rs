@@ -19,7 +19,9 @@ pub struct CpuView {
 
 /// Chooses the CPU (an index below `n`) for a waking task that last ran on `prev`, woken
 /// from `waker` (`None`: from outside the runtime). `view(i)` describes CPU `i`;
-/// `allowed(i)` says whether the task may run there; at least one CPU must be allowed.
+/// `allowed(i)` says whether the task may run there; at least one CPU must be allowed. A
+/// task that must resume where it last ran (lagom's migration contract) is passed an
+/// affinity of one, `prev`, and is placed there.
 ///
 /// ```
 /// use lagom::policy::{CpuView, select_task_rq};
@@ -37,6 +39,7 @@ pub struct CpuView {
 /// // From outside the runtime, a busy previous CPU loses to the least loaded one.
 /// assert_eq!(select_task_rq(4, view, 2, None, |_| true), 1);
 /// ```
+#[track_caller]
 pub fn select_task_rq(
     n: usize,
     view: impl Fn(usize) -> CpuView,

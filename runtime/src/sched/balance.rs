@@ -8,10 +8,13 @@
 //! the policy for an imbalance, then locks both runqueues, lower index first, and walks the
 //! busiest one. A task may move if the policy allows it and it is neither the runqueue's
 //! current entity nor `on_cpu` (Acquire: a task still being switched away from has not
-//! saved its registers yet). It moves with `DequeueKind::Save` and `EnqueueKind::Restore`
-//! under both locks, so `on_rq` stays true throughout, its `cpu` changes under both locks,
-//! and its handle is rewritten before either lock is released. Readers therefore always
-//! find a task where its `cpu` says, once they hold that runqueue's lock:
+//! saved its registers yet), and — the migration contract (`wake/select.rs`) — it has never
+//! run or may migrate: a started task that may not is allowed only where it is queued, so by
+//! default only tasks that were never switched in move. It moves with `DequeueKind::Save`
+//! and `EnqueueKind::Restore` under both locks, so `on_rq` stays true throughout, its `cpu`
+//! changes under both locks, and its handle is rewritten before either lock is released.
+//! Readers therefore always find a task where its `cpu` says, once they hold that runqueue's
+//! lock:
 //!
 //! * `ttwu_runnable` locks the runqueue of the `cpu` it read and retries if `cpu` changed
 //!   (O4).
@@ -40,8 +43,12 @@ use crate::trace::MigrateCause;
 use crate::wake::check_preempt;
 use crate::worker::{QueuedTask, Shared, Worker, WorkerThread, trace};
 
-/// At most this many tasks move in one balance (the kernel's `sysctl_sched_nr_migrate`
-/// bound on `detach_tasks`), so one pass holds two locks for a bounded time.
+/// At most this many queued tasks are examined, and so moved, in one balance (the kernel's
+/// `sysctl_sched_nr_migrate` bound on `detach_tasks`' loop), so one pass holds two locks for a
+/// bounded time however long the busiest runqueue is (issue #15: with 10 000 tasks asleep
+/// there, delayed, an unbounded scan for one movable task made each newly idle balance cost
+/// O(n), 17 % of a spawn storm's CPU time). Each pass resumes after the last slot the previous
+/// one examined (`Worker::balance_cursor`).
 const NR_MIGRATE: usize = 32;
 
 /// Which balancer pulls (for the counters).
@@ -135,23 +142,36 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
         .then(|| src_rq.next_buddy())
         .flatten();
     let mut left = imb.amount;
-    let mut pulled = 0;
-    while left > 0 && pulled < NR_MIGRATE {
-        let found = src_rq.iter().find_map(|(h, se, t)| {
-            let c = Candidate {
-                weight: se.weight,
-                delayed: se.sched_delayed,
-                running: Some(h) == curr || t.on_cpu.load(Ordering::Acquire),
-                allowed: t.allowed(me),
-                cache_hot: Some(h) == buddy,
-            };
-            can_migrate(&imb, left, c).then_some((h, c))
-        });
-        let Some((h, c)) = found else { break };
-        move_task(shared, src_rq, dst_rq, h, (src, me), who, now);
-        left -= moved(&imb, c).min(left);
-        pulled += 1;
+    // Choose first (at most NR_MIGRATE examined), then move: handles stay valid while other
+    // entities leave the slab.
+    let cursor = &shared.workers[src].balance_cursor;
+    let mut chosen = [None; NR_MIGRATE];
+    let mut n = 0;
+    let mut next = cursor.load(Ordering::Relaxed);
+    for (h, se, t) in src_rq.iter_from(next).take(NR_MIGRATE) {
+        if left == 0 {
+            break;
+        }
+        next = h.index() as usize + 1;
+        let running = Some(h) == curr || t.on_cpu.load(Ordering::Acquire);
+        let c = Candidate {
+            weight: se.weight,
+            delayed: se.sched_delayed,
+            running,
+            allowed: !running && may_pull(t, me),
+            cache_hot: Some(h) == buddy,
+        };
+        if can_migrate(&imb, left, c) {
+            chosen[n] = Some(h);
+            n += 1;
+            left -= moved(&imb, c).min(left);
+        }
     }
+    cursor.store(next, Ordering::Relaxed);
+    for h in chosen.into_iter().flatten() {
+        move_task(shared, src_rq, dst_rq, h, (src, me), who, now);
+    }
+    let pulled = n;
     if pulled > 0 {
         shared.workers[src].publish(src_rq);
         let w = &shared.workers[me];
@@ -163,6 +183,20 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
         counter.fetch_add(pulled as u64, Ordering::Relaxed);
     }
     pulled
+}
+
+/// Whether the queued task `t`, neither running nor being switched away from, may be pulled
+/// to worker `me`: its affinity allows `me`, and it has not started or may migrate (the
+/// migration contract, `wake/select.rs`: a started task that may not is given an affinity of
+/// one, the worker it is queued on, where it last ran). The caller holds the lock of `t`'s
+/// runqueue.
+fn may_pull(t: &QueuedTask, me: usize) -> bool {
+    // Mutant `balance_ignores_contract` (loom model `contract`): started tasks are pulled too.
+    #[cfg(lagom_mutant = "balance_ignores_contract")]
+    return t.allowed(me);
+    // SAFETY: the caller holds the lock of the runqueue `t` is queued on, and `t` is not
+    // running (nor being switched away from): nobody else touches its scheduling part.
+    t.allowed(me) && (t.migratable || !unsafe { t.sched(|s| s.started()) })
 }
 
 /// Moves the queued, not running task `h` of `src_rq` (worker `src`'s) to `dst_rq` (worker

@@ -42,8 +42,8 @@
 //! previous task and then calls [`put_dead`], which takes the fiber out of the task, gives the
 //! stack back to this worker's pool, removes the task from its registry and drops that last
 //! owning reference (the join handle may still hold one). A task whose home is another worker
-//! is handed to that worker's dead list instead, and its home removes it
-//! (`tcb/registry.rs`). The idle context is kept for when
+//! is handed to that worker's dead list instead, fiber and all, and its home frees the fiber
+//! into its own pool and removes the task (`tcb/registry.rs`). The idle context is kept for when
 //! nothing is runnable; before this path existed every exit went through it: a second switch
 //! per task (issue #5).
 
@@ -137,24 +137,24 @@ pub(crate) fn put_dead(wt: &WorkerThread) {
     }
     // SAFETY: the registry keeps the dead task alive until it is removed below.
     let t: &Task = unsafe { &*dead };
-    // SAFETY: the task is dead, off every queue and CPU: only this worker references its
-    // scheduling part.
-    let fiber = unsafe { t.sched(|s| s.fiber.take()) };
-    let stack = fiber.and_then(|f| f.into_stack());
     let home = t.reg_home.load(Ordering::Relaxed);
     let slot = t.reg_slot.load(Ordering::Relaxed);
-    if let Some(stack) = stack {
-        wt.pool.borrow_mut().put(stack);
-    }
     let reg = &wt.shared.workers[home].tasks;
     if home != wt.index && slot & FOREIGN == 0 {
-        // Another worker's own task: its home removes it (`tcb/registry.rs`).
+        // Another worker's own task: its home frees the fiber, keeps the stack in its own
+        // pool and removes the task (`tcb/registry.rs`).
         // SAFETY: the task is dead, off every queue and CPU, on no list (a dead task cannot
         // be claimed, so it is on no wakelist), and not touched below.
         if unsafe { reg.push_dead(t) } {
             wt.shared.workers[home].kick.kick();
         }
         return;
+    }
+    // SAFETY: the task is dead, off every queue and CPU: only this worker references its
+    // scheduling part.
+    let fiber = unsafe { t.sched(|s| s.fiber.take()) };
+    if let Some(stack) = fiber.and_then(|f| f.into_stack()) {
+        wt.pool.borrow_mut().put(stack);
     }
     // SAFETY: an own slot of this worker (this thread is its home), or a foreign one.
     let me = unsafe { reg.remove(slot) };

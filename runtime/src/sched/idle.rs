@@ -38,25 +38,34 @@
 //! worker with the most runnable tasks (at least two).
 //!
 //! Out of work, before balancing, the worker reaps its registry's dead list (the tasks it
-//! spawned that died on other workers, `tcb/registry.rs`).
+//! spawned that died on other workers, `tcb/registry.rs`). Idle for `arch::TRIM_AFTER`
+//! without a break, it trims its stack pool (`arch/pool.rs`: idle stacks beyond the pool's
+//! floor unmapped, the others' memory given back with `madvise`); its idle sleep ends in time
+//! for that.
 //!
-//! Shutdown: once `closing` is set, a worker whose runqueue and wakelist are empty leaves the
-//! loop; tasks still blocked are cancelled by `Runtime::shutdown`.
+//! Shutdown (`runtime.rs`'s module doc): during DRAIN and FORCE an idle worker sweeps its
+//! registry for blocked tasks to cancel (`shutdown.rs`) and sleeps at most
+//! `shutdown::SWEEP_EVERY` at a time; in EXIT, a worker whose runqueue and wakelist are empty
+//! leaves the loop. After the loop, the worker frees its own state and says so
+//! (`Worker::exited`).
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 use core::ptr;
 
 use super::schedule::{finish_task_switch, pick, prepare_switch_on};
-use super::{balance, timer};
-use crate::arch::{SignalStack, StackPool, switch};
+use super::{balance, shutdown, timer};
+use crate::arch::{SignalStack, StackPool, TRIM_AFTER, switch};
 use crate::sync::atomic::Ordering;
 use crate::sync::kick::Idle;
 use crate::trace::SwitchReason;
 use crate::wake::drain;
-use crate::worker::{Shared, WorkerThread, set_local, trace};
+use crate::worker::{
+    PHASE_DRAIN, PHASE_EXIT, PHASE_FORCE, PHASE_RUN, Shared, WorkerThread, set_local, trace,
+};
 
-/// How many idle stacks each worker's pool keeps.
+/// How many idle stacks each worker's pool keeps however long it idles (between trims it
+/// keeps every stack that comes back, `arch/pool.rs`).
 const POOL_CAPACITY: usize = 64;
 
 /// The body of worker thread `index`.
@@ -74,12 +83,16 @@ pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
     set_local(&*wt);
     idle_loop(&wt);
     set_local(ptr::null());
+    let shared = Arc::clone(&wt.shared);
     drop(wt);
+    shared.workers[index].exited.store(true, Ordering::Release);
 }
 
 fn idle_loop(wt: &WorkerThread) {
     let shared = &*wt.shared;
     let w = wt.worker();
+    // Since when the worker has had nothing to run (monotonic ns), for the pool's trim.
+    let mut idle_since: Option<u64> = None;
     loop {
         timer::fire(wt);
         let now = crate::sys::time::sched_clock();
@@ -93,6 +106,7 @@ fn idle_loop(wt: &WorkerThread) {
             trace::switch(wt, None, Some(n), SwitchReason::Idle);
             wt.curr.set(next);
             drop(rq);
+            idle_since = None;
             // SAFETY: the idle context is this thread's; `n` is suspended (see `prepare_switch`).
             unsafe { switch(wt.idle_ctx(), n.ctx) };
             // Back on the idle task: a task scheduled to idle or ended (`exit.rs`) with
@@ -106,10 +120,14 @@ fn idle_loop(wt: &WorkerThread) {
         // Look first: the take is a locked swap, and the list is usually empty.
         if w.tasks.has_dead() {
             // SAFETY: this is the registry's home worker thread.
-            unsafe { w.tasks.reap() };
+            unsafe { w.tasks.reap(|s| wt.pool.borrow_mut().put(s)) };
         }
-        if shared.closing.load(Ordering::Acquire) && empty && w.wakelist.is_empty() {
+        let phase = shared.phase();
+        if phase == PHASE_EXIT && empty && w.wakelist.is_empty() {
             return;
+        }
+        if (phase == PHASE_DRAIN && shared.looks_idle()) || phase == PHASE_FORCE {
+            shutdown::sweep(wt);
         }
         if balance::newidle_balance(shared, wt.index, crate::sys::time::sched_clock()) {
             continue;
@@ -118,16 +136,25 @@ fn idle_loop(wt: &WorkerThread) {
             !w.wakelist.is_empty()
                 || w.nr_running.load(Ordering::Relaxed) > 0
                 || w.tasks.has_dead()
-                || shared.closing.load(Ordering::Relaxed)
+                || shared.phase.load(Ordering::Relaxed) != phase
         };
         if spin(wt, &has_work) {
             continue;
         }
-        let timeout = wt
+        let mut timeout = wt
             .timers
             .borrow()
             .next_deadline()
             .map(|d| d.saturating_sub(crate::sys::time::monotonic_ns()));
+        if phase != PHASE_RUN {
+            // A shutdown runs: come round again soon to sweep (tasks block elsewhere
+            // without telling this worker).
+            let every = shutdown::SWEEP_EVERY.as_nanos() as u64;
+            timeout = Some(timeout.map_or(every, |t| t.min(every)));
+        }
+        if let Some(left) = trim_pool(wt, &mut idle_since) {
+            timeout = Some(timeout.map_or(left, |t| t.min(left)));
+        }
         if timeout == Some(0) {
             continue;
         }
@@ -135,6 +162,34 @@ fn idle_loop(wt: &WorkerThread) {
             w.stats.inc(&w.stats.idle_sleeps);
         }
     }
+}
+
+/// The pool's trim (`arch/pool.rs`): once the worker has been idle for `TRIM_AFTER` without a
+/// break, its stack pool unmaps the idle stacks beyond its capacity and gives the memory of
+/// the others back to the OS. Returns the ns left until the trim is due, if one is pending,
+/// so that the idle sleep ends in time for it.
+fn trim_pool(wt: &WorkerThread, idle_since: &mut Option<u64>) -> Option<u64> {
+    if !wt.pool.borrow().needs_trim() {
+        return None;
+    }
+    let now = crate::sys::time::monotonic_ns();
+    let since = *idle_since.get_or_insert(now);
+    let after = TRIM_AFTER.as_nanos() as u64;
+    let idle = now.saturating_sub(since);
+    if idle < after {
+        publish_pool(wt);
+        return Some(after - idle);
+    }
+    wt.pool.borrow_mut().trim();
+    publish_pool(wt);
+    None
+}
+
+/// Copies the pool's totals into the worker's counters (one writer: this thread).
+fn publish_pool(wt: &WorkerThread) {
+    let (pool, c) = (wt.pool.borrow(), &wt.worker().stats);
+    c.stacks_mapped.store(pool.mmaps(), Ordering::Relaxed);
+    c.stacks_trimmed.store(pool.trimmed(), Ordering::Relaxed);
 }
 
 /// Spin iterations between two clock reads of the idle spin.

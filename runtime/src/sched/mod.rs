@@ -12,12 +12,14 @@
 //!   context;
 //! * `idle.rs` — the worker thread's loop (its idle task), the idle/kick sleep;
 //! * `balance.rs` — newly idle and periodic load balancing (moving tasks between workers);
+//! * `shutdown.rs` — a worker's part of a shutdown: cancelling the blocked tasks it finds;
 //! * `timer.rs` — firing the timers of `sleep`.
 
 mod balance;
 mod exit;
 mod idle;
 mod schedule;
+mod shutdown;
 mod timer;
 
 #[cfg(loom)]

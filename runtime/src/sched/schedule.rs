@@ -74,6 +74,13 @@ pub(crate) fn pick(w: &Worker, rq: &mut RunQueue<QueuedTask>, now: u64) -> *cons
 /// (whoever queued it here saw its `on_cpu` clear, or this very worker switched away from it,
 /// or, with TTWU_QUEUE_ON_CPU, the wakeup was handed to that worker's wakelist, which it drains
 /// only after the switch). Loom model `on_cpu_handoff` checks that hand-off.
+///
+/// Every resume of a task begins here, so this is where the migration contract
+/// (`wake/select.rs`) is checked: a started task that may not migrate and was picked by a
+/// worker other than the one it last ran on means that some path broke it, and resuming it
+/// would be the undefined behaviour the contract exists to prevent; the process aborts
+/// instead (under loom: the model panics). The check sits on the branch a worker change
+/// takes anyway, so it costs nothing when the task stays.
 pub(crate) fn prepare_switch(
     next: &Task,
     me: usize,
@@ -86,6 +93,9 @@ pub(crate) fn prepare_switch(
     unsafe {
         next.sched(|s| {
             if s.parent_worker != me {
+                if s.started() && !next.migratable {
+                    contract_broken(next, s.parent_worker, me);
+                }
                 s.parent_worker = me;
                 if let Some(f) = s.fiber.as_mut() {
                     f.set_parent(parent);
@@ -96,6 +106,25 @@ pub(crate) fn prepare_switch(
             }
         })
     };
+}
+
+/// A started task that may not migrate was about to resume on worker `to` after running on
+/// `from` ([`prepare_switch`]): a bug of lagom's, reported and never resumed.
+#[cold]
+#[inline(never)]
+fn contract_broken(t: &Task, from: usize, to: usize) -> ! {
+    let msg = alloc::format!(
+        "lagom: internal error: task {} last ran on worker {from} and may not migrate (the \
+         migration contract), but worker {to} picked it; aborting instead of resuming it there\n",
+        t.id
+    );
+    #[cfg(loom)]
+    panic!("{msg}");
+    #[cfg(not(loom))]
+    {
+        crate::sys::signal::write_stderr(msg.as_bytes());
+        crate::sys::signal::abort()
+    }
 }
 
 /// Marks `next`, just picked by worker thread `wt`'s worker, running there

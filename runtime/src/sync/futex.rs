@@ -51,6 +51,15 @@ impl Futex {
         }
     }
 
+    /// Wakes one thread sleeping in [`wait`](Self::wait) (under loom: every one, which a
+    /// caller that re-checks cannot tell from spurious wakeups).
+    pub fn wake_one(&self) {
+        #[cfg(not(loom))]
+        crate::sys::futex::futex_wake(&self.word, 1);
+        #[cfg(loom)]
+        self.wake_all();
+    }
+
     /// Wakes every thread sleeping in [`wait`](Self::wait).
     pub fn wake_all(&self) {
         #[cfg(not(loom))]

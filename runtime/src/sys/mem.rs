@@ -1,8 +1,10 @@
 //! Virtual memory: page size, anonymous mappings, protection changes.
 //!
 //! Task stacks are the only user: they are mapped with `MAP_NORESERVE` (no swap or overcommit
-//! reservation is taken for the whole stack, pages are committed lazily on first touch) and get
-//! a `PROT_NONE` guard page at their low end.
+//! reservation is taken for the whole stack, pages are committed lazily on first touch), in
+//! batches, and get a guard page at their low end: a guard region (`MADV_GUARD_INSTALL`,
+//! Linux 6.13), which keeps a batch one kernel mapping, or a `PROT_NONE` page (a mapping of
+//! its own) on older kernels.
 
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicUsize, Ordering};
@@ -33,18 +35,70 @@ pub(crate) fn errno() -> i32 {
     unsafe { *libc::__errno_location() }
 }
 
-/// Maps `len` bytes of private anonymous read-write memory, lazily committed, with its lowest
-/// `guard` bytes made inaccessible. `len` and `guard` must be multiples of the page size and
-/// `guard < len`. Returns the start of the whole mapping (the guard page), or `errno`.
-pub(crate) fn map_guarded(len: usize, guard: usize) -> Result<NonNull<u8>, i32> {
+/// `madvise` advice that installs guard regions (Linux 6.13, `include/uapi/asm-generic/
+/// mman-common.h`; not in the `libc` crate yet): pages that fault on any access, as
+/// `PROT_NONE` pages do, but kept as markers in the page tables of one mapping instead of a
+/// mapping of their own, so a run of guarded stacks is one kernel mapping (VMA), not two per
+/// stack.
+const MADV_GUARD_INSTALL: libc::c_int = 102;
+
+/// Whether the kernel takes [`MADV_GUARD_INSTALL`]: 0 not known yet, 1 yes, 2 no (then guards
+/// are `PROT_NONE` mappings). Relaxed: every thread finds the same answer.
+static GUARD_REGIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether guard pages are guard regions (one mapping per batch of stacks) rather than
+/// `PROT_NONE` mappings (two mappings per stack); known after the first stack was mapped.
+pub(crate) fn guard_regions() -> bool {
+    GUARD_REGIONS.load(Ordering::Relaxed) == 1
+}
+
+/// Makes the `guard` bytes at `ptr` (page-aligned, inside a private anonymous mapping of
+/// ours) fault on any access: a guard region, or, where the kernel has none, `PROT_NONE`.
+///
+/// # Safety
+/// `[ptr, ptr + guard)` lies in a mapping the caller owns, and nothing uses those bytes.
+unsafe fn install_guard(ptr: *mut libc::c_void, guard: usize) -> Result<(), i32> {
+    if GUARD_REGIONS.load(Ordering::Relaxed) != 2 {
+        // SAFETY: per contract; the advice only changes how the range faults.
+        if unsafe { libc::madvise(ptr, guard, MADV_GUARD_INSTALL) } == 0 {
+            GUARD_REGIONS.store(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        // EINVAL: a kernel before 6.13 (or a filter that refuses the advice); fall back.
+        GUARD_REGIONS.store(2, Ordering::Relaxed);
+    }
+    // SAFETY: per contract.
+    if unsafe { libc::mprotect(ptr, guard, libc::PROT_NONE) } != 0 {
+        return Err(errno());
+    }
+    Ok(())
+}
+
+/// Maps `count` consecutive areas of `len` bytes each in one private anonymous read-write
+/// mapping, lazily committed, with the lowest `guard` bytes of each area made inaccessible
+/// (guard regions where the kernel has them, else `PROT_NONE`). `len` and `guard` must be
+/// multiples of the page size, `guard < len`, `count >= 1`. Returns the start of the whole
+/// mapping (the first area's guard), or `errno`. Each area may later be unmapped on its own
+/// ([`unmap`]).
+pub(crate) fn map_guarded_batch(
+    len: usize,
+    guard: usize,
+    count: usize,
+) -> Result<NonNull<u8>, i32> {
     debug_assert!(
-        guard < len && len.is_multiple_of(page_size()) && guard.is_multiple_of(page_size())
+        guard < len
+            && count >= 1
+            && len.is_multiple_of(page_size())
+            && guard.is_multiple_of(page_size())
     );
+    let Some(total) = len.checked_mul(count) else {
+        return Err(ENOMEM);
+    };
     // SAFETY: a fresh anonymous mapping at an address the kernel chooses aliases nothing.
     let ptr = unsafe {
         libc::mmap(
             core::ptr::null_mut(),
-            len,
+            total,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
             -1,
@@ -55,22 +109,43 @@ pub(crate) fn map_guarded(len: usize, guard: usize) -> Result<NonNull<u8>, i32> 
         return Err(errno());
     }
     if guard > 0 {
-        // SAFETY: [ptr, ptr + guard) lies inside the mapping created above, owned by us.
-        if unsafe { libc::mprotect(ptr, guard, libc::PROT_NONE) } != 0 {
-            let err = errno();
-            // SAFETY: unmapping the mapping we just created; nothing refers to it yet.
-            unsafe { libc::munmap(ptr, len) };
-            return Err(err);
+        for i in 0..count {
+            // SAFETY: area `i` lies inside the mapping created above, owned by us and unused.
+            if let Err(err) = unsafe { install_guard(ptr.cast::<u8>().add(i * len).cast(), guard) }
+            {
+                // SAFETY: unmapping the mapping we just created; nothing refers to it yet.
+                unsafe { libc::munmap(ptr, total) };
+                return Err(err);
+            }
         }
     }
     // SAFETY: mmap never returns null for a successful non-fixed mapping.
     Ok(unsafe { NonNull::new_unchecked(ptr.cast()) })
 }
 
-/// Unmaps a mapping made by [`map_guarded`].
+/// Maps `len` bytes of private anonymous read-write memory, lazily committed, with its lowest
+/// `guard` bytes made inaccessible ([`map_guarded_batch`] of one area). Returns the start of
+/// the whole mapping (the guard page), or `errno`.
+pub(crate) fn map_guarded(len: usize, guard: usize) -> Result<NonNull<u8>, i32> {
+    map_guarded_batch(len, guard, 1)
+}
+
+/// Gives the pages of `[ptr, ptr + len)` back to the OS (`MADV_DONTNEED`): the range stays
+/// mapped, and reads as zeros, committed afresh on first touch.
 ///
 /// # Safety
-/// `ptr`/`len` must be exactly a mapping returned by this module that is not used afterwards.
+/// The range lies in a private anonymous mapping of ours whose contents nobody needs.
+pub(crate) unsafe fn release(ptr: NonNull<u8>, len: usize) {
+    // SAFETY: per contract.
+    let rc = unsafe { libc::madvise(ptr.as_ptr().cast(), len, libc::MADV_DONTNEED) };
+    debug_assert_eq!(rc, 0, "madvise(MADV_DONTNEED) failed: errno {}", errno());
+}
+
+/// Unmaps a mapping made by [`map_guarded`], or one area of [`map_guarded_batch`]'s.
+///
+/// # Safety
+/// `ptr`/`len` must be exactly a mapping (or batch area) returned by this module that is not
+/// used afterwards.
 pub(crate) unsafe fn unmap(ptr: NonNull<u8>, len: usize) {
     // SAFETY: the caller hands over a mapping it owns and no longer uses.
     let rc = unsafe { libc::munmap(ptr.as_ptr().cast(), len) };

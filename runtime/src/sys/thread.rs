@@ -1,18 +1,28 @@
-//! OS threads through `pthread` (so the no_std build can start workers), pinning
+//! OS threads (`std::thread` with `std`, else `pthread`, so that the no_std build can start
+//! workers), pinning
 //! (`sched_setaffinity`), and process-wide thread-local slots (`pthread_key_t`) through
 //! which a worker thread finds its own state without `std`.
 
+#[cfg(not(feature = "std"))]
 use alloc::boxed::Box;
+use alloc::string::String;
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-/// A started OS thread; join it with [`Thread::join`].
+/// A started OS thread; join it with [`Thread::join`] or let it go with [`Thread::detach`].
 #[derive(Debug)]
-pub(crate) struct Thread(libc::pthread_t);
+pub(crate) struct Thread {
+    #[cfg(feature = "std")]
+    handle: std::thread::JoinHandle<()>,
+    #[cfg(not(feature = "std"))]
+    tid: libc::pthread_t,
+}
 
 /// The closure a new thread runs, boxed twice so that one thin pointer crosses the C ABI.
+#[cfg(not(feature = "std"))]
 type Entry = Box<dyn FnOnce() + Send + 'static>;
 
+#[cfg(not(feature = "std"))]
 extern "C" fn thread_main(arg: *mut c_void) -> *mut c_void {
     // SAFETY: `arg` is the `Box<Entry>` leaked by `spawn`, handed over exactly once.
     let entry: Box<Entry> = unsafe { Box::from_raw(arg.cast::<Entry>()) };
@@ -20,27 +30,70 @@ extern "C" fn thread_main(arg: *mut c_void) -> *mut c_void {
     core::ptr::null_mut()
 }
 
-/// Starts an OS thread running `f`. Returns the `errno` of a failed `pthread_create`.
-pub(crate) fn spawn(f: impl FnOnce() + Send + 'static) -> Result<Thread, i32> {
-    let entry: Box<Entry> = Box::new(Box::new(f));
-    let arg = Box::into_raw(entry).cast::<c_void>();
-    let mut tid: libc::pthread_t = 0;
-    // SAFETY: `tid` is writable; `thread_main` takes ownership of `arg` if the call succeeds;
-    // default attributes (null).
-    let rc = unsafe { libc::pthread_create(&mut tid, core::ptr::null(), thread_main, arg) };
-    if rc != 0 {
-        // SAFETY: the thread was not created, so `arg` is still ours.
-        drop(unsafe { Box::from_raw(arg.cast::<Entry>()) });
-        return Err(rc);
+/// Starts an OS thread named `name` running `f`. Returns the `errno` of a failed
+/// `pthread_create`.
+///
+/// With `std` it is a `std::thread` (so that a panic message names it, and
+/// `std::thread::current()` works on it); without, a `pthread` whose kernel name
+/// (`pthread_setname_np`, at most 15 bytes: longer names are cut) is `name`. Either way its
+/// stack is the platform's default for a new thread.
+pub(crate) fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<Thread, i32> {
+    #[cfg(feature = "std")]
+    {
+        match std::thread::Builder::new().name(name).spawn(f) {
+            Ok(handle) => Ok(Thread { handle }),
+            Err(e) => Err(e.raw_os_error().unwrap_or(libc::EAGAIN)),
+        }
     }
-    Ok(Thread(tid))
+    #[cfg(not(feature = "std"))]
+    {
+        let entry: Box<Entry> = Box::new(Box::new(f));
+        let arg = Box::into_raw(entry).cast::<c_void>();
+        let mut tid: libc::pthread_t = 0;
+        // SAFETY: `tid` is writable; `thread_main` takes ownership of `arg` if the call
+        // succeeds; default attributes (null).
+        let rc = unsafe { libc::pthread_create(&mut tid, core::ptr::null(), thread_main, arg) };
+        if rc != 0 {
+            // SAFETY: the thread was not created, so `arg` is still ours.
+            drop(unsafe { Box::from_raw(arg.cast::<Entry>()) });
+            return Err(rc);
+        }
+        let mut cname = [0u8; 16];
+        let n = name.len().min(15);
+        cname[..n].copy_from_slice(&name.as_bytes()[..n]);
+        // SAFETY: `cname` is NUL-terminated (its last byte is never written) and at most 16
+        // bytes, the kernel's limit; `tid` is a live thread of this process. A failure only
+        // leaves the thread unnamed.
+        unsafe { libc::pthread_setname_np(tid, cname.as_ptr().cast()) };
+        Ok(Thread { tid })
+    }
 }
 
 impl Thread {
     /// Waits for the thread to end.
     pub(crate) fn join(self) {
+        #[cfg(feature = "std")]
+        {
+            // A panic that escaped the thread was already reported by its panic hook.
+            let _ = self.handle.join();
+        }
         // SAFETY: the thread was created joinable and is joined exactly once (self is consumed).
-        unsafe { libc::pthread_join(self.0, core::ptr::null_mut()) };
+        #[cfg(not(feature = "std"))]
+        unsafe {
+            libc::pthread_join(self.tid, core::ptr::null_mut())
+        };
+    }
+
+    /// Lets the thread run on unjoined: its resources are freed when it ends.
+    pub(crate) fn detach(self) {
+        #[cfg(feature = "std")]
+        drop(self.handle);
+        // SAFETY: the thread was created joinable and is detached once, never joined (self is
+        // consumed).
+        #[cfg(not(feature = "std"))]
+        unsafe {
+            libc::pthread_detach(self.tid)
+        };
     }
 }
 

@@ -15,7 +15,7 @@ use crate::policy::{MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, SchedEntity, clamp_nice}
 use crate::sched::{exit_current, finish_task_switch};
 use crate::sync::atomic::Ordering;
 use crate::tcb::{Complete, Completion, PacketStore, ValueSlot, next_id, write_inline};
-use crate::wake::{enqueue_on, select_cpu};
+use crate::wake::{Placing, enqueue_on, select_cpu};
 use crate::worker::{Packet, Shared, Task, TaskRef, Waiter, WorkerThread, local};
 
 /// Options for one task: name, nice level, custom slice, CPU affinity, stack size.
@@ -29,6 +29,7 @@ pub struct Builder {
     pub(crate) slice: Option<Duration>,
     pub(crate) cpus: Option<Vec<usize>>,
     pub(crate) stack_size: Option<usize>,
+    pub(crate) migrate: bool,
 }
 
 impl Builder {
@@ -44,30 +45,84 @@ impl Builder {
         self
     }
 
-    /// The nice level, −20 (most CPU) to 19 (least); clamped to that range.
+    /// The nice level, −20 (most CPU) to 19 (least). A nice level is the kernel's concept, so
+    /// it follows the kernel's rule for out-of-range values: it is clamped to that range, as
+    /// `setpriority(2)` clamps, not refused (settings that are not the kernel's are refused
+    /// with an [`Error`] naming the value and the range).
     pub fn nice(mut self, nice: i32) -> Builder {
         self.nice = clamp_nice(nice);
         self
     }
 
-    /// A custom slice (request length), clamped to 0.1 ms – 100 ms like the kernel's
-    /// `sched_attr.sched_runtime`. Shorter slices get earlier deadlines: lower latency.
+    /// A custom slice (request length). A slice is the kernel's concept, so it follows the
+    /// kernel's rule: it is clamped to 0.1 ms – 100 ms as the kernel clamps
+    /// `sched_attr.sched_runtime`, not refused. Shorter slices get earlier deadlines: lower
+    /// latency.
     pub fn slice(mut self, slice: Duration) -> Builder {
         self.slice = Some(slice);
         self
     }
 
-    /// Restricts the task to these OS CPUs (each must be one of the runtime's workers).
+    /// Restricts the task to these OS CPUs (each must be one of the runtime's workers: another
+    /// CPU, or an empty list, is an [`Error::AffinityOutsideWorkers`] at spawn).
     pub fn cpus(mut self, cpus: impl IntoIterator<Item = usize>) -> Builder {
         self.cpus = Some(cpus.into_iter().collect());
         self
     }
 
-    /// The task's stack size in bytes (at least [`MIN_STACK_SIZE`]); as for
+    /// The task's stack size in bytes (at least [`MIN_STACK_SIZE`]: less is an
+    /// [`Error::StackTooSmall`] at spawn); as for
     /// [`Runtime`](crate::Runtime)'s default, a closure that takes at most 1/16 of it is kept
     /// at its top.
     pub fn stack_size(mut self, bytes: usize) -> Builder {
         self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Lets this task resume on another worker thread once it has started, whatever its
+    /// runtime's setting: wakeup placement and the load balancers may then move it as the
+    /// kernel moves threads. By default a task that has started always resumes on the worker
+    /// thread it last ran on (the crate's "Soundness" section); a runtime built with
+    /// [`crate::Builder::allow_migration`] lets all its tasks move.
+    ///
+    /// ```
+    /// # let rt = lagom::Runtime::builder().build()?;
+    /// let h = rt.block_on(|| {
+    ///     let b = lagom::task::Builder::new().name("crunch");
+    ///     // SAFETY: the closure holds nothing thread-local across its blocking calls and
+    ///     // never asks which thread it runs on.
+    ///     let b = unsafe { b.allow_migration() };
+    ///     b.spawn(|| (0..10u64).map(|i| { lagom::task::yield_now(); i }).sum::<u64>())
+    ///         .unwrap()
+    ///         .join()
+    ///         .unwrap()
+    /// });
+    /// assert_eq!(h, 45);
+    /// # Ok::<(), lagom::Error>(())
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// The task may be suspended by any blocking call (`park`, `sleep`, `join`,
+    /// `yield_now`, `cond_resched`, and whatever is built on them) on one OS thread and
+    /// resumed on another. The caller promises that the task's code, including the libraries
+    /// it calls (but not the tasks it spawns, which have their own setting):
+    ///
+    /// 1. holds across a blocking call no reference into thread-local storage and no value
+    ///    that refers to it or belongs to its thread (an `Rc` to thread-local state such as
+    ///    `rand::thread_rng()`, a `std::sync::MutexGuard`, any `!Send` value obtained from
+    ///    the thread);
+    /// 2. does not touch thread-local storage in a function that also blocks where both
+    ///    could be inlined into one body (the compiler may reuse a thread-local's address
+    ///    computed before the call after it);
+    /// 3. does not rely on its thread's identity staying the same across a blocking call;
+    /// 4. does not block in a destructor that runs while a panic unwinds (std counts panics
+    ///    per thread).
+    ///
+    /// [`crate::Builder::allow_migration`] says why each matters: breaking the promise is a
+    /// data race on another thread's storage, which `Send` cannot rule out.
+    pub unsafe fn allow_migration(mut self) -> Builder {
+        self.migrate = true;
         self
     }
 
@@ -93,7 +148,9 @@ impl Builder {
 /// Spawns `f` on the runtime the calling task runs on.
 ///
 /// # Panics
-/// Outside tasks (use [`crate::Runtime::spawn`] there), or if no stack can be mapped.
+/// Outside tasks (use [`crate::Runtime::spawn`] there), or if no stack can be mapped; the
+/// panic names the caller's location.
+#[track_caller]
 pub fn spawn<T, F>(f: F) -> JoinHandle<T>
 where
     T: Send + 'static,
@@ -191,8 +248,10 @@ where
         name.clone()
     };
     let mut fiber = Fiber::new(fiber_name, id, stack, move || {
-        // First run: complete the switch that brought us here.
+        // First run: complete the switch that brought us here; a task that first runs after
+        // half of a shutdown's timeout is cancelled before its closure starts.
         finish_task_switch();
+        crate::worker::with_current_task(super::cancel::point);
         let v = f();
         // SAFETY: the task's one store, just before its closure ends; the fiber's exit hook
         // (`sched::exit_current`) then calls `complete` on this OS thread. The task, and so
@@ -217,7 +276,7 @@ where
             se,
             id,
             name,
-            affinity,
+            (affinity, b.migrate || shared.allow_migration),
             completion,
             Arc::clone(shared),
         ));
@@ -235,12 +294,13 @@ where
     let reg = &shared.workers[prev].tasks;
     let slot = match local {
         // SAFETY: `prev` is the calling worker, whose own part this thread is the one to touch.
-        Some(_) => unsafe { reg.insert_own(Arc::clone(&task)) },
+        Some(wt) => unsafe { reg.insert_own(Arc::clone(&task), |s| wt.pool.borrow_mut().put(s)) },
         None => reg.insert_foreign(Arc::clone(&task)),
     };
     task.reg_home.store(prev, Ordering::Relaxed);
     task.reg_slot.store(slot, Ordering::Relaxed);
-    let target = select_cpu(shared, &task, prev, local_idx);
+    // A new task: placement is free (the migration contract binds started tasks only).
+    let target = select_cpu(shared, &task, prev, local_idx, Placing::New);
     task.cpu.store(target, Ordering::Relaxed);
     enqueue_on(shared, local, target, &task, true);
     Ok(JoinHandle { packet, id, task })

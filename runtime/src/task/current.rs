@@ -50,9 +50,13 @@ pub fn runtime() -> Option<Duration> {
 
 /// Gives up the rest of the calling task's request and lets the worker pick again
 /// (`sched_yield`). Outside tasks it does nothing.
+///
+/// Past half of a shutdown's timeout, a task in `yield_now` is cancelled: the call unwinds
+/// ([`crate::Runtime::shutdown_timeout`]).
 pub fn yield_now() {
     if worker::with_current_task(|_| ()).is_some() {
         schedule(Reason::Yield);
+        worker::with_current_task(super::cancel::point);
     }
 }
 
@@ -60,6 +64,9 @@ pub fn yield_now() {
 /// a wakeup asked for preemption, or wakeups wait on this worker's wakelist; every few
 /// milliseconds it also runs the periodic load balance, which may pull tasks to this worker.
 /// Long compute loops call it. Outside tasks it does nothing.
+///
+/// Past half of a shutdown's timeout, a task in `cond_resched` is cancelled: the call
+/// unwinds ([`crate::Runtime::shutdown_timeout`]).
 pub fn cond_resched() {
     let Some(wt) = local() else { return };
     if worker::with_current_task(|_| ()).is_none() {
@@ -78,6 +85,7 @@ pub fn cond_resched() {
         || w.rq.lock().task_tick(now);
     if resched {
         schedule(Reason::Preempt);
+        worker::with_current_task(super::cancel::point);
     }
 }
 

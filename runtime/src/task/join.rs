@@ -74,11 +74,10 @@ impl<T> JoinHandle<T> {
     /// plain OS thread (it sleeps on a futex).
     ///
     /// # Errors
-    /// The task's panic, as [`JoinError`].
-    ///
-    /// # Panics
-    /// If the runtime was shut down before the task ended (it was cancelled, see
-    /// [`crate::Runtime::shutdown`]).
+    /// The task's panic, as [`JoinError`]; or, if the runtime shut down before the task
+    /// ended, a [`JoinError`] whose [`is_cancelled`](JoinError::is_cancelled) is true (see
+    /// [`crate::Runtime::shutdown_timeout`]). It never panics. A joining task that is
+    /// itself cancelled unwinds from here.
     pub fn join(self) -> Result<T, JoinError> {
         let r = loop {
             if let Some(r) = self.try_take(current_waiter) {
@@ -102,7 +101,13 @@ impl<T> JoinHandle<T> {
         // it), and it stops asking once it got the outcome.
         match unsafe { self.packet().try_take(waiter) }? {
             Outcome::Ended(r) => Some(r),
-            Outcome::Cancelled => panic!("lagom: joined task was cancelled by shutdown"),
+            Outcome::Cancelled => {
+                let name = match self.task.name.as_str() {
+                    "" => alloc::format!("task-{}", self.id),
+                    n => alloc::string::String::from(n),
+                };
+                Some(Err(JoinError::cancelled(name, self.id)))
+            }
         }
     }
 }

@@ -5,16 +5,27 @@
 //! * `join.rs` — [`JoinHandle`], the joiner's side of the join packet;
 //! * `park.rs` — [`park`], [`Unparker`], [`current_unparker`];
 //! * `current.rs` — [`current`], [`runtime`], [`yield_now`], [`cond_resched`], [`sleep`];
-//! * `recycle.rs` — a joined task's allocation kept for its worker's next spawn.
+//! * `recycle.rs` — a joined task's allocation kept for its worker's next spawn;
+//! * `cancel.rs` — the cancellation points where a shutdown unwinds a task;
+//! * `blocking.rs`, `pool.rs` — [`spawn_blocking`] and the process's pool of plain threads
+//!   it runs closures on.
 
+mod blocking;
 mod builder;
+mod cancel;
 mod current;
 mod join;
 mod park;
+mod pool;
 mod recycle;
 
+pub use blocking::{BlockingHandle, blocking_pool_stats, configure_blocking_pool, spawn_blocking};
 pub(crate) use builder::spawn_inner;
 pub use builder::{Builder, spawn};
 pub use current::{CurrentTask, cond_resched, current, runtime, sleep, yield_now};
 pub use join::JoinHandle;
 pub use park::{Unparker, current_unparker, park};
+pub use pool::{
+    BlockingPoolStats, DEFAULT_BLOCKING_KEEP_ALIVE, DEFAULT_MAX_BLOCKING_THREADS,
+    MAX_BLOCKING_THREADS,
+};

@@ -57,6 +57,9 @@ pub(crate) fn current_waiter() -> Waiter {
 }
 
 /// Blocks the calling task (or OS thread) until its unparker is called; may return spuriously.
+///
+/// At shutdown a task blocked here is cancelled: `park` does not return but unwinds (see
+/// [`crate::Runtime::shutdown_timeout`]); so do `sleep` and `JoinHandle::join`, which park.
 pub fn park() {
     if worker::with_current(park_task).is_none() {
         thread_parker().park();
@@ -66,9 +69,15 @@ pub fn park() {
 /// The park loop of the running task `task` on worker thread `wt`. `wt` serves the first
 /// sleep only (the look-up `park` made): once the task has switched away it may resume on
 /// another worker, so a later sleep looks its worker up afresh.
+///
+/// Each round begins with a cancellation point (`cancel.rs`): at shutdown the task unwinds
+/// from here (or, unwinding already, returns without sleeping).
 fn park_task(wt: &WorkerThread, task: &Task) {
     let mut wt = Some(wt);
     loop {
+        if super::cancel::park_point(task) {
+            return;
+        }
         match prepare_park(task) {
             ParkStep::Return => return,
             ParkStep::Retry => {}

@@ -96,6 +96,15 @@ pub(crate) const WAKING: u32 = 2;
 /// Finished; to be freed by its worker.
 pub(crate) const DEAD: u32 = 3;
 
+/// [`Task::cancel`]: no cancellation.
+pub(crate) const CANCEL_NONE: u32 = 0;
+/// [`Task::cancel`]: a shutdown asked the blocked task to unwind; it raises the cancellation
+/// at its next cancellation point (`task/cancel.rs`).
+pub(crate) const CANCEL_REQUESTED: u32 = 1;
+/// [`Task::cancel`]: the task raised the cancellation and is unwinding (or caught it): it is
+/// not raised again, and its blocking calls no longer sleep.
+pub(crate) const CANCEL_RAISED: u32 = 2;
+
 /// The outcome of a waker's claim ([`Task::claim`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
@@ -116,8 +125,22 @@ pub(crate) struct Sched {
     pub(crate) fiber: Option<Fiber<DefaultStack>>,
     /// Whether it was never enqueued (EnqueueKind::Initial on first enqueue).
     pub(crate) new: bool,
-    /// The worker whose idle context the fiber's parent link names.
+    /// The worker the task last ran on, whose idle context the fiber's parent link names;
+    /// [`NEVER_RAN`] until a worker first switches into it. Written when a worker marks the
+    /// task running (`sched::prepare_switch`, under its runqueue lock).
     pub(crate) parent_worker: usize,
+}
+
+/// [`Sched::parent_worker`] of a task that has not run yet.
+pub(crate) const NEVER_RAN: usize = usize::MAX;
+
+impl Sched {
+    /// Whether the task has started running: from then on, unless it may migrate
+    /// ([`Task::migratable`]), it resumes only on [`parent_worker`](Self::parent_worker)
+    /// (the migration contract, `wake/select.rs`).
+    pub(crate) fn started(&self) -> bool {
+        self.parent_worker != NEVER_RAN
+    }
 }
 
 /// A task control block of a runtime `R` (module doc). Shared through [`TaskRef`].
@@ -133,6 +156,12 @@ pub(crate) struct Task<R: 'static> {
     pub(crate) cpu: AtomicUsize,
     /// The park token: `true` when an unpark is pending (see `park.rs`).
     pub(crate) token: AtomicBool,
+    /// The shutdown's cancellation of this task: [`CANCEL_NONE`], [`CANCEL_REQUESTED`] (set
+    /// with Release by the worker that sweeps the task's registry, before it unparks the
+    /// task, whose wakeup then orders it before the task's Acquire load) or
+    /// [`CANCEL_RAISED`] (set by the task itself). The protocol is in `runtime.rs`'s module
+    /// doc; the task's side in `task/cancel.rs`.
+    pub(crate) cancel: AtomicU32,
     /// The task sleeps queued as delayed (DELAY_DEQUEUE). Set with Release by the worker
     /// that delayed it (under its lock), cleared under the lock when the delay ends; a
     /// waker reads it with Acquire (TTWU_QUEUE_DELAYED, spec §7.10).
@@ -164,6 +193,13 @@ pub(crate) struct Task<R: 'static> {
     pub(crate) name: String,
     /// Worker indices the task may run on (`None`: all), one bit each.
     pub(crate) affinity: Option<Vec<u64>>,
+    /// Once started, the task may resume on a worker other than the one it last ran on:
+    /// the `unsafe` migration opt-in of its runtime or its builder (`Builder::allow_migration`,
+    /// `task::Builder::allow_migration`). `false`, the default, is the migration contract:
+    /// every path that picks a CPU for a started task keeps it where it last ran
+    /// (`wake/select.rs`, `sched/balance.rs`), and `sched::prepare_switch` aborts the
+    /// process if one ever did not. Fixed at spawn.
+    pub(crate) migratable: bool,
     /// The runtime it belongs to (wakers from any thread find its workers here); opaque to
     /// this layer (module doc).
     pub(crate) shared: Arc<R>,
@@ -207,15 +243,16 @@ unsafe impl<R: 'static> Linked for Task<R> {
 impl<R: 'static> Task<R> {
     /// Inlined so that a caller writing it into its allocation builds it in place.
     ///
-    /// A new task around `fiber` (`None` only in loom models, which never switch), runnable (state `RUNNING`), on no queue (its `cpu` is set
-    /// by the spawner once chosen).
+    /// A new task around `fiber` (`None` only in loom models, which never switch), runnable
+    /// (state `RUNNING`), on no queue (its `cpu` is set by the spawner once chosen), with
+    /// its affinity and whether it may migrate once started ([`Task::migratable`]).
     #[inline(always)]
     pub(crate) fn new(
         fiber: Option<Fiber<DefaultStack>>,
         se: SchedEntity,
         id: u64,
         name: String,
-        affinity: Option<Vec<u64>>,
+        (affinity, migratable): (Option<Vec<u64>>, bool),
         completion: impl Into<Completion<Waiter<R>>>,
         shared: Arc<R>,
     ) -> Task<R> {
@@ -227,6 +264,7 @@ impl<R: 'static> Task<R> {
             on_cpu: AtomicBool::new(false),
             cpu: AtomicUsize::new(0),
             token: AtomicBool::new(false),
+            cancel: AtomicU32::new(CANCEL_NONE),
             sched_delayed: AtomicBool::new(false),
             wake_delayed: AtomicBool::new(false),
             wake_cpu: AtomicUsize::new(usize::MAX),
@@ -237,7 +275,7 @@ impl<R: 'static> Task<R> {
                 handle: None,
                 fiber,
                 new: true,
-                parent_worker: usize::MAX,
+                parent_worker: NEVER_RAN,
             }),
             ctx,
             #[cfg(loom)]
@@ -245,6 +283,7 @@ impl<R: 'static> Task<R> {
             id,
             name,
             affinity,
+            migratable,
             shared,
             completion: completion.into(),
             packet_store: PacketStore::new(),

@@ -114,11 +114,13 @@ impl<T, W> Packet<T, W> {
         }
     }
 
-    /// The closure's value, stored by the task itself just before it ends.
+    /// The closure's value, stored by the task itself just before it ends (or by the pool
+    /// thread that ran a `spawn_blocking` closure, its finisher).
     ///
     /// # Safety
-    /// Called by the task once, from its fiber, whose closure then ends; `complete` runs later
-    /// on the same OS thread (module doc).
+    /// Called once, by the packet's finisher — the task, from its fiber, whose closure then
+    /// ends, or the pool thread of a blocking job — and `complete` runs later on the same OS
+    /// thread (module doc).
     pub(crate) unsafe fn set_value(&self, v: T) {
         // SAFETY: the caller's contract: the only access until `complete`, which follows it on
         // this thread.

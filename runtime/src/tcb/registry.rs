@@ -18,14 +18,17 @@
 //!   removes when one of these tasks dies on this worker (`sched/exit.rs`, `put_dead`) or when it
 //!   reaps its dead list.
 //! * **dead** — a lock-free list (`sync/llist.rs`) of own tasks that died on *another* worker
-//!   (moved there by balancing or a wakeup). That worker gives the stack back to its own pool,
-//!   takes the fiber out, and pushes the task, through the task's wakelist link, which a dead
-//!   task no longer uses (it is on no wakelist: only a claimed, blocked task is pushed on one,
-//!   and a dead task can no longer be claimed). It touches the task no more after the push:
-//!   the home's slot still holds the reference, and the home may free the task at once. The
-//!   push is Release and the home's take is Acquire, so the home sees the fiber taken. The
-//!   home **reaps** the list (removes those slots) at its next spawn and whenever it runs out
-//!   of work (`sched/idle.rs`); until then the dead tasks still count as live. A push onto
+//!   (moved there by balancing or a wakeup). That worker pushes the task, through the task's
+//!   wakelist link, which a dead task no longer uses (it is on no wakelist: only a claimed,
+//!   blocked task is pushed on one, and a dead task can no longer be claimed), with its fiber
+//!   still in it. It touches the task no more after the push: the home's slot still holds
+//!   the reference, and the home may free the task at once. The push is Release and the
+//!   home's take is Acquire, so the home sees everything the dying worker did to the task.
+//!   The home **reaps** the list at its next spawn and whenever it runs out of work
+//!   (`sched/idle.rs`): it takes each fiber out, gives its stack to the caller (its own
+//!   pool: so the stacks of a worker's spawns come back to that worker's pool, wherever the
+//!   tasks ended, and the pool's high-water mark is its own spawns', `arch/pool.rs`) and
+//!   removes the slot; until then the dead tasks still count as live. A push onto
 //!   an empty list kicks the home, and the idle re-check counts a non-empty list as work
 //!   (the kick protocol, `sync/kick.rs`), so an idle home does not sleep on dead tasks.
 //! * **foreign** — tasks spawned from outside the runtime's workers (`Runtime::spawn`), behind
@@ -41,10 +44,13 @@
 //! The registry also keeps the worker's *spare*, a joined task's allocation for its next
 //! spawn (`task/recycle.rs`); it is in no slot and counts as nothing.
 
+#[cfg(feature = "std")]
+use alloc::vec::Vec;
 use core::ptr::NonNull;
 
 use super::slots::Slots;
 use super::{Task, TaskRef};
+use crate::arch::{DefaultStack, Fiber};
 use crate::sync::atomic::{AtomicUsize, Ordering};
 use crate::sync::cell::UnsafeCell;
 use crate::sync::llist::LList;
@@ -127,16 +133,20 @@ impl<R: 'static> Registry<R> {
     }
 
     /// Registers `t`, spawned by a task of the home worker, with its stack; returns the value
-    /// for `Task::reg_slot`. Reaps the dead list first, which bounds it to the tasks spawned
-    /// here since this worker's previous spawn or idle moment.
+    /// for `Task::reg_slot`. Reaps the dead list first (their stacks to `give_back`), which
+    /// bounds it to the tasks spawned here since this worker's previous spawn or idle moment.
     ///
     /// # Safety
     /// The caller is the home worker's thread.
     #[inline]
-    pub(crate) unsafe fn insert_own(&self, t: TaskRef<R>) -> usize {
+    pub(crate) unsafe fn insert_own(
+        &self,
+        t: TaskRef<R>,
+        give_back: impl FnMut(DefaultStack),
+    ) -> usize {
         if !self.dead.is_empty() {
             // SAFETY: the caller's contract.
-            unsafe { self.reap() };
+            unsafe { self.reap(give_back) };
         }
         // SAFETY: the caller's contract.
         unsafe { self.with_own(|own| own.insert(t)) }
@@ -167,8 +177,8 @@ impl<R: 'static> Registry<R> {
         }
     }
 
-    /// Hands an own task that died on another worker, whose stack that worker has given
-    /// back, to the home worker, which removes it at its next reap (module doc). Returns
+    /// Hands an own task that died on another worker, its fiber still in it, to the home
+    /// worker, which frees the fiber and removes the task at its next reap (module doc). Returns
     /// whether the dead list was empty: the caller then kicks the home, which may be asleep.
     ///
     /// # Safety
@@ -186,17 +196,24 @@ impl<R: 'static> Registry<R> {
         !self.dead.is_empty()
     }
 
-    /// Removes the own tasks that died on other workers (module doc), dropping the
-    /// registry's references.
+    /// Removes the own tasks that died on other workers (module doc): takes each one's fiber
+    /// out, hands its stack to `give_back`, and drops the registry's reference.
     ///
     /// # Safety
     /// The caller is the home worker's thread, or every worker has stopped and been joined.
     #[inline(never)]
-    pub(crate) unsafe fn reap(&self) {
+    pub(crate) unsafe fn reap(&self, mut give_back: impl FnMut(DefaultStack)) {
         for t in self.dead.take_all() {
             // SAFETY: pushed by `push_dead`; the own slot keeps the task alive until removed
-            // here, and the pusher's writes (the fiber taken) happen-before this take.
-            let slot = unsafe { t.as_ref() }.reg_slot.load(Ordering::Relaxed);
+            // here, and the pusher's writes happen-before this take (Release/Acquire).
+            let task = unsafe { t.as_ref() };
+            // SAFETY: the task is dead, off every queue and CPU, and its pusher touches it no
+            // more: this thread is the only one to reach its scheduling part.
+            let fiber = unsafe { task.sched(|s| s.fiber.take()) };
+            if let Some(stack) = fiber.and_then(Fiber::into_stack) {
+                give_back(stack);
+            }
+            let slot = task.reg_slot.load(Ordering::Relaxed);
             // SAFETY: the caller's contract; removing may free the task, not read afterwards.
             drop(unsafe { self.remove(slot) });
         }
@@ -212,8 +229,8 @@ impl<R: 'static> Registry<R> {
     pub(crate) unsafe fn cancel_all(&self, mut cancel: impl FnMut(&Task<R>) -> bool) {
         // SAFETY: the caller's contract (for the spare and the three calls on the own part).
         drop(unsafe { self.take_spare() });
-        // SAFETY: as above.
-        unsafe { self.reap() };
+        // SAFETY: as above. The dead tasks ended: their stacks are unmapped.
+        unsafe { self.reap(drop) };
         // SAFETY: as above.
         let own = unsafe { self.with_own(Slots::take_all) };
         for t in own {
@@ -228,6 +245,27 @@ impl<R: 'static> Registry<R> {
                 self.foreign.lock().stack_returned();
             }
         }
+    }
+
+    /// New references to the tasks of the own and foreign parts for which `pick` says yes
+    /// (a shutdown's sweep, `sched/shutdown.rs`). The foreign part's lock is held only while
+    /// they are collected.
+    ///
+    /// # Safety
+    /// The caller is the home worker's thread.
+    #[cfg(feature = "std")]
+    pub(crate) unsafe fn collect(&self, mut pick: impl FnMut(&Task<R>) -> bool) -> Vec<TaskRef<R>> {
+        let mut out = Vec::new();
+        let mut take = |t: &TaskRef<R>| {
+            if pick(t) {
+                out.push(alloc::sync::Arc::clone(t));
+            }
+        };
+        // SAFETY: the caller's contract; `for_each` only reads the own part (its counts are
+        // unchanged, so the published ones stay right).
+        self.own.with(|p| unsafe { (*p).for_each(&mut take) });
+        self.foreign.lock().for_each(&mut take);
+        out
     }
 
     /// Tasks held now, and their stacks not yet given back (a snapshot while workers run).

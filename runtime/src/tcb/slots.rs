@@ -101,6 +101,16 @@ impl<T> Slots<T> {
             .collect()
     }
 
+    /// Calls `f` on every task held (a shutdown's sweep, which only `std` has).
+    #[cfg(feature = "std")]
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&T)) {
+        for e in &self.entries {
+            if let Entry::Taken(t) = e {
+                f(t);
+            }
+        }
+    }
+
     /// Tasks held now.
     pub(crate) fn tasks(&self) -> usize {
         self.tasks

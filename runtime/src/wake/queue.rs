@@ -7,7 +7,7 @@ use core::mem::ManuallyDrop;
 use core::ptr::NonNull;
 
 use super::activate::{activate, finished_delayed};
-use super::select::select_cpu;
+use super::select::{Placing, select_cpu};
 use crate::policy::{Feature, RunQueue};
 use crate::sync::atomic::Ordering;
 use crate::trace::MigrateCause;
@@ -135,12 +135,17 @@ fn drain_pending(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, now:
                 finished_delayed(w, se, p);
                 w.publish(rq);
             }
+            // A task that may not migrate was never moved: it last ran here.
+            debug_assert!(t.migratable || owner == me, "lagom: a pinned task moved");
             let waker = t.wake_cpu.load(Ordering::Relaxed);
             let target = select_cpu(
                 shared,
                 &t,
                 me,
                 (waker < shared.workers.len()).then_some(waker),
+                // A delayed wakee has run, last here: it moves only if it may
+                // (the migration contract, `select.rs`).
+                Placing::Started,
             );
             if target != me {
                 trace::migrate(shared, &t, me, target, MigrateCause::Wakeup);

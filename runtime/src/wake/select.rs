@@ -1,12 +1,68 @@
 //! CPU selection for a wakeup or a spawn: the policy's `select_task_rq` (`policy/select.rs`)
-//! over the workers' published runnable counts.
+//! over the workers' published runnable counts, under the migration contract.
+//!
+//! ## The migration contract
+//!
+//! Invariant: *a task that has started running resumes only on the worker thread it last ran
+//! on, unless it may migrate (`Task::migratable`, the `unsafe` opt-in of its runtime or its
+//! builder).*
+//!
+//! Safe Rust lets a task keep what its OS thread hands out across a blocking call — a
+//! reference into a `thread_local!`, an `Rc` to thread-local state (`rand::thread_rng()`),
+//! a `MutexGuard` that must be unlocked by the thread that locked it — and lets the compiler
+//! keep a thread-local's address in a register across a call that switched stacks. Resumed
+//! on another worker, such a task would read and write the other thread's storage while
+//! that thread runs another task: undefined behaviour from safe code. So the default keeps a
+//! started task on its thread; what the opt-in buys is the kernel's freedom (wakeup
+//! placement, balancing of started tasks) for tasks whose code promises not to need it
+//! (`Builder::allow_migration`'s `# Safety`).
+//!
+//! The decision is the policy's, told what it may choose from: a task that may not move is
+//! given an affinity of one CPU, the one it last ran on, so `select_task_rq` returns it and
+//! `can_migrate` refuses it (`sched/balance.rs`). Placement stays free for what has not run:
+//! a spawn, and the balancing of a queued task that was never switched in. Every path that
+//! picks a CPU for a started task goes through here or through the balancer:
+//!
+//! * the full wakeup (`wake/ttwu.rs`, from a task, a timer, the exit of a joinee or an outside
+//!   thread), including a delayed wakee that TTWU_DEQUEUE dequeued first;
+//! * the TTWU_QUEUE_DELAYED drain's reselection (`wake/queue.rs`);
+//! * newly idle and periodic balance (`sched/balance.rs`; lagom has no active balance);
+//!
+//! and the requeue in place, the TTWU_QUEUE_ON_CPU hand-off and the chase of a moved task
+//! keep the worker the task is on. A pinned started task's `cpu` is the worker it last ran
+//! on: it is set there when the task is first switched in and no path changes it afterwards,
+//! so `prev` (its `cpu`) is the worker to keep it on. `sched::prepare_switch`, where every
+//! resume begins, checks the invariant at no cost on the usual path (it compares the worker
+//! with the one the task last ran on anyway) and aborts the process if it ever broke.
+//!
+//! Loom model 10 (`loom-tests/tests/contract.rs`) races wakers, the balancer and the drain
+//! under the contract (mutants `select_ignores_contract`, `balance_ignores_contract`); the
+//! other models of cross-worker races opt in, as the runtime's lab does.
 
 use crate::policy::{CpuView, select_task_rq};
 use crate::sync::atomic::Ordering;
 use crate::worker::{Shared, TaskRef};
 
-/// `select_task_rq` over the workers' published state.
-pub(crate) fn select_cpu(shared: &Shared, t: &TaskRef, prev: usize, waker: Option<usize>) -> usize {
+/// Whether the task to be placed has run: a wakeup's (a woken task blocked, so it ran) or a
+/// spawn's (it has not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Placing {
+    /// A new task (`wake_up_new_task`): placement is free.
+    New,
+    /// A task that has run, last on its `cpu`: it moves only if it may migrate.
+    Started,
+}
+
+/// `select_task_rq` over the workers' published state, for a task that last ran on (or, new,
+/// was spawned from) `prev`, woken from `waker`. A started task that may not migrate is
+/// given an affinity of one, `prev` (module doc).
+pub(crate) fn select_cpu(
+    shared: &Shared,
+    t: &TaskRef,
+    prev: usize,
+    waker: Option<usize>,
+    placing: Placing,
+) -> usize {
     let n = shared.workers.len();
     let view = |i: usize| {
         let nr = shared.workers[i].nr_running.load(Ordering::Relaxed);
@@ -15,5 +71,13 @@ pub(crate) fn select_cpu(shared: &Shared, t: &TaskRef, prev: usize, waker: Optio
             nr_running: nr,
         }
     };
+    // Mutant `select_ignores_contract` (loom model `contract`): every woken task is free to
+    // move.
+    #[cfg(not(lagom_mutant = "select_ignores_contract"))]
+    if placing == Placing::Started && !t.migratable {
+        return select_task_rq(n, view, prev, waker, |i| i == prev);
+    }
+    #[cfg(lagom_mutant = "select_ignores_contract")]
+    let _ = placing;
     select_task_rq(n, view, prev, waker, |i| t.allowed(i))
 }

@@ -4,7 +4,7 @@
 use super::activate::activate;
 use super::queue::{enqueue_on, queue_wakelist};
 use super::runnable::ttwu_runnable;
-use super::select::select_cpu;
+use super::select::{Placing, select_cpu};
 use crate::policy::Feature;
 use crate::sync::atomic::Ordering;
 use crate::tcb::{BLOCKED, Claim};
@@ -129,7 +129,8 @@ fn ttwu<'a>(
     // which was just seen clear: no write runs now (loom checks that this read is ordered).
     let _ = t.loom_ctx.with(|c| unsafe { *c });
     let prev = t.cpu.load(Ordering::Relaxed);
-    let target = select_cpu(shared, t, prev, local_idx);
+    // A woken task has run (it blocked): it moves only if it may (`select.rs`).
+    let target = select_cpu(shared, t, prev, local_idx, Placing::Started);
     trace::migrate(shared, t, prev, target, MigrateCause::Wakeup);
     t.cpu.store(target, Ordering::Relaxed);
     match (held.as_mut(), local_wt) {

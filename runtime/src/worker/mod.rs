@@ -19,6 +19,7 @@ mod timer;
 pub(crate) mod trace;
 
 pub(crate) use stats::Counters;
+pub use stats::ShutdownStats;
 pub use stats::{Stats, WorkerStats};
 pub(crate) use thread::{
     WorkerThread, current_task, local, set_local, with_current, with_current_task,
@@ -30,7 +31,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::arch::FpControl;
 use crate::policy::{Features, RqConfig, RunQueue};
-use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::kick::Kick;
 use crate::sync::llist::LList;
 use crate::sync::lock::Lock;
@@ -84,6 +85,12 @@ pub(crate) struct Worker {
     pub(crate) stats: CachePadded<Counters>,
     /// The live tasks whose home this worker is (`tcb/registry.rs`).
     pub(crate) tasks: CachePadded<Registry>,
+    /// Where the next balance that pulls from this worker resumes its scan of the runqueue's
+    /// slots (`sched/balance.rs`); touched only under this worker's runqueue lock.
+    pub(crate) balance_cursor: AtomicUsize,
+    /// The worker's thread has left its loop and freed its own state (set last, with
+    /// Release; a shutdown waits for it before it joins the thread).
+    pub(crate) exited: AtomicBool,
 }
 
 impl Worker {
@@ -99,7 +106,38 @@ impl Worker {
             rq: CachePadded::new(Lock::new(RunQueue::new(cfg))),
             stats: CachePadded::new(Counters::default()),
             tasks: CachePadded::new(Registry::new()),
+            balance_cursor: AtomicUsize::new(0),
+            exited: AtomicBool::new(false),
         }
+    }
+}
+
+impl Shared {
+    /// The shutdown phase (Acquire).
+    pub(crate) fn phase(&self) -> u32 {
+        self.phase.load(Ordering::Acquire)
+    }
+
+    /// Moves the shutdown to `phase` (Release) and kicks every worker, so that idle ones look
+    /// at once; from FORCE on, also sets every worker's need-resched, so that a running task's
+    /// next `cond_resched` switches and meets its cancellation point (`task/cancel.rs`).
+    pub(crate) fn set_phase(&self, phase: u32) {
+        self.phase.store(phase, Ordering::Release);
+        for w in &self.workers {
+            if phase >= PHASE_FORCE {
+                w.need_resched.store(true, Ordering::Relaxed);
+            }
+            w.kick.kick();
+        }
+    }
+
+    /// Whether no worker has anything runnable or pending on its wakelist (a snapshot of
+    /// the published counts: a wakeup in flight may be missed, which only makes a shutdown
+    /// sweep a little early; the sweeps repeat).
+    pub(crate) fn looks_idle(&self) -> bool {
+        self.workers
+            .iter()
+            .all(|w| w.nr_running.load(Ordering::Relaxed) == 0 && w.wakelist.is_empty())
     }
 }
 
@@ -112,20 +150,38 @@ impl Worker {
     }
 }
 
+/// [`Shared::phase`]: the runtime runs.
+pub(crate) const PHASE_RUN: u32 = 0;
+/// [`Shared::phase`]: a shutdown began. Runnable tasks run on; once the runtime has nothing
+/// runnable, idle workers cancel the blocked tasks of their registries (`sched/shutdown.rs`).
+pub(crate) const PHASE_DRAIN: u32 = 1;
+/// [`Shared::phase`]: every task still alive is cancelled at its next call into lagom, and
+/// idle workers cancel blocked tasks whatever runs elsewhere.
+pub(crate) const PHASE_FORCE: u32 = 2;
+/// [`Shared::phase`]: tasks still alive are abandoned at their next call into lagom, and
+/// workers leave their loops once they have nothing runnable.
+pub(crate) const PHASE_EXIT: u32 = 3;
+
 /// Everything the workers share: the runtime's state.
 pub(crate) struct Shared {
     /// The workers, by index.
     pub(crate) workers: Vec<Worker>,
     /// The scheduler features.
     pub(crate) features: Features,
-    /// Shutdown was requested.
-    pub(crate) closing: AtomicBool,
+    /// Where the runtime is in its life: [`PHASE_RUN`] until a shutdown walks it through
+    /// [`PHASE_DRAIN`], [`PHASE_FORCE`] and [`PHASE_EXIT`] (`runtime.rs`'s module doc).
+    /// Stored with Release by the shutting-down thread, which kicks every worker after each
+    /// step; read with Acquire by workers and tasks.
+    pub(crate) phase: AtomicU32,
     /// Stack size of tasks without their own.
     pub(crate) stack_size: usize,
     /// Nanoseconds an idle worker spins before it sleeps (0: sleep at once).
     pub(crate) idle_spin: u64,
     /// How switches treat the FP control state, for every context of this runtime.
     pub(crate) fp_control: FpControl,
+    /// Every task of this runtime may migrate once started (`Builder::allow_migration`, the
+    /// `unsafe` opt-in out of the migration contract, `wake/select.rs`).
+    pub(crate) allow_migration: bool,
     /// Round-robin hint for spawns from outside.
     pub(crate) next_outside: AtomicUsize,
     /// The trace recorder, if tracing is on (`trace/`).

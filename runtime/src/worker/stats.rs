@@ -112,6 +112,12 @@ counters! {
     balance_delayed,
     /// Tasks that ended on this worker.
     exits,
+    /// Tasks that began to unwind here from a shutdown's cancellation.
+    cancelled,
+    /// Stacks this worker's pool has mapped (in batches), as of its last idle moment.
+    stacks_mapped,
+    /// Idle stacks this worker's pool has unmapped when trimmed, as of its last idle moment.
+    stacks_trimmed,
 }
 
 impl Counters {
@@ -150,6 +156,23 @@ pub struct Stats {
     pub live_tasks: usize,
     /// Task stacks in use by tasks.
     pub live_stacks: usize,
+    /// What the shutdown did, once the runtime was shut down (all zero before).
+    pub shutdown: ShutdownStats,
+}
+
+/// What a shutdown could not finish (`Runtime::shutdown_timeout`). The tasks it cancelled
+/// and that unwound are counted per worker (`WorkerStats::cancelled`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShutdownStats {
+    /// Tasks that had not ended when the timeout ran out (they caught the cancellation and
+    /// kept running, or, without the `std` feature, could not unwind): never resumed again,
+    /// their stacks freed without running the destructors on them. Their `join` returns a
+    /// cancelled `JoinError` too.
+    pub abandoned: usize,
+    /// Worker threads that had not stopped when the timeout ran out, because a task on them
+    /// never called into lagom again: detached and left running, with the runtime's memory
+    /// (and the tasks' stacks) leaked, so that nothing they use is freed under them.
+    pub stuck_workers: usize,
 }
 
 impl Stats {
@@ -185,7 +208,16 @@ impl fmt::Display for Stats {
             f,
             "live tasks {}, live stacks {}",
             self.live_tasks, self.live_stacks
-        )
+        )?;
+        let s = &self.shutdown;
+        if s.abandoned > 0 || s.stuck_workers > 0 {
+            writeln!(
+                f,
+                "shutdown: {} task(s) abandoned, {} worker(s) stuck",
+                s.abandoned, s.stuck_workers
+            )?;
+        }
+        Ok(())
     }
 }
 

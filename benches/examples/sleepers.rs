@@ -1,0 +1,199 @@
+//! Many short sleepers, side by side: N tasks that each sleep 1 ms, spawned from one task and
+//! joined, on lagom (`task::spawn` + `task::sleep`), on tokio (`tokio::spawn` +
+//! `tokio::time::sleep`, a multi-thread runtime with as many workers) and as std threads
+//! (`thread::spawn` + `thread::sleep`). The three sides alternate round by round, so that a
+//! loaded machine disturbs them alike.
+//!
+//! ```text
+//! cargo run --release -p lagom-benches --example sleepers -- [-n N] [-r ROUNDS] [--json]
+//! ```
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use lagom::Runtime;
+
+const USAGE: &str = "usage: sleepers [-n N] [-r ROUNDS] [--sleep-us US] [--no-threads] [--json]
+                [--features SPEC]
+
+Spawns N tasks (default 10000) that each sleep US µs (default 1000) from one task and joins
+them, ROUNDS times (default 7) on each side in turn: lagom, tokio, std threads. Prints the
+fastest and the median round per side, and lagom's ratio to tokio.
+  --no-threads     leave std threads out (N threads at once may exceed the thread limit)
+  --json           one JSON object per side, one per line
+  --features SPEC  lagom's scheduler features on top of the defaults (default: $LAGOM_FEATURES)";
+
+struct Args {
+    n: usize,
+    rounds: usize,
+    sleep: Duration,
+    threads: bool,
+    json: bool,
+    features: Option<String>,
+}
+
+fn parse_args() -> Result<Args, lexopt::Error> {
+    use lexopt::prelude::*;
+    let mut a = Args {
+        n: 10_000,
+        rounds: 7,
+        sleep: Duration::from_millis(1),
+        threads: true,
+        json: false,
+        features: None,
+    };
+    let mut p = lexopt::Parser::from_env();
+    while let Some(arg) = p.next()? {
+        match arg {
+            Short('n') => a.n = p.value()?.parse()?,
+            Short('r') => a.rounds = p.value()?.parse()?,
+            Long("sleep-us") => a.sleep = Duration::from_micros(p.value()?.parse()?),
+            Long("no-threads") => a.threads = false,
+            Long("json") => a.json = true,
+            Long("features") => {
+                a.features = Some(lagom_benches::features_arg(p.value()?.parse()?)?);
+            }
+            Short('h') | Long("help") => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    if a.n == 0 || a.rounds == 0 {
+        return Err("-n and -r must be at least 1".into());
+    }
+    Ok(a)
+}
+
+fn lagom_round(rt: &Runtime, n: usize, d: Duration) -> Duration {
+    rt.block_on(move || {
+        let t0 = Instant::now();
+        let hs: Vec<_> = (0..n)
+            .map(|_| lagom::task::spawn(move || lagom::task::sleep(d)))
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        t0.elapsed()
+    })
+}
+
+fn tokio_round(rt: &tokio::runtime::Runtime, n: usize, d: Duration) -> Duration {
+    rt.block_on(async move {
+        tokio::spawn(async move {
+            let t0 = Instant::now();
+            let hs: Vec<_> = (0..n)
+                .map(|_| tokio::spawn(tokio::time::sleep(d)))
+                .collect();
+            for h in hs {
+                h.await.unwrap();
+            }
+            t0.elapsed()
+        })
+        .await
+        .unwrap()
+    })
+}
+
+fn threads_round(n: usize, d: Duration) -> Result<Duration, std::io::Error> {
+    let t0 = Instant::now();
+    let mut hs = Vec::with_capacity(n);
+    for _ in 0..n {
+        hs.push(std::thread::Builder::new().spawn(move || std::thread::sleep(d))?);
+    }
+    for h in hs {
+        h.join().unwrap();
+    }
+    Ok(t0.elapsed())
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn main() -> ExitCode {
+    lagom_benches::default_sigpipe();
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("sleepers: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut b = Runtime::builder();
+    if let Some(f) = &args.features {
+        b = b.features(f.as_str());
+    }
+    // Beside tokio's work-stealing runtime, lagom's with the kernel's freedom to move tasks.
+    // SAFETY: the tasks sleep and return: they hold nothing thread-local across a blocking
+    // call and never ask which thread they run on.
+    let rt = match unsafe { b.allow_migration() }.build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sleepers: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let workers = rt.worker_cpus().len();
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_time()
+        .build()
+        .expect("tokio runtime");
+    let (n, d) = (args.n, args.sleep);
+    // One untimed round each: stacks, pools and tokio's timer wheel warm.
+    lagom_round(&rt, n, d);
+    tokio_round(&tokio, n, d);
+    let mut threads_ok = args.threads;
+    let mut sides: [Vec<Duration>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+    for _ in 0..args.rounds {
+        sides[0].push(lagom_round(&rt, n, d));
+        sides[1].push(tokio_round(&tokio, n, d));
+        if threads_ok {
+            match threads_round(n, d) {
+                Ok(t) => sides[2].push(t),
+                Err(e) => {
+                    eprintln!("sleepers: std threads left out: {e}");
+                    threads_ok = false;
+                }
+            }
+        }
+    }
+    for s in &mut sides {
+        s.sort();
+    }
+    let stat = |s: &[Duration]| (s.first().copied(), s.get(s.len() / 2).copied());
+    let names = ["lagom", "tokio", "std_threads"];
+    let (_, tokio_med) = stat(&sides[1]);
+    for (name, s) in names.iter().zip(&sides) {
+        let (Some(min), Some(med)) = stat(s) else {
+            continue;
+        };
+        if args.json {
+            println!(
+                "{{\"side\":\"{name}\",\"n\":{n},\"sleep_us\":{},\"workers\":{workers},\
+                 \"min_ms\":{:.3},\"median_ms\":{:.3}}}",
+                d.as_micros(),
+                ms(min),
+                ms(med)
+            );
+        } else {
+            let ratio = tokio_med.map_or(String::new(), |t| {
+                format!(
+                    " ({:.2}x tokio's median)",
+                    med.as_secs_f64() / t.as_secs_f64()
+                )
+            });
+            println!(
+                "{name:<12} {n} tasks sleeping {} µs on {workers} workers: min {:.1} ms, median \
+                 {:.1} ms over {} rounds{ratio}",
+                d.as_micros(),
+                ms(min),
+                ms(med),
+                s.len()
+            );
+        }
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,138 @@
+//! The task's side of a shutdown's cancellation (the protocol is in `runtime.rs`'s module
+//! doc): the cancellation points, where a task finds out that the runtime is shutting down
+//! and unwinds, or, past the shutdown's give-up point, is abandoned.
+//!
+//! The points are where a task calls into lagom: the top of every round of `park` (and so of
+//! `sleep` and `join`, which park), and `yield_now` and `cond_resched` once they have
+//! switched (a `cond_resched` that does not switch is no point: its fast path stays one
+//! look at the worker's flags, and a shutdown that wants a running task to stop sets
+//! need-resched on every worker). A task also meets one when it first starts.
+//!
+//! At a point a task finds its own `cancel` word and the runtime's phase:
+//!
+//! | `cancel` \ phase | RUN, DRAIN | FORCE | EXIT |
+//! |---|---|---|---|
+//! | NONE | go on | raise | abandon |
+//! | REQUESTED | raise | raise | abandon |
+//! | RAISED | go on; `park` yields instead of sleeping | same | abandon |
+//!
+//! * **Raise** (with `std`): store RAISED, count it, and unwind with
+//!   `std::panic::resume_unwind` and the crate's private [`Cancelled`] payload — no panic
+//!   hook runs, so nothing is printed — through the task's frames to the fiber's
+//!   `catch_unwind`, which hands it to the joiner as a cancelled `JoinError`. Destructors
+//!   run and guards are released on the way. The blocking call does not return normally.
+//! * **RAISED** tasks are unwinding (a destructor that blocks) or caught the cancellation and
+//!   went on. They are not raised again (a second panic while one unwinds would abort the
+//!   process), and they never sleep: `park` yields to the other tasks of the worker and
+//!   returns at once (a spurious return, which its contract allows), so that a destructor
+//!   that joins another cancelled task lets that task run, and no sweep is needed to wake
+//!   them.
+//! * **Abandon**: the task blocks with nobody to wake it (a timer's spurious wakeup finds it
+//!   here again), its worker runs out of work and stops, and the shutdown frees the task
+//!   without unwinding it.
+//!
+//! Without `std` nothing can unwind a task: no sweep requests a cancellation and FORCE
+//! raises nothing, so blocked tasks are abandoned (`runtime.rs`).
+
+#[cfg(feature = "std")]
+use alloc::boxed::Box;
+
+#[cfg(feature = "std")]
+use crate::join_error::Cancelled;
+use crate::sched::block_current;
+#[cfg(feature = "std")]
+use crate::sched::{Reason, schedule};
+use crate::sync::atomic::Ordering;
+use crate::tcb::{CANCEL_NONE, CANCEL_RAISED, CANCEL_REQUESTED};
+use crate::worker::{PHASE_EXIT, PHASE_FORCE, PHASE_RUN, Task};
+
+/// What a task at a cancellation point does (module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Point {
+    /// Nothing to do.
+    Go,
+    /// Unwind now.
+    Raise,
+    /// Already unwinding (or the cancellation was caught): go on, but never sleep.
+    Unwinding,
+    /// Past the shutdown's give-up point: block for good.
+    Abandon,
+}
+
+/// The table of the module doc for task `t`. Two loads (its `cancel` word, its runtime's
+/// phase) when nothing is happening, which is the usual case.
+#[inline]
+pub(crate) fn check(t: &Task) -> Point {
+    let c = t.cancel.load(Ordering::Acquire);
+    let phase = t.shared.phase();
+    if c == CANCEL_NONE && phase == PHASE_RUN {
+        return Point::Go;
+    }
+    slow(c, phase)
+}
+
+#[cold]
+fn slow(c: u32, phase: u32) -> Point {
+    if phase == PHASE_EXIT {
+        return Point::Abandon;
+    }
+    match c {
+        CANCEL_RAISED => Point::Unwinding,
+        CANCEL_REQUESTED => Point::Raise,
+        _ if phase == PHASE_FORCE && cfg!(feature = "std") => Point::Raise,
+        _ => Point::Go,
+    }
+}
+
+/// A cancellation point of `yield_now`, `cond_resched` and a task's start: raises or
+/// abandons as [`check`] says, else returns.
+#[inline]
+pub(crate) fn point(t: &Task) {
+    match check(t) {
+        Point::Go | Point::Unwinding => {}
+        Point::Raise => raise(t),
+        Point::Abandon => abandon(t),
+    }
+}
+
+/// `park`'s cancellation point, at the top of each round: `true` if `park` must return now
+/// without sleeping (the task is unwinding: it yielded instead, module doc).
+#[inline]
+pub(crate) fn park_point(t: &Task) -> bool {
+    match check(t) {
+        Point::Go => false,
+        Point::Raise => raise(t),
+        Point::Abandon => abandon(t),
+        Point::Unwinding => {
+            #[cfg(feature = "std")]
+            schedule(Reason::Yield);
+            true
+        }
+    }
+}
+
+/// Unwinds the calling task `t` with the cancellation (module doc). Without `std` no point
+/// ever raises (`slow`), so this is unreachable there.
+#[cold]
+#[inline(never)]
+fn raise(t: &Task) -> ! {
+    t.cancel.store(CANCEL_RAISED, Ordering::Relaxed);
+    if let Some(wt) = crate::worker::local() {
+        let w = wt.worker();
+        w.stats.inc(&w.stats.cancelled);
+    }
+    #[cfg(feature = "std")]
+    std::panic::resume_unwind(Box::new(Cancelled));
+    #[cfg(not(feature = "std"))]
+    unreachable!("lagom: a cancellation raised without std")
+}
+
+/// Blocks the calling task `t` for good (module doc).
+#[cold]
+#[inline(never)]
+fn abandon(t: &Task) -> ! {
+    loop {
+        t.set_blocked();
+        block_current(None);
+    }
+}
