@@ -195,6 +195,14 @@ fn run_lagom(o: &Opts, cfg: Config, place: &cpus::Placement) -> Result<(), Strin
     let mut b = Runtime::builder()
         .worker_cpus(place.pool.iter().copied())
         .tracing(o.trace.is_some());
+    // SAFETY: schbench measures the kernel-faithful scheduler, wakeup placement and balancing
+    // of started tasks included, so its tasks may migrate. Their code keeps the migration
+    // contract's promises: nothing thread-local is held across a blocking call (the per-CPU
+    // locks are atomic flags, released by whichever thread holds the guard; the pipe page's
+    // std Mutex is locked and released with no blocking call in between), no thread-local is
+    // touched beside a blocking call, and the CPU a task reads (`sched_getcpu`) only picks a
+    // lock and labels a report, as on kernel threads that migrate.
+    b = unsafe { b.allow_migration() };
     if let Some(f) = &o.features {
         b = b.features(f.clone());
     }
