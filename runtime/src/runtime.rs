@@ -21,7 +21,7 @@
 //!    [`JoinError`](crate::JoinError) whose `is_cancelled()` is true. Tasks that block later
 //!    are swept later (idle workers come round every millisecond during a shutdown).
 //! 2. **FORCE**, at `d / 2`: every task still alive is cancelled at its next call into lagom
-//!    (`cond_resched`, `yield_now`, a blocking call, or its start), whatever runs elsewhere.
+//!    (`cond_resched`, `yield_now`, a blocking call), whatever runs elsewhere.
 //! 3. **EXIT**, at `3d / 4`: a task still alive — one that caught the cancellation and went
 //!    on — is **abandoned** at its next call into lagom: it blocks for good. Workers leave
 //!    their loops once they have nothing runnable.

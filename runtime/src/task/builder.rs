@@ -248,10 +248,8 @@ where
         name.clone()
     };
     let mut fiber = Fiber::new(fiber_name, id, stack, move || {
-        // First run: complete the switch that brought us here; a task that first runs after
-        // half of a shutdown's timeout is cancelled before its closure starts.
+        // First run: complete the switch that brought us here.
         finish_task_switch();
-        crate::worker::with_current_task(super::cancel::point);
         let v = f();
         // SAFETY: the task's one store, just before its closure ends; the fiber's exit hook
         // (`sched::exit_current`) then calls `complete` on this OS thread. The task, and so

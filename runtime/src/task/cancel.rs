@@ -6,7 +6,9 @@
 //! `sleep` and `join`, which park), and `yield_now` and `cond_resched` once they have
 //! switched (a `cond_resched` that does not switch is no point: its fast path stays one
 //! look at the worker's flags, and a shutdown that wants a running task to stop sets
-//! need-resched on every worker). A task also meets one when it first starts.
+//! need-resched on every worker). A task's start is no point either (it would cost every
+//! spawn a look-up of its worker): a task that first runs during a shutdown meets its first
+//! point at its first call into lagom.
 //!
 //! At a point a task finds its own `cancel` word and the runtime's phase:
 //!
@@ -84,8 +86,8 @@ fn slow(c: u32, phase: u32) -> Point {
     }
 }
 
-/// A cancellation point of `yield_now`, `cond_resched` and a task's start: raises or
-/// abandons as [`check`] says, else returns.
+/// A cancellation point of `yield_now` and `cond_resched`: raises or abandons as [`check`]
+/// says, else returns.
 #[inline]
 pub(crate) fn point(t: &Task) {
     match check(t) {
