@@ -52,19 +52,52 @@ pub(crate) fn guard_regions() -> bool {
     GUARD_REGIONS.load(Ordering::Relaxed) == 1
 }
 
+/// Whether the page at `ptr`, just made a guard region, faults on access: the kernel reading
+/// it for a `write` to a pipe must fail with `EFAULT`, as it does for any page that faults (a
+/// read of our own would kill the process instead). `false` also when the check cannot be
+/// made (no pipe), so that the caller falls back to `PROT_NONE`.
+///
+/// # Safety
+/// `ptr` is page-aligned and lies in a mapping the caller owns.
+unsafe fn guard_faults(ptr: *mut libc::c_void) -> bool {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return false;
+    }
+    // SAFETY: `write` only reads one byte at `ptr` (the caller's page) through the kernel,
+    // which reports a fault as `EFAULT` rather than raising a signal.
+    let n = unsafe { libc::write(fds[1], ptr.cast_const(), 1) };
+    let faulted = n == -1 && errno() == libc::EFAULT;
+    // SAFETY: closing the two descriptors made above, used by nothing else.
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    faulted
+}
+
 /// Makes the `guard` bytes at `ptr` (page-aligned, inside a private anonymous mapping of
 /// ours) fault on any access: a guard region, or, where the kernel has none, `PROT_NONE`.
 ///
 /// # Safety
 /// `[ptr, ptr + guard)` lies in a mapping the caller owns, and nothing uses those bytes.
 unsafe fn install_guard(ptr: *mut libc::c_void, guard: usize) -> Result<(), i32> {
-    if GUARD_REGIONS.load(Ordering::Relaxed) != 2 {
+    let known = GUARD_REGIONS.load(Ordering::Relaxed);
+    if known != 2 {
         // SAFETY: per contract; the advice only changes how the range faults.
-        if unsafe { libc::madvise(ptr, guard, MADV_GUARD_INSTALL) } == 0 {
+        if unsafe { libc::madvise(ptr, guard, MADV_GUARD_INSTALL) } == 0
+            // The first time, check that the advice took effect: an emulator may accept it
+            // and do nothing (qemu-user returns 0 for advice it does not know), and a stack
+            // whose guard does not fault would overflow into its neighbour unnoticed.
+            // SAFETY: `ptr` starts the range just advised, owned by the caller (contract).
+            && (known == 1 || unsafe { guard_faults(ptr) })
+        {
             GUARD_REGIONS.store(1, Ordering::Relaxed);
             return Ok(());
         }
-        // EINVAL: a kernel before 6.13 (or a filter that refuses the advice); fall back.
+        // EINVAL: a kernel before 6.13 (or a filter that refuses the advice), or advice that
+        // was accepted and ignored; fall back to `PROT_NONE` for good.
         GUARD_REGIONS.store(2, Ordering::Relaxed);
     }
     // SAFETY: per contract.
