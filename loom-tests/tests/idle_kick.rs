@@ -2,7 +2,7 @@
 //! wakers that push work on its wakelist and kick it.
 //!
 //! The race: the worker's "publish idle, re-check the wakelist" against a waker's "push, check
-//! whether the worker is idle" — a store-buffering handshake (`lagom::sync::kick`). The worker
+//! whether the worker is idle" — a store-buffering handshake (`lagom::model::locking::kick`). The worker
 //! here is the real `Kick::idle_wait` with the real `LList` as its source of work; it stops
 //! once it has taken every entry. If a wakeup were lost, the worker would sleep forever on the
 //! futex stand-in and loom would report a deadlock.
@@ -15,8 +15,8 @@
 
 use std::ptr::NonNull;
 
-use lagom::sync::kick::{Idle, Kick};
-use lagom::sync::llist::{LList, LListNode};
+use lagom::model::locking::kick::{Idle, Kick};
+use lagom::model::locking::llist::{LList, LListNode};
 use loom::sync::Arc;
 use loom::thread;
 use loom_tests::SendPtr;

@@ -1,4 +1,4 @@
-//! The runqueue lock (`lagom::sync::lock::Lock`): mutual exclusion and the hand-over of what
+//! The runqueue lock (`lagom::model::locking::lock::Lock`): mutual exclusion and the hand-over of what
 //! one holder wrote to the next, including through the contended path that sleeps on the
 //! futex and the unlock that wakes it.
 //!
@@ -10,7 +10,7 @@
 //! next holder's read of the counter is then unordered after the last holder's write.
 #![cfg(loom)]
 
-use lagom::sync::lock::Lock;
+use lagom::model::locking::lock::Lock;
 use loom::sync::Arc;
 use loom::thread;
 

@@ -1,7 +1,7 @@
 //! Model 3, **wakelist**: several pushers against the draining owner.
 //!
 //! The race: pushers publish entries on a worker's lock-free wakelist
-//! (`lagom::sync::llist::LList::push`) while the owner takes them all
+//! (`lagom::model::locking::llist::LList::push`) while the owner takes them all
 //! (`LList::take_all`). Checked, over every interleaving loom explores:
 //! * every entry is taken exactly once, none lost, none twice;
 //! * what a pusher wrote into its entry before pushing is visible to the owner that takes it
@@ -16,8 +16,8 @@
 
 use std::ptr::NonNull;
 
-use lagom::sync::cell::UnsafeCell;
-use lagom::sync::llist::{LList, LListNode};
+use lagom::model::locking::cell::UnsafeCell;
+use lagom::model::locking::llist::{LList, LListNode};
 use loom::sync::Arc;
 use loom::thread;
 use loom_tests::SendPtr;

@@ -16,10 +16,9 @@ use alloc::format;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::alloc::{GlobalAlloc, Layout};
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use lagom::Runtime;
-use lagom::sync::lock::Lock;
 use lagom::task::{self, Unparker};
 use lagom::topology::Topology;
 
@@ -84,26 +83,35 @@ const ROUNDS: usize = 20;
 struct Ring {
     /// Turns taken so far: task `turn % TASKS` holds the next one.
     turn: AtomicUsize,
-    /// Set once every task's unparker is in `next`.
-    ready: AtomicBool,
-    /// Each task's unparker, filled after spawning.
-    unparkers: Lock<Vec<Option<Unparker>>>,
+    /// Every task's unparker, published once after spawning (null before); freed by `run`
+    /// after every task has been joined.
+    unparkers: AtomicPtr<Vec<Unparker>>,
+}
+
+impl Ring {
+    /// The unparkers, once published.
+    fn unparkers(&self) -> Option<&[Unparker]> {
+        let p = self.unparkers.load(Ordering::Acquire);
+        // SAFETY: a non-null pointer came from `Box::into_raw` in `run`, whose Release store
+        // published the vector's contents; it is freed only after every task was joined, and
+        // `&self` is borrowed from a task.
+        (!p.is_null()).then(|| unsafe { (*p).as_slice() })
+    }
 }
 
 /// Task `i`: waits (parked) for its turn, takes it, wakes the next task; `ROUNDS` times.
 fn member(ring: &Ring, i: usize) -> usize {
     let mut sum = 0;
     for round in 0..ROUNDS {
-        loop {
+        let unparkers = loop {
             let turn = ring.turn.load(Ordering::Acquire);
-            if ring.ready.load(Ordering::Acquire) && turn == round * TASKS + i {
-                break;
+            match ring.unparkers() {
+                Some(u) if turn == round * TASKS + i => break u,
+                _ => task::park(),
             }
-            task::park();
-        }
+        };
         sum += ring.turn.fetch_add(1, Ordering::AcqRel);
-        let next = ring.unparkers.lock()[(i + 1) % TASKS].clone();
-        next.expect("filled before ready").unpark();
+        unparkers[(i + 1) % TASKS].unpark();
     }
     sum
 }
@@ -117,8 +125,7 @@ fn run() -> Result<(), lagom::Error> {
     let total = rt.block_on(|| {
         let ring = Arc::new(Ring {
             turn: AtomicUsize::new(0),
-            ready: AtomicBool::new(false),
-            unparkers: Lock::new(alloc::vec![None; TASKS]),
+            unparkers: AtomicPtr::new(core::ptr::null_mut()),
         });
         let handles: Vec<_> = (0..TASKS)
             .map(|i| {
@@ -126,17 +133,16 @@ fn run() -> Result<(), lagom::Error> {
                 task::spawn(move || member(&ring, i))
             })
             .collect();
-        {
-            let mut u = ring.unparkers.lock();
-            for (slot, h) in u.iter_mut().zip(&handles) {
-                *slot = Some(h.unparker());
-            }
-        }
-        ring.ready.store(true, Ordering::Release);
+        let unparkers: Vec<Unparker> = handles.iter().map(|h| h.unparker()).collect();
+        let published = alloc::boxed::Box::into_raw(alloc::boxed::Box::new(unparkers));
+        ring.unparkers.store(published, Ordering::Release);
         for h in &handles {
             h.unparker().unpark();
         }
         let sums: Vec<usize> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        // SAFETY: every task that could read the vector has been joined, so this is its only
+        // user; it came from `Box::into_raw` above.
+        drop(unsafe { alloc::boxed::Box::from_raw(published) });
         assert_eq!(ring.turn.load(Ordering::Acquire), TASKS * ROUNDS);
         sums
     });

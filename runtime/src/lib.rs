@@ -12,8 +12,10 @@
 //! * [`arch`] — the green-thread mechanism: context switch (x86_64, aarch64) with unwind info,
 //!   task stacks (batched mmap + guard page, per-worker pool), stack-overflow reports, the
 //!   `Fiber`.
-//! * [`sync`] — the loom shim (atomics, cells and a futex word that become loom's under
-//!   `cfg(loom)`), the lock-free wakelist, the idle/kick protocol and the runqueue lock.
+//! * `locking` — the runtime's own synchronization (internal, as the kernel's
+//!   `kernel/locking/`): the loom shim (atomics, cells and a futex word that become loom's
+//!   under `cfg(loom)`), the lock-free wakelist, the idle/kick protocol and the runqueue lock.
+//!   The loom models reach it through the hidden `lagom::model` seam.
 //! * `sys` — the only caller of `libc`.
 //!
 //! The threaded driver sits on top, in four layers of its own, each a folder that imports only
@@ -92,6 +94,11 @@ extern crate std;
 pub mod arch;
 mod error;
 mod join_error;
+#[cfg(not(loom))]
+mod locking;
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod locking;
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod model;
@@ -99,7 +106,6 @@ pub mod policy;
 mod runtime;
 mod sched;
 pub mod sim;
-pub mod sync;
 mod sys;
 pub mod task;
 mod tcb;

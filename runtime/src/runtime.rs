@@ -49,9 +49,9 @@ use crate::Error;
 use crate::arch::DEFAULT_STACK_SIZE;
 use crate::arch::FpControl;
 use crate::arch::MIN_STACK_SIZE;
+use crate::locking::atomic::{AtomicU32, AtomicUsize, Ordering};
 use crate::policy::{Features, MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, RqConfig};
 use crate::sched::worker_main;
-use crate::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use crate::sys::thread::Thread;
 use crate::task::{Builder as TaskBuilder, JoinHandle, spawn_inner};
 use crate::trace::{DEFAULT_TRACE_CAPACITY, Recorder, Trace};
@@ -617,7 +617,7 @@ const POLL: u64 = 1_000_000;
 fn nap(deadline: u64) {
     let now = crate::sys::time::monotonic_ns();
     if deadline > now {
-        crate::sync::futex::Futex::new(0).wait(0, Some(deadline - now));
+        crate::locking::futex::Futex::new(0).wait(0, Some(deadline - now));
     }
 }
 

@@ -27,7 +27,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("error types", &["error", "join_error"]),
     (
         "mechanisms and policy",
-        &["sync", "arch", "policy", "topology"],
+        &["locking", "arch", "policy", "topology"],
     ),
     ("trace data", &["trace"]),
     ("simulator", &["sim"]),

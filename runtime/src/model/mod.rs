@@ -33,13 +33,16 @@ mod exit;
 
 pub use exit::{ExitWake, Exited, ModelExit};
 
+/// The runtime's internal synchronization (`locking/`), for the models of its pieces.
+pub use crate::locking;
+
 use alloc::string::String;
 use alloc::sync::Arc;
 
 use crate::WorkerStats;
+use crate::locking::atomic::{AtomicU32, AtomicUsize, Ordering};
 use crate::policy::{Features, Pick, RqConfig, SchedEntity};
 use crate::sched::{self, Reason};
-use crate::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use crate::tcb::{self, Complete, ParkStep, RUNNING};
 use crate::wake;
 use crate::worker::{Packet, Shared, Task, TaskRef, Waiter, Worker};

@@ -34,11 +34,11 @@
 //! kernel's `attach_task` does, so a task with an earlier deadline is not kept waiting for
 //! the puller's running task to finish its request.
 
+use crate::locking::atomic::Ordering;
 use crate::policy::{
     BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Feature, Imbalance, LoadView,
     RunQueue, WakeFlags, can_migrate, moved, newidle_imbalance, periodic_imbalance,
 };
-use crate::sync::atomic::Ordering;
 use crate::trace::MigrateCause;
 use crate::wake::check_preempt;
 use crate::worker::{QueuedTask, Shared, Worker, WorkerThread, trace};

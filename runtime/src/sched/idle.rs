@@ -56,8 +56,8 @@ use core::ptr;
 use super::schedule::{finish_task_switch, pick, prepare_switch_on};
 use super::{balance, shutdown, timer};
 use crate::arch::{SignalStack, StackPool, TRIM_AFTER, switch};
-use crate::sync::atomic::Ordering;
-use crate::sync::kick::Idle;
+use crate::locking::atomic::Ordering;
+use crate::locking::kick::Idle;
 use crate::trace::SwitchReason;
 use crate::wake::drain;
 use crate::worker::{
@@ -213,7 +213,7 @@ fn spin(wt: &WorkerThread, has_work: &impl Fn() -> bool) -> bool {
             if has_work() {
                 return true;
             }
-            crate::sync::spin_loop();
+            crate::locking::spin_loop();
         }
         if crate::sys::time::monotonic_ns() >= deadline {
             return false;

@@ -46,8 +46,8 @@ use core::ptr;
 
 use super::{balance_tick, timer};
 use crate::arch::{Context, SignalStack, switch};
+use crate::locking::atomic::Ordering;
 use crate::policy::{DequeueKind, Dequeued, Pick, RunQueue};
-use crate::sync::atomic::Ordering;
 use crate::tcb::RUNNING;
 use crate::trace::SwitchReason;
 use crate::wake::{drain, finished_delayed};

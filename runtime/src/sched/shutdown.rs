@@ -27,7 +27,7 @@ pub(crate) const SWEEP_EVERY: Duration = Duration::from_millis(1);
 /// The sweep (module doc), run by worker thread `wt` from its idle loop.
 #[cfg(feature = "std")]
 pub(crate) fn sweep(wt: &crate::worker::WorkerThread) {
-    use crate::sync::atomic::Ordering;
+    use crate::locking::atomic::Ordering;
     use crate::tcb::{BLOCKED, CANCEL_NONE, CANCEL_REQUESTED};
 
     let reg = &wt.worker().tasks;

@@ -41,10 +41,10 @@ use alloc::boxed::Box;
 
 #[cfg(feature = "std")]
 use crate::join_error::Cancelled;
+use crate::locking::atomic::Ordering;
 use crate::sched::block_current;
 #[cfg(feature = "std")]
 use crate::sched::{Reason, schedule};
-use crate::sync::atomic::Ordering;
 use crate::tcb::{CANCEL_NONE, CANCEL_RAISED, CANCEL_REQUESTED};
 use crate::worker::{PHASE_EXIT, PHASE_FORCE, PHASE_RUN, Task};
 

@@ -5,8 +5,8 @@ use alloc::format;
 use alloc::string::String;
 use core::time::Duration;
 
+use crate::locking::atomic::Ordering;
 use crate::sched::{Reason, balance_tick, schedule};
-use crate::sync::atomic::Ordering;
 use crate::worker::{self, local};
 
 /// What a task knows about itself.
@@ -105,7 +105,7 @@ pub fn sleep(d: Duration) {
                 super::park::park();
             }
             _ => {
-                let f = crate::sync::futex::Futex::new(0);
+                let f = crate::locking::futex::Futex::new(0);
                 f.wait(0, Some(deadline - now));
             }
         }

@@ -43,8 +43,8 @@ use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use core::time::Duration;
 
-use crate::sync::futex::Futex;
-use crate::sync::lock::Lock;
+use crate::locking::futex::Futex;
+use crate::locking::lock::Lock;
 
 /// A job: the closure and the delivery of its outcome.
 pub(crate) type Job = Box<dyn FnOnce() + Send + 'static>;
@@ -150,9 +150,9 @@ impl Pool {
                 st.notified += 1;
                 let w = self.seq.word();
                 w.store(
-                    w.load(crate::sync::atomic::Ordering::Relaxed)
+                    w.load(crate::locking::atomic::Ordering::Relaxed)
                         .wrapping_add(1),
-                    crate::sync::atomic::Ordering::Relaxed,
+                    crate::locking::atomic::Ordering::Relaxed,
                 );
                 Then::Wake
             } else if st.threads < st.max_threads {
@@ -215,7 +215,10 @@ impl Pool {
                     return;
                 }
                 st.idle += 1;
-                let seq = self.seq.word().load(crate::sync::atomic::Ordering::Relaxed);
+                let seq = self
+                    .seq
+                    .word()
+                    .load(crate::locking::atomic::Ordering::Relaxed);
                 (seq, keep - now.saturating_sub(since))
             };
             self.seq.wait(seq, Some(keep_alive));
@@ -233,9 +236,9 @@ impl Pool {
             st.keep_alive = keep_alive;
             let w = self.seq.word();
             w.store(
-                w.load(crate::sync::atomic::Ordering::Relaxed)
+                w.load(crate::locking::atomic::Ordering::Relaxed)
                     .wrapping_add(1),
-                crate::sync::atomic::Ordering::Relaxed,
+                crate::locking::atomic::Ordering::Relaxed,
             );
         }
         self.seq.wake_all();

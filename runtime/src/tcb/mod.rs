@@ -82,10 +82,10 @@ use alloc::vec::Vec;
 use core::ptr::NonNull;
 
 use crate::arch::{Context, DefaultStack, Fiber};
+use crate::locking::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use crate::locking::cell::UnsafeCell;
+use crate::locking::llist::{LListNode, Linked};
 use crate::policy::{Handle, SchedEntity};
-use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use crate::sync::cell::UnsafeCell;
-use crate::sync::llist::{LListNode, Linked};
 
 /// Runnable or running.
 pub(crate) const RUNNING: u32 = 0;
@@ -306,7 +306,7 @@ impl<R: 'static> Task<R> {
     pub(crate) fn set_blocked(&self) {
         self.state.store(BLOCKED, Ordering::Release);
         #[cfg(not(lagom_mutant = "ttwu_no_sleeper_fence"))]
-        crate::sync::atomic::fence(Ordering::SeqCst);
+        crate::locking::atomic::fence(Ordering::SeqCst);
     }
 
     /// The task cancels its own sleep (its condition came true before it slept). Fails if a

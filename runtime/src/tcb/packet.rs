@@ -47,8 +47,8 @@ use alloc::sync::Arc;
 use core::ptr::NonNull;
 
 use crate::JoinError;
-use crate::sync::atomic::{AtomicU32, Ordering};
-use crate::sync::cell::UnsafeCell;
+use crate::locking::atomic::{AtomicU32, Ordering};
+use crate::locking::cell::UnsafeCell;
 
 /// The type-erased side a worker calls when the task ends; `W` is the joiner's waiter.
 pub(crate) trait Complete<W>: Send + Sync {

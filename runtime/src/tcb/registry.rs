@@ -51,10 +51,10 @@ use core::ptr::NonNull;
 use super::slots::Slots;
 use super::{Task, TaskRef};
 use crate::arch::{DefaultStack, Fiber};
-use crate::sync::atomic::{AtomicUsize, Ordering};
-use crate::sync::cell::UnsafeCell;
-use crate::sync::llist::LList;
-use crate::sync::lock::Lock;
+use crate::locking::atomic::{AtomicUsize, Ordering};
+use crate::locking::cell::UnsafeCell;
+use crate::locking::llist::LList;
+use crate::locking::lock::Lock;
 
 /// The bit of `Task::reg_slot` that marks a slot of the foreign part.
 pub(crate) const FOREIGN: usize = 1 << (usize::BITS - 1);

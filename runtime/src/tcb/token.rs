@@ -27,7 +27,7 @@
 //! `ttwu_lost_wakeup`; mutants `ttwu_no_sleeper_fence`, `park_no_waker_fence`).
 
 use super::Task;
-use crate::sync::atomic::{Ordering, fence};
+use crate::locking::atomic::{Ordering, fence};
 
 /// What the sleeper does next (`prepare_park`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

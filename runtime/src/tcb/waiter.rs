@@ -10,8 +10,8 @@ use alloc::sync::Arc;
 use core::ffi::c_void;
 
 use super::TaskRef;
-use crate::sync::atomic::Ordering;
-use crate::sync::futex::Futex;
+use crate::locking::atomic::Ordering;
+use crate::locking::futex::Futex;
 use crate::sys::thread::Key;
 
 /// A task of runtime `R`, or a plain OS thread, that waits to be unparked.

@@ -19,8 +19,8 @@ use alloc::vec::Vec;
 use core::mem::MaybeUninit;
 
 use super::TraceEvent;
-use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use crate::sync::cell::UnsafeCell;
+use crate::locking::atomic::{AtomicU64, AtomicUsize, Ordering};
+use crate::locking::cell::UnsafeCell;
 
 /// A fixed-capacity append-only log of events (module doc).
 pub(crate) struct EventLog {

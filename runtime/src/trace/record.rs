@@ -10,7 +10,7 @@ use alloc::vec::Vec;
 use super::log::EventLog;
 use super::{Trace, TraceEvent, TraceEventKind, TrackTrace};
 use crate::Error;
-use crate::sync::lock::Lock;
+use crate::locking::lock::Lock;
 
 /// The task names recorded at spawn, bounded.
 struct Names {

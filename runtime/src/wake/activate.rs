@@ -1,8 +1,8 @@
 //! Activating a woken task on a worker, under its runqueue lock: the enqueue with its
 //! wakeup-preemption check (`ttwu_do_activate`), and the completion of a delayed dequeue.
 
+use crate::locking::atomic::Ordering;
 use crate::policy::{EnqueueKind, Handle, RunQueue, SchedEntity, WakeFlags, Wakeup};
-use crate::sync::atomic::Ordering;
 use crate::tcb::RUNNING;
 use crate::worker::{QueuedTask, TaskRef, Worker};
 

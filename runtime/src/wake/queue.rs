@@ -8,8 +8,8 @@ use core::ptr::NonNull;
 
 use super::activate::{activate, finished_delayed};
 use super::select::{Placing, select_cpu};
+use crate::locking::atomic::Ordering;
 use crate::policy::{Feature, RunQueue};
-use crate::sync::atomic::Ordering;
 use crate::trace::MigrateCause;
 use crate::worker::{QueuedTask, Shared, TaskRef, WorkerThread, trace};
 

@@ -2,8 +2,8 @@
 //! out), under the lock of the runqueue it is on (module doc, step 3).
 
 use super::activate::{check_preempt, finished_delayed};
+use crate::locking::atomic::Ordering;
 use crate::policy::{Feature, RunQueue, WakeFlags};
-use crate::sync::atomic::Ordering;
 use crate::tcb::RUNNING;
 use crate::trace::WakePath;
 use crate::worker::{QueuedTask, RqGuard, Shared, TaskRef, WorkerThread, trace};

@@ -39,8 +39,8 @@
 //! under the contract (mutants `select_ignores_contract`, `balance_ignores_contract`); the
 //! other models of cross-worker races opt in, as the runtime's lab does.
 
+use crate::locking::atomic::Ordering;
 use crate::policy::{CpuView, select_task_rq};
-use crate::sync::atomic::Ordering;
 use crate::worker::{Shared, TaskRef};
 
 /// Whether the task to be placed has run: a wakeup's (a woken task blocked, so it ran) or a

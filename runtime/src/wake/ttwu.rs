@@ -5,8 +5,8 @@ use super::activate::activate;
 use super::queue::{enqueue_on, queue_wakelist};
 use super::runnable::ttwu_runnable;
 use super::select::{Placing, select_cpu};
+use crate::locking::atomic::Ordering;
 use crate::policy::Feature;
-use crate::sync::atomic::Ordering;
 use crate::tcb::{BLOCKED, Claim};
 use crate::trace::{MigrateCause, WakePath};
 use crate::worker::{RqGuard, Shared, TaskRef, WorkerThread, local, trace};
@@ -119,7 +119,7 @@ fn ttwu<'a>(
     // saving it (loom models `on_cpu_handoff` and `lost_wakeup`, mutant `ttwu_no_on_cpu_wait`).
     #[cfg(not(lagom_mutant = "ttwu_no_on_cpu_wait"))]
     while t.on_cpu.load(Ordering::Acquire) {
-        crate::sync::spin_loop();
+        crate::locking::spin_loop();
     }
     // The switch away from the task is complete: its saved context is this waker's to hand
     // on. Under loom, touch the stand-in for it, so that a model sees whether that save

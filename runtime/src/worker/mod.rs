@@ -30,11 +30,11 @@ use alloc::vec::Vec;
 use crossbeam_utils::CachePadded;
 
 use crate::arch::FpControl;
+use crate::locking::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use crate::locking::kick::Kick;
+use crate::locking::llist::LList;
+use crate::locking::lock::Lock;
 use crate::policy::{Features, RqConfig, RunQueue};
-use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use crate::sync::kick::Kick;
-use crate::sync::llist::LList;
-use crate::sync::lock::Lock;
 use crate::tcb;
 
 /// A task control block of this runtime (`tcb/`).
@@ -51,7 +51,7 @@ pub(crate) type Waiter = tcb::Waiter<Shared>;
 pub(crate) type Packet<T> = tcb::Packet<T, Waiter>;
 
 /// A held runqueue lock.
-pub(crate) type RqGuard<'a> = crate::sync::lock::LockGuard<'a, RunQueue<QueuedTask>>;
+pub(crate) type RqGuard<'a> = crate::locking::lock::LockGuard<'a, RunQueue<QueuedTask>>;
 
 /// The part of a worker that other threads reach: runqueue, wakelist, kick word, counters.
 ///

@@ -17,7 +17,7 @@
 use alloc::vec::Vec;
 use core::fmt;
 
-use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::locking::atomic::{AtomicU64, Ordering};
 
 macro_rules! counters {
     ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {

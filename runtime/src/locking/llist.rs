@@ -87,8 +87,11 @@ pub unsafe trait Linked {
 
 /// Implements [`Linked`] for a struct whose field `$field` is its [`LListNode`].
 ///
-/// ```
-/// use lagom::sync::llist::{LList, LListNode};
+/// Exported (hidden) only for the loom models, which reach this module through
+/// `lagom::model::locking`; the unit tests below use it as this example does:
+///
+/// ```text
+/// use lagom::model::locking::llist::{LList, LListNode};
 ///
 /// struct Wakeup {
 ///     link: LListNode,
@@ -105,20 +108,21 @@ pub unsafe trait Linked {
 /// assert_eq!(taken, [7]);
 /// ```
 #[macro_export]
+#[doc(hidden)]
 macro_rules! impl_linked {
     ($ty:ty, $field:ident) => {
         // SAFETY: `node` returns the address of the `$field` field, which lives as long as the
         // entry; `from_node` subtracts that field's offset, so it is the exact inverse.
-        unsafe impl $crate::sync::llist::Linked for $ty {
+        unsafe impl $crate::locking::llist::Linked for $ty {
             fn node(
                 this: ::core::ptr::NonNull<Self>,
-            ) -> ::core::ptr::NonNull<$crate::sync::llist::LListNode> {
+            ) -> ::core::ptr::NonNull<$crate::locking::llist::LListNode> {
                 // SAFETY: `this` points to a live entry, so its field pointer is in bounds and
                 // not null.
                 unsafe { ::core::ptr::NonNull::new_unchecked(&raw mut (*this.as_ptr()).$field) }
             }
             unsafe fn from_node(
-                node: ::core::ptr::NonNull<$crate::sync::llist::LListNode>,
+                node: ::core::ptr::NonNull<$crate::locking::llist::LListNode>,
             ) -> ::core::ptr::NonNull<Self> {
                 let offset = ::core::mem::offset_of!($ty, $field);
                 // SAFETY: the caller passes a node obtained from `node` of a live entry, which

@@ -86,7 +86,9 @@ impl<T> Lock<T> {
         LockGuard { lock: self }
     }
 
-    /// Takes the lock if it is free right now.
+    /// Takes the lock if it is free right now (for tests and models: the runtime always
+    /// waits).
+    #[cfg(any(test, loom))]
     pub fn try_lock(&self) -> Option<LockGuard<'_, T>> {
         self.futex
             .0
@@ -118,12 +120,6 @@ impl<T> Lock<T> {
         if self.futex.0.word().swap(UNLOCKED, RELEASE) == CONTENDED {
             self.futex.0.wake_all();
         }
-    }
-
-    /// The value, through exclusive access to the lock itself (no locking needed).
-    pub fn get_mut(&mut self) -> &mut T {
-        // SAFETY: `&mut self` proves no guard exists.
-        self.value.with_mut(|v| unsafe { &mut *v })
     }
 }
 

@@ -135,7 +135,9 @@ impl Kick {
         true
     }
 
-    /// Whether the worker has published idle (and not yet been kicked or found work).
+    /// Whether the worker has published idle (and not yet been kicked or found work); for
+    /// tests and models.
+    #[cfg(any(test, loom))]
     pub fn is_idle(&self) -> bool {
         self.futex.word().load(Ordering::Relaxed) == IDLE
     }

@@ -1,4 +1,6 @@
-//! The concurrency primitives lagom is built from, and the loom shim under them.
+//! The runtime's own synchronization, and the loom shim under it (internal: the user-facing
+//! blocking primitives are `lagom::sync`; this is what the scheduler itself synchronizes with,
+//! as the kernel's `kernel/locking/` is to its drivers).
 //!
 //! Every atomic and every cell that the runtime shares between threads comes from here.
 //! Normally these are `core`'s types; compiled with `RUSTFLAGS="--cfg loom"` they are loom's,
@@ -14,8 +16,9 @@
 //! * [`lock`] — the runqueue lock: spins briefly, then sleeps on a futex.
 //! * [`spin_loop`] — the spin hint, which loom must see.
 //!
-//! The module is public so that the loom models can reach the real code; its items are
-//! building blocks of the runtime, documented for that reader.
+//! The module is private; under `cfg(loom)` it is public (hidden) and re-exported as
+//! `lagom::model::locking`, so that the loom models reach the real code. Its items are building
+//! blocks of the runtime, documented for that reader.
 //!
 //! ## Mutants
 //!
