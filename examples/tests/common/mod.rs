@@ -1,41 +1,37 @@
-//! Shared by the schbench tests: the built binary, and a parser of schbench's text output
+//! Shared by the example programs' tests: the built binaries, and (for schbench) a parser of schbench's text output
 //! that accepts exactly schbench's format (it is what scripts written for schbench expect).
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-/// The schbench example binary of this build, built on first use (`cargo test` of one test
-/// target does not build examples): `<target>/<profile>/examples/schbench`.
+/// The schbench example binary of this build (see [`example`]).
 pub fn schbench() -> &'static PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let exe = std::env::current_exe().expect("test exe");
-        // <target>/<profile>/deps/<test>
-        let profile_dir = exe.parent().and_then(|d| d.parent()).expect("profile dir");
-        let target = profile_dir.parent().expect("target dir");
-        let release = profile_dir.file_name().is_some_and(|n| n == "release");
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.args([
-            "build",
-            "-q",
-            "-p",
-            "lagom-examples",
-            "--example",
-            "schbench",
-        ])
+    BIN.get_or_init(|| example("schbench"))
+}
+
+/// The example binary `name` of this build, built now (`cargo test` of one test target does
+/// not build examples): `<target>/<profile>/examples/<name>`.
+pub fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test exe");
+    // <target>/<profile>/deps/<test>
+    let profile_dir = exe.parent().and_then(|d| d.parent()).expect("profile dir");
+    let target = profile_dir.parent().expect("target dir");
+    let release = profile_dir.file_name().is_some_and(|n| n == "release");
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args(["build", "-q", "-p", "lagom-examples", "--example", name])
         .arg("--target-dir")
         .arg(target)
         .current_dir(env!("CARGO_MANIFEST_DIR"));
-        cmd.args(if release {
-            &["--release"][..]
-        } else {
-            &["--profile", "test"][..]
-        });
-        let st = cmd.status().expect("run cargo build");
-        assert!(st.success(), "cargo build --example schbench failed");
-        profile_dir.join("examples").join("schbench")
-    })
+    cmd.args(if release {
+        &["--release"][..]
+    } else {
+        &["--profile", "test"][..]
+    });
+    let st = cmd.status().expect("run cargo build");
+    assert!(st.success(), "cargo build --example {name} failed");
+    profile_dir.join("examples").join(name)
 }
 
 /// Runs schbench with `args` (split on spaces) to the end.

@@ -1,0 +1,595 @@
+//! `latency`: latency under load, lagom against the kernel (issue #20). N CPU-bound hogs and
+//! one periodic sleeper share one CPU for S seconds. The sleeper sleeps until an absolute
+//! deadline every P µs and records how late it wakes; each hog counts its work. Printed: the
+//! lateness p50 / p90 / p99 / max and each task's share of the CPU against its weight.
+//!
+//! ```text
+//! cargo run --release -p lagom-examples --example latency -- [--runtime lagom|os] [-n HOGS]
+//!     [--nice N[,N…]] [-p PERIOD_US] [-s SECONDS] [--slice-us US] [--cpu CPU] [--json]
+//! ```
+//!
+//! - `lagom`: one worker on the CPU; the hogs call `task::cond_resched` every iteration of
+//!   their loop; the sleeper is a task (with `--slice-us`, spawned with that custom slice)
+//!   that sleeps with `task::sleep` for the time left to its next deadline.
+//! - `os`: plain threads pinned to the CPU (`sched_setaffinity`), nice set per thread
+//!   (`setpriority`); the hogs just loop (the kernel preempts them at its tick or at a
+//!   wakeup); the sleeper uses `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`, and
+//!   `--slice-us` is set with `sched_setattr` (`sched_runtime` of a `SCHED_OTHER` thread,
+//!   Linux 6.12 and later). The slice is read back with `sched_getattr`: a kernel that
+//!   ignores it, or refuses it, is reported and the run fails rather than measure without it.
+//!
+//! Lateness is the time from the deadline to the sleeper's first clock read after its wake,
+//! on `CLOCK_MONOTONIC` in both runtimes. A deadline already past when the sleeper looks
+//! (it woke more than a period late) is skipped and counted as missed, as a periodic thread
+//! that does not queue up overruns behaves.
+//!
+//! CPU shares: each task's CPU time over the run — on `os` the thread's
+//! `CLOCK_THREAD_CPUTIME_ID`, on lagom the run time the scheduler charged it
+//! (`task::runtime`, its `sum_exec_runtime`) — as a fraction of all the tasks' CPU time. The
+//! hogs always want the CPU, so each hog's share *among the hogs* should match its weight
+//! among theirs (`weight_share`); `max_share_error` is the largest gap, in percentage
+//! points. The sleeper's own share is printed beside its weight; it uses less than its
+//! entitlement by design.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use lagom::Runtime;
+use lagom::policy::weight_of_nice;
+use lagom_examples::{features_arg, usage_error};
+
+const USAGE: &str = "usage: latency [--runtime lagom|os] [-n HOGS] [--nice N[,N...]] [-p PERIOD_US]
+               [-s SECONDS] [--slice-us US] [--cpu CPU] [--json] [--features SPEC]
+
+HOGS CPU-bound tasks and one periodic sleeper on one CPU for SECONDS; the sleeper sleeps
+until an absolute deadline every PERIOD_US µs and records how late it wakes. Prints the
+lateness p50/p90/p99/max (µs) and each task's CPU share against its weight.
+  --runtime R      lagom (one worker; hogs call cond_resched each iteration; default) or
+                   os (plain threads pinned to the CPU, clock_nanosleep TIMER_ABSTIME)
+  -n HOGS          number of hogs (default 4)
+  --nice N[,N...]  the hogs' nice: one value for all, or one per hog (default 0); the
+                   sleeper runs at nice 0. Kernel nice below 0 needs CAP_SYS_NICE.
+  -p PERIOD_US     the sleeper's period in µs (default 1000)
+  -s SECONDS       run time, fractional allowed (default 10)
+  --slice-us US    the sleeper's custom slice: lagom task::Builder::slice, os sched_setattr
+                   sched_runtime (Linux >= 6.12); both clamp to 100..100000 µs
+  --cpu CPU        the CPU (default: the first CPU this process may use)
+  --json           one JSON object on one line
+  --features SPEC  lagom's scheduler features on top of the defaults, e.g. NO_DELAY_DEQUEUE
+                   (default: $LAGOM_FEATURES; an error with --runtime os)";
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Rt {
+    Lagom,
+    Os,
+}
+
+struct Args {
+    runtime: Rt,
+    hogs: usize,
+    nice: Vec<i32>,
+    period: Duration,
+    seconds: f64,
+    slice: Option<Duration>,
+    cpu: Option<usize>,
+    json: bool,
+    features: Option<String>,
+}
+
+fn parse_args() -> Result<Args, lexopt::Error> {
+    use lexopt::prelude::*;
+    let mut a = Args {
+        runtime: Rt::Lagom,
+        hogs: 4,
+        nice: vec![0],
+        period: Duration::from_micros(1000),
+        seconds: 10.0,
+        slice: None,
+        cpu: None,
+        json: false,
+        features: None,
+    };
+    let mut p = lexopt::Parser::from_env();
+    while let Some(arg) = p.next()? {
+        match arg {
+            Long("runtime") => {
+                a.runtime = match p.value()?.string()?.as_str() {
+                    "lagom" => Rt::Lagom,
+                    "os" => Rt::Os,
+                    v => return Err(format!("--runtime: {v:?} is neither lagom nor os").into()),
+                }
+            }
+            Short('n') => a.hogs = p.value()?.parse()?,
+            Long("nice") => {
+                let v = p.value()?.string()?;
+                a.nice = v
+                    .split(',')
+                    .map(|s| s.trim().parse::<i32>())
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| format!("--nice {v:?}: {e}"))?;
+                if let Some(n) = a.nice.iter().find(|n| !(-20..=19).contains(*n)) {
+                    return Err(format!("--nice: {n} is outside -20..=19").into());
+                }
+            }
+            Short('p') => a.period = Duration::from_micros(p.value()?.parse()?),
+            Short('s') => a.seconds = p.value()?.parse()?,
+            Long("slice-us") => a.slice = Some(Duration::from_micros(p.value()?.parse()?)),
+            Long("cpu") => a.cpu = Some(p.value()?.parse()?),
+            Long("json") => a.json = true,
+            Long("features") => a.features = Some(features_arg(p.value()?)?),
+            Short('h') | Long("help") => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    if a.period < Duration::from_micros(10) {
+        return Err("-p must be at least 10 µs".into());
+    }
+    if !(a.seconds.is_finite() && a.seconds > 0.0 && a.seconds <= 3600.0) {
+        return Err(format!("-s {}: must be in (0, 3600]", a.seconds).into());
+    }
+    if a.nice.len() != 1 && a.nice.len() != a.hogs {
+        return Err(format!(
+            "--nice: {} values for {} hogs (give one for all, or one per hog)",
+            a.nice.len(),
+            a.hogs
+        )
+        .into());
+    }
+    if a.runtime == Rt::Os && a.features.is_some() {
+        return Err("--features applies to --runtime lagom only".into());
+    }
+    Ok(a)
+}
+
+impl Args {
+    fn hog_nice(&self, i: usize) -> i32 {
+        if self.nice.len() == 1 {
+            self.nice[0]
+        } else {
+            self.nice[i]
+        }
+    }
+}
+
+/// `CLOCK_MONOTONIC` in ns: the clock of the deadlines in both runtimes (lagom's timers are
+/// on it too).
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is writable; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// One unit of a hog's work (about a microsecond), opaque to the optimiser.
+fn work_unit(x: u64) -> u64 {
+    let mut h = x;
+    for _ in 0..256 {
+        h = black_box(
+            h.wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407),
+        );
+    }
+    h
+}
+
+/// What the sleeper measured.
+#[derive(Default)]
+struct SleeperOut {
+    lateness_ns: Vec<u64>,
+    missed: u64,
+    cpu_ns: u64,
+}
+
+/// What one hog measured.
+struct HogOut {
+    iterations: u64,
+    cpu_ns: u64,
+}
+
+/// The sleeper's loop, shared by both runtimes: `sleep_until(deadline)` blocks until the
+/// absolute deadline (ns on `CLOCK_MONOTONIC`).
+fn sleeper_loop(period_ns: u64, stop: &AtomicBool, mut sleep_until: impl FnMut(u64)) -> SleeperOut {
+    let mut out = SleeperOut::default();
+    let mut deadline = now_ns() + period_ns;
+    while !stop.load(Ordering::Relaxed) {
+        sleep_until(deadline);
+        let now = now_ns();
+        out.lateness_ns.push(now.saturating_sub(deadline));
+        deadline += period_ns;
+        while deadline <= now {
+            deadline += period_ns;
+            out.missed += 1;
+        }
+    }
+    out
+}
+
+fn hog_loop(stop: &AtomicBool, mut tick: impl FnMut()) -> u64 {
+    let mut n = 0u64;
+    let mut h = 1;
+    while !stop.load(Ordering::Relaxed) {
+        h = work_unit(h);
+        n += 1;
+        tick();
+    }
+    black_box(h);
+    n
+}
+
+fn run_lagom(a: &Args, cpu: usize) -> Result<(SleeperOut, Vec<HogOut>), String> {
+    let mut b = Runtime::builder().worker_cpus([cpu]);
+    if let Some(f) = &a.features {
+        b = b.features(f.as_str());
+    }
+    let rt = b.build().map_err(|e| e.to_string())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let charged = || lagom::task::runtime().map_or(0, |d| d.as_nanos() as u64);
+    let hogs: Vec<_> = (0..a.hogs)
+        .map(|i| {
+            let stop = Arc::clone(&stop);
+            let b = lagom::task::Builder::new()
+                .name(format!("hog-{i}"))
+                .nice(a.hog_nice(i));
+            rt.spawn_with(b, move || {
+                let iterations = hog_loop(&stop, lagom::task::cond_resched);
+                HogOut {
+                    iterations,
+                    cpu_ns: charged(),
+                }
+            })
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let mut b = lagom::task::Builder::new().name("sleeper");
+    if let Some(s) = a.slice {
+        b = b.slice(s);
+    }
+    let period_ns = a.period.as_nanos() as u64;
+    let st = Arc::clone(&stop);
+    let sleeper = rt
+        .spawn_with(b, move || {
+            let mut out = sleeper_loop(period_ns, &st, |deadline| {
+                let now = now_ns();
+                if deadline > now {
+                    lagom::task::sleep(Duration::from_nanos(deadline - now));
+                }
+            });
+            out.cpu_ns = charged();
+            out
+        })
+        .map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_secs_f64(a.seconds));
+    stop.store(true, Ordering::Relaxed);
+    let s = sleeper.join().map_err(|e| e.to_string())?;
+    let h = hogs
+        .into_iter()
+        .map(|h| h.join().map_err(|e| e.to_string()))
+        .collect::<Result<_, _>>()?;
+    rt.shutdown();
+    Ok((s, h))
+}
+
+/// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), ns.
+fn thread_cpu_ns() -> u64 {
+    lagom_examples::thread_cpu_time().as_nanos() as u64
+}
+
+fn gettid() -> libc::pid_t {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() }
+}
+
+/// Pins the calling thread to `cpu`.
+fn pin(cpu: usize) -> Result<(), String> {
+    // SAFETY: an all-zero cpu_set_t is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` is checked against the set's size by CPU_SET's caller below.
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(format!("CPU {cpu} is beyond CPU_SETSIZE"));
+    }
+    // SAFETY: `cpu` < CPU_SETSIZE (checked above).
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
+    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
+    if r != 0 {
+        return Err(format!(
+            "sched_setaffinity to CPU {cpu}: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// Sets the calling thread's nice (Linux: `setpriority` on a thread id applies to that thread).
+fn set_nice(nice: i32) -> Result<(), String> {
+    // SAFETY: setpriority has no memory preconditions.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, gettid() as libc::id_t, nice) };
+    if r != 0 {
+        return Err(format!(
+            "setpriority(nice {nice}): {} (nice below 0 needs CAP_SYS_NICE)",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// `struct sched_attr` (`include/uapi/linux/sched/types.h`), SCHED_ATTR_SIZE_VER1.
+#[repr(C)]
+#[derive(Default, Debug)]
+struct SchedAttr {
+    size: u32,
+    sched_policy: u32,
+    sched_flags: u64,
+    sched_nice: i32,
+    sched_priority: u32,
+    sched_runtime: u64,
+    sched_deadline: u64,
+    sched_period: u64,
+    sched_util_min: u32,
+    sched_util_max: u32,
+}
+
+/// Gives the calling `SCHED_OTHER` thread the custom slice `slice` (`sched_runtime`, Linux
+/// 6.12+), keeping nice 0, and reads it back: an error if the kernel refuses it or does not
+/// keep it (an older kernel ignores `sched_runtime` of a fair task without saying so).
+fn set_slice(slice: Duration) -> Result<u64, String> {
+    let want = slice.as_nanos() as u64;
+    let attr = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        sched_policy: libc::SCHED_OTHER as u32,
+        sched_runtime: want,
+        ..SchedAttr::default()
+    };
+    // SAFETY: `attr` is a valid, initialised sched_attr of the size it states; flags 0.
+    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
+    if r != 0 {
+        return Err(format!(
+            "sched_setattr(sched_runtime {} µs): {}",
+            want / 1000,
+            std::io::Error::last_os_error()
+        ));
+    }
+    let mut got = SchedAttr::default();
+    // SAFETY: `got` is writable for the size passed; flags 0.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_sched_getattr,
+            0,
+            &mut got as *mut SchedAttr,
+            std::mem::size_of::<SchedAttr>() as u32,
+            0,
+        )
+    };
+    if r != 0 {
+        return Err(format!(
+            "sched_getattr: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // The kernel clamps to 0.1..100 ms; anything else (0 on kernels without custom slices,
+    // or the default slice) means it did not take.
+    let clamped = want.clamp(100_000, 100_000_000);
+    if got.sched_runtime != clamped {
+        return Err(format!(
+            "sched_setattr accepted sched_runtime {} ns but sched_getattr reads back {} ns: \
+             this kernel does not support custom slices for SCHED_OTHER (needs Linux 6.12+)",
+            want, got.sched_runtime
+        ));
+    }
+    Ok(got.sched_runtime)
+}
+
+fn run_os(a: &Args, cpu: usize) -> Result<(SleeperOut, Vec<HogOut>), String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    // Each thread reports its set-up (pinning, nice, slice) before it starts its loop, so a
+    // failure ends the run before anything is measured.
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    let go = Arc::new(std::sync::Barrier::new(a.hogs + 2));
+    let mut hogs = Vec::new();
+    for i in 0..a.hogs {
+        let (stop, ready, go, nice) = (
+            Arc::clone(&stop),
+            ready_tx.clone(),
+            Arc::clone(&go),
+            a.hog_nice(i),
+        );
+        hogs.push(std::thread::spawn(move || {
+            let setup = pin(cpu).and_then(|()| set_nice(nice));
+            let ok = setup.is_ok();
+            let _ = ready.send(setup);
+            go.wait();
+            if !ok {
+                return HogOut {
+                    iterations: 0,
+                    cpu_ns: 0,
+                };
+            }
+            let c0 = thread_cpu_ns();
+            let iterations = hog_loop(&stop, || ());
+            HogOut {
+                iterations,
+                cpu_ns: thread_cpu_ns() - c0,
+            }
+        }));
+    }
+    let (st, ready, g) = (Arc::clone(&stop), ready_tx.clone(), Arc::clone(&go));
+    let (period_ns, slice) = (a.period.as_nanos() as u64, a.slice);
+    let sleeper = std::thread::spawn(move || {
+        let setup = pin(cpu).and_then(|()| slice.map_or(Ok(()), |s| set_slice(s).map(|_| ())));
+        let ok = setup.is_ok();
+        let _ = ready.send(setup);
+        g.wait();
+        if !ok {
+            return SleeperOut::default();
+        }
+        let c0 = thread_cpu_ns();
+        let mut out = sleeper_loop(period_ns, &st, |deadline| {
+            let ts = libc::timespec {
+                tv_sec: (deadline / 1_000_000_000) as libc::time_t,
+                tv_nsec: (deadline % 1_000_000_000) as libc::c_long,
+            };
+            // EINTR: the loop around it looks at the clock again (a wake before the deadline
+            // would count as 0 late; no signal is expected here).
+            // SAFETY: `ts` is a valid timespec; the remaining-time pointer may be null with
+            // TIMER_ABSTIME.
+            unsafe {
+                libc::clock_nanosleep(
+                    libc::CLOCK_MONOTONIC,
+                    libc::TIMER_ABSTIME,
+                    &ts,
+                    std::ptr::null_mut(),
+                )
+            };
+        });
+        out.cpu_ns = thread_cpu_ns() - c0;
+        out
+    });
+    drop(ready_tx);
+    let mut err = None;
+    for r in ready_rx.iter().take(a.hogs + 1) {
+        if let Err(e) = r {
+            err.get_or_insert(e);
+        }
+    }
+    if err.is_some() {
+        stop.store(true, Ordering::Relaxed);
+    }
+    go.wait();
+    if err.is_none() {
+        std::thread::sleep(Duration::from_secs_f64(a.seconds));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let s = sleeper.join().map_err(|_| "the sleeper thread panicked")?;
+    let h = hogs
+        .into_iter()
+        .map(|h| h.join().map_err(|_| "a hog thread panicked".to_string()))
+        .collect::<Result<_, _>>()?;
+    match err {
+        Some(e) => Err(e),
+        None => Ok((s, h)),
+    }
+}
+
+/// The value at fraction `q` of sorted `v` (nearest rank), 0 if empty.
+fn pct(v: &[u64], q: f64) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i]
+}
+
+fn main() {
+    lagom_examples::default_sigpipe();
+    let a = parse_args().unwrap_or_else(|e| usage_error(e, USAGE));
+    let cpu = match a.cpu {
+        Some(c) => c,
+        None => match Runtime::builder().build() {
+            Ok(rt) => rt.worker_cpus()[0],
+            Err(e) => {
+                eprintln!("error: {e}");
+                std::process::exit(1)
+            }
+        },
+    };
+    let result = match a.runtime {
+        Rt::Lagom => run_lagom(&a, cpu),
+        Rt::Os => run_os(&a, cpu),
+    };
+    let (mut sleeper, hogs) = result.unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        std::process::exit(1)
+    });
+    sleeper.lateness_ns.sort_unstable();
+    let lat = &sleeper.lateness_ns;
+    let us = |ns: u64| ns as f64 / 1e3;
+    let (p50, p90, p99, max) = (
+        us(pct(lat, 0.50)),
+        us(pct(lat, 0.90)),
+        us(pct(lat, 0.99)),
+        us(lat.last().copied().unwrap_or(0)),
+    );
+    let total_cpu: u64 = sleeper.cpu_ns + hogs.iter().map(|h| h.cpu_ns).sum::<u64>();
+    let hog_cpu: u64 = hogs.iter().map(|h| h.cpu_ns).sum();
+    let hog_weight: u64 = (0..a.hogs).map(|i| weight_of_nice(a.hog_nice(i))).sum();
+    let frac = |x: u64, of: u64| if of == 0 { 0.0 } else { x as f64 / of as f64 };
+    let mut tasks = Vec::new();
+    let mut max_err = 0.0f64;
+    for (i, h) in hogs.iter().enumerate() {
+        let nice = a.hog_nice(i);
+        let w = weight_of_nice(nice);
+        let (share, weight_share) = (frac(h.cpu_ns, hog_cpu), frac(w, hog_weight));
+        max_err = max_err.max((share - weight_share).abs() * 100.0);
+        tasks.push(serde_json::json!({
+            "name": format!("hog-{i}"), "nice": nice, "weight": w >> 10,
+            "cpu_ms": h.cpu_ns as f64 / 1e6, "share_of_cpu": frac(h.cpu_ns, total_cpu),
+            "share_of_hogs": share, "weight_share": weight_share,
+            "iterations": h.iterations,
+        }));
+    }
+    let slice_us = a.slice.map(|s| s.as_micros() as u64);
+    let rt_name = match a.runtime {
+        Rt::Lagom => "lagom",
+        Rt::Os => "os",
+    };
+    if a.json {
+        let v = serde_json::json!({
+            "runtime": rt_name, "hogs": a.hogs, "cpu": cpu,
+            "period_us": a.period.as_micros() as u64, "seconds": a.seconds,
+            "slice_us": slice_us, "features": a.features,
+            "wakes": lat.len(), "missed": sleeper.missed,
+            "lateness_us": {"p50": p50, "p90": p90, "p99": p99, "max": max},
+            "sleeper": {"cpu_ms": sleeper.cpu_ns as f64 / 1e6,
+                        "share_of_cpu": frac(sleeper.cpu_ns, total_cpu),
+                        "weight": weight_of_nice(0) >> 10},
+            "tasks": tasks, "max_share_error_pct": max_err,
+        });
+        println!("{v}");
+        return;
+    }
+    println!(
+        "latency: {rt_name}, {} hogs + 1 sleeper (period {} µs, slice {}) on CPU {cpu} for {} s",
+        a.hogs,
+        a.period.as_micros(),
+        slice_us.map_or("default".to_string(), |s| format!("{s} µs")),
+        a.seconds
+    );
+    println!(
+        "lateness µs: p50 {p50:.1}  p90 {p90:.1}  p99 {p99:.1}  max {max:.1}  ({} wakes, {} \
+         missed periods)",
+        lat.len(),
+        sleeper.missed
+    );
+    println!("task      nice  weight   cpu ms  share of cpu  share of hogs  weight share");
+    for t in &tasks {
+        println!(
+            "{:<8} {:>5} {:>7} {:>8.1} {:>12.2}% {:>13.2}% {:>12.2}%",
+            t["name"].as_str().unwrap_or(""),
+            t["nice"].as_i64().unwrap_or(0),
+            t["weight"].as_u64().unwrap_or(0),
+            t["cpu_ms"].as_f64().unwrap_or(0.0),
+            t["share_of_cpu"].as_f64().unwrap_or(0.0) * 100.0,
+            t["share_of_hogs"].as_f64().unwrap_or(0.0) * 100.0,
+            t["weight_share"].as_f64().unwrap_or(0.0) * 100.0,
+        );
+    }
+    println!(
+        "{:<8} {:>5} {:>7} {:>8.1} {:>12.2}%",
+        "sleeper",
+        0,
+        weight_of_nice(0) >> 10,
+        sleeper.cpu_ns as f64 / 1e6,
+        frac(sleeper.cpu_ns, total_cpu) * 100.0
+    );
+    println!(
+        "largest gap between a hog's share of the hogs and its weight share: {max_err:.2} points"
+    );
+}
