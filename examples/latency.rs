@@ -41,7 +41,8 @@ use lagom::policy::weight_of_nice;
 use lagom_examples::{features_arg, usage_error};
 
 const USAGE: &str = "usage: latency [--runtime lagom|os] [-n HOGS] [--nice N[,N...]] [-p PERIOD_US]
-               [-s SECONDS] [--slice-us US] [--cpu CPU] [--json] [--features SPEC]
+               [-s SECONDS] [--slice-us US] [--cpu CPU] [--timer-spin-us US] [--json]
+               [--features SPEC]
 
 HOGS CPU-bound tasks and one periodic sleeper on one CPU for SECONDS; the sleeper sleeps
 until an absolute deadline every PERIOD_US µs and records how late it wakes. Prints the
@@ -56,6 +57,9 @@ lateness p50/p90/p99/max (µs) and each task's CPU share against its weight.
   --slice-us US    the sleeper's custom slice: lagom task::Builder::slice, os sched_setattr
                    sched_runtime (Linux >= 6.12); both clamp to 100..100000 µs
   --cpu CPU        the CPU (default: the first CPU this process may use)
+  --timer-spin-us US
+                   lagom: how long before a timer an idle worker spins instead of sleeping
+                   (Builder::timer_spin; default: the runtime's)
   --json           one JSON object on one line
   --features SPEC  lagom's scheduler features on top of the defaults, e.g. NO_DELAY_DEQUEUE
                    (default: $LAGOM_FEATURES; an error with --runtime os)";
@@ -74,6 +78,7 @@ struct Args {
     seconds: f64,
     slice: Option<Duration>,
     cpu: Option<usize>,
+    timer_spin: Option<Duration>,
     json: bool,
     features: Option<String>,
 }
@@ -88,6 +93,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         seconds: 10.0,
         slice: None,
         cpu: None,
+        timer_spin: None,
         json: false,
         features: None,
     };
@@ -117,6 +123,9 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Short('s') => a.seconds = p.value()?.parse()?,
             Long("slice-us") => a.slice = Some(Duration::from_micros(p.value()?.parse()?)),
             Long("cpu") => a.cpu = Some(p.value()?.parse()?),
+            Long("timer-spin-us") => {
+                a.timer_spin = Some(Duration::from_micros(p.value()?.parse()?));
+            }
             Long("json") => a.json = true,
             Long("features") => a.features = Some(features_arg(p.value()?)?),
             Short('h') | Long("help") => {
@@ -140,8 +149,8 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         )
         .into());
     }
-    if a.runtime == Rt::Os && a.features.is_some() {
-        return Err("--features applies to --runtime lagom only".into());
+    if a.runtime == Rt::Os && (a.features.is_some() || a.timer_spin.is_some()) {
+        return Err("--features and --timer-spin-us apply to --runtime lagom only".into());
     }
     Ok(a)
 }
@@ -226,6 +235,9 @@ fn hog_loop(stop: &AtomicBool, mut tick: impl FnMut()) -> u64 {
 
 fn run_lagom(a: &Args, cpu: usize) -> Result<(SleeperOut, Vec<HogOut>), String> {
     let mut b = Runtime::builder().worker_cpus([cpu]);
+    if let Some(s) = a.timer_spin {
+        b = b.timer_spin(s);
+    }
     if let Some(f) = &a.features {
         b = b.features(f.as_str());
     }
@@ -545,6 +557,7 @@ fn main() {
             "runtime": rt_name, "hogs": a.hogs, "cpu": cpu,
             "period_us": a.period.as_micros() as u64, "seconds": a.seconds,
             "slice_us": slice_us, "features": a.features,
+            "timer_spin_us": a.timer_spin.map(|s| s.as_micros() as u64),
             "wakes": lat.len(), "missed": sleeper.missed,
             "lateness_us": {"p50": p50, "p90": p90, "p99": p99, "max": max},
             "sleeper": {"cpu_ms": sleeper.cpu_ns as f64 / 1e6,

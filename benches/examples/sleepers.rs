@@ -14,12 +14,14 @@ use std::time::{Duration, Instant};
 use lagom::Runtime;
 
 const USAGE: &str = "usage: sleepers [-n N] [-r ROUNDS] [--sleep-us US] [--no-threads] [--json]
-                [--features SPEC]
+                [--only lagom|tokio|std_threads] [--phases] [--features SPEC]
 
 Spawns N tasks (default 10000) that each sleep US µs (default 1000) from one task and joins
 them, ROUNDS times (default 7) on each side in turn: lagom, tokio, std threads. Prints the
 fastest and the median round per side, and lagom's ratio to tokio.
   --no-threads     leave std threads out (N threads at once may exceed the thread limit)
+  --only SIDE      run that side alone (to profile it)
+  --phases         lagom: also print the median time to spawn all N and the stacks mapped
   --json           one JSON object per side, one per line
   --features SPEC  lagom's scheduler features on top of the defaults (default: $LAGOM_FEATURES)";
 
@@ -28,6 +30,8 @@ struct Args {
     rounds: usize,
     sleep: Duration,
     threads: bool,
+    only: Option<usize>,
+    phases: bool,
     json: bool,
     features: Option<String>,
 }
@@ -39,6 +43,8 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         rounds: 7,
         sleep: Duration::from_millis(1),
         threads: true,
+        only: None,
+        phases: false,
         json: false,
         features: None,
     };
@@ -49,6 +55,16 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Short('r') => a.rounds = p.value()?.parse()?,
             Long("sleep-us") => a.sleep = Duration::from_micros(p.value()?.parse()?),
             Long("no-threads") => a.threads = false,
+            Long("only") => {
+                let v = p.value()?.string()?;
+                a.only = Some(
+                    NAMES
+                        .iter()
+                        .position(|n| *n == v)
+                        .ok_or_else(|| format!("--only: {v:?} is not one of {NAMES:?}"))?,
+                );
+            }
+            Long("phases") => a.phases = true,
             Long("json") => a.json = true,
             Long("features") => {
                 a.features = Some(lagom_benches::features_arg(p.value()?.parse()?)?);
@@ -66,16 +82,21 @@ fn parse_args() -> Result<Args, lexopt::Error> {
     Ok(a)
 }
 
-fn lagom_round(rt: &Runtime, n: usize, d: Duration) -> Duration {
+/// The sides, in the order they run.
+const NAMES: [&str; 3] = ["lagom", "tokio", "std_threads"];
+
+/// One lagom round: the whole round, and the part of it spent spawning.
+fn lagom_round(rt: &Runtime, n: usize, d: Duration) -> (Duration, Duration) {
     rt.block_on(move || {
         let t0 = Instant::now();
         let hs: Vec<_> = (0..n)
             .map(|_| lagom::task::spawn(move || lagom::task::sleep(d)))
             .collect();
+        let spawned = t0.elapsed();
         for h in hs {
             h.join().unwrap();
         }
-        t0.elapsed()
+        (t0.elapsed(), spawned)
     })
 }
 
@@ -143,13 +164,25 @@ fn main() -> ExitCode {
         .expect("tokio runtime");
     let (n, d) = (args.n, args.sleep);
     // One untimed round each: stacks, pools and tokio's timer wheel warm.
-    lagom_round(&rt, n, d);
-    tokio_round(&tokio, n, d);
-    let mut threads_ok = args.threads;
+    let on = |side: usize| args.only.is_none_or(|o| o == side);
+    if on(0) {
+        lagom_round(&rt, n, d);
+    }
+    if on(1) {
+        tokio_round(&tokio, n, d);
+    }
+    let mut threads_ok = args.threads && on(2);
     let mut sides: [Vec<Duration>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+    let mut spawn_phase = Vec::new();
     for _ in 0..args.rounds {
-        sides[0].push(lagom_round(&rt, n, d));
-        sides[1].push(tokio_round(&tokio, n, d));
+        if on(0) {
+            let (all, spawned) = lagom_round(&rt, n, d);
+            sides[0].push(all);
+            spawn_phase.push(spawned);
+        }
+        if on(1) {
+            sides[1].push(tokio_round(&tokio, n, d));
+        }
         if threads_ok {
             match threads_round(n, d) {
                 Ok(t) => sides[2].push(t),
@@ -164,9 +197,17 @@ fn main() -> ExitCode {
         s.sort();
     }
     let stat = |s: &[Duration]| (s.first().copied(), s.get(s.len() / 2).copied());
-    let names = ["lagom", "tokio", "std_threads"];
     let (_, tokio_med) = stat(&sides[1]);
-    for (name, s) in names.iter().zip(&sides) {
+    if args.phases && !spawn_phase.is_empty() {
+        spawn_phase.sort();
+        let st = rt.stats();
+        let mapped: u64 = st.workers.iter().map(|w| w.stacks_mapped).sum();
+        eprintln!(
+            "lagom phases: spawning {n} tasks took {:.1} ms (median); stacks mapped so far {mapped}",
+            ms(spawn_phase[spawn_phase.len() / 2])
+        );
+    }
+    for (name, s) in NAMES.iter().zip(&sides) {
         let (Some(min), Some(med)) = stat(s) else {
             continue;
         };

@@ -121,6 +121,7 @@ fn bad_values_exit_2_with_usage() {
         "-n 3 --nice 0,1",
         "--features NO_SUCH_FEATURE",
         "--runtime os --features NO_DELAY_DEQUEUE",
+        "--runtime os --timer-spin-us 10",
         "--bogus",
     ] {
         let o = run(args);

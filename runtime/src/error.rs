@@ -84,6 +84,13 @@ pub enum Error {
         /// The longest spin accepted.
         maximum: core::time::Duration,
     },
+    /// A timer spin longer than the maximum was requested.
+    TimerSpinTooLong {
+        /// The spin asked for.
+        requested: core::time::Duration,
+        /// The longest spin accepted.
+        maximum: core::time::Duration,
+    },
     /// The kernel refused to map a task stack.
     StackMap {
         /// The usable size asked for, in bytes.
@@ -189,6 +196,13 @@ impl fmt::Display for Error {
                 "task stack size {requested} bytes is below the minimum of {} KiB; \
                  ask for at least {minimum} bytes",
                 minimum / 1024
+            ),
+            Error::TimerSpinTooLong { requested, maximum } => write!(
+                f,
+                "timer spin of {requested:?} is longer than the maximum of {maximum:?}; an \
+                 idle worker's futex sleep ends some tens of µs after its deadline, so a \
+                 longer spin only burns CPU: ask for a shorter one, or Duration::ZERO for \
+                 plain futex timeouts"
             ),
             Error::IdleSpinTooLong { requested, maximum } => write!(
                 f,

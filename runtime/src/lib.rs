@@ -117,5 +117,8 @@ mod worker;
 pub use arch::FpControl;
 pub use error::Error;
 pub use join_error::JoinError;
-pub use runtime::{Builder, DEFAULT_IDLE_SPIN, DEFAULT_SHUTDOWN_TIMEOUT, MAX_IDLE_SPIN, Runtime};
+pub use runtime::{
+    Builder, DEFAULT_IDLE_SPIN, DEFAULT_SHUTDOWN_TIMEOUT, DEFAULT_TIMER_SPIN, MAX_IDLE_SPIN,
+    Runtime,
+};
 pub use worker::{ShutdownStats, Stats, WorkerStats};

@@ -67,6 +67,11 @@ pub const DEFAULT_IDLE_SPIN: Duration = Duration::from_micros(30);
 /// runtime (the module doc of `Runtime::shutdown_timeout` says what happens within it).
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// How long before its next timer an idle worker stops sleeping and spins by default
+/// ([`Builder::timer_spin`]; the measurements behind the choice are in the `sched/idle.rs`
+/// module doc, "Timer precision", issue #20).
+pub const DEFAULT_TIMER_SPIN: Duration = Duration::from_micros(100);
+
 /// The longest idle spin [`Builder::idle_spin`] accepts. A cross-CPU futex wake costs tens of
 /// µs, so a spin far beyond that only burns CPU; a longer request is most likely a unit slip.
 pub const MAX_IDLE_SPIN: Duration = Duration::from_millis(10);
@@ -79,6 +84,7 @@ pub struct Builder {
     slice: Option<Duration>,
     stack_size: Option<usize>,
     idle_spin: Option<Duration>,
+    timer_spin: Option<Duration>,
     tracing: bool,
     trace_capacity: Option<usize>,
     fp_control: FpControl,
@@ -142,6 +148,26 @@ impl Builder {
     /// ```
     pub fn idle_spin(mut self, spin: Duration) -> Builder {
         self.idle_spin = Some(spin);
+        self
+    }
+
+    /// How long before its next timer (a `sleep` deadline) an idle worker ends its futex
+    /// sleep and spins instead (default [`DEFAULT_TIMER_SPIN`], at most [`MAX_IDLE_SPIN`]).
+    /// A futex sleep ends some tens of µs after its timeout on a virtual machine (the OS
+    /// wakeup), so a sleeping task wakes that late; spinning the last stretch makes it wake
+    /// within a few µs, at the cost of up to this much CPU per timed wakeup of an idle
+    /// worker. [`Duration::ZERO`] sleeps to the deadline (plain futex timeouts).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let rt = lagom::Runtime::builder()
+    ///     .timer_spin(Duration::from_micros(100))
+    ///     .build()?;
+    /// # drop(rt);
+    /// # Ok::<(), lagom::Error>(())
+    /// ```
+    pub fn timer_spin(mut self, spin: Duration) -> Builder {
+        self.timer_spin = Some(spin);
         self
     }
 
@@ -234,7 +260,7 @@ impl Builder {
     ///
     /// # Errors
     /// [`Error::NoCpus`], [`Error::CpuNotAllowed`], [`Error::UnknownFeature`],
-    /// [`Error::StackTooSmall`], [`Error::IdleSpinTooLong`], [`Error::TraceCapacity`],
+    /// [`Error::StackTooSmall`], [`Error::IdleSpinTooLong`], [`Error::TimerSpinTooLong`], [`Error::TraceCapacity`],
     /// [`Error::ThreadSpawn`].
     pub fn build(self) -> Result<Runtime, Error> {
         let allowed = allowed_cpus();
@@ -263,6 +289,13 @@ impl Builder {
                 maximum: MAX_IDLE_SPIN,
             });
         }
+        let timer_spin = self.timer_spin.unwrap_or(DEFAULT_TIMER_SPIN);
+        if timer_spin > MAX_IDLE_SPIN {
+            return Err(Error::TimerSpinTooLong {
+                requested: timer_spin,
+                maximum: MAX_IDLE_SPIN,
+            });
+        }
         crate::sys::time::calibrate();
         let mut cfg = RqConfig::for_cpus(cpus.len());
         cfg.features = features;
@@ -284,6 +317,7 @@ impl Builder {
             stack_size,
             // At most MAX_IDLE_SPIN, so it fits in u64 nanoseconds.
             idle_spin: idle_spin.as_nanos() as u64,
+            timer_spin: timer_spin.as_nanos() as u64,
             fp_control: self.fp_control,
             allow_migration: self.allow_migration,
             next_outside: AtomicUsize::new(0),

@@ -123,6 +123,7 @@ impl Model {
                 phase: AtomicU32::new(crate::worker::PHASE_RUN),
                 stack_size: crate::arch::MIN_STACK_SIZE,
                 idle_spin: 0,
+                timer_spin: 0,
                 fp_control: crate::arch::FpControl::Preserve,
                 allow_migration,
                 next_outside: AtomicUsize::new(0),

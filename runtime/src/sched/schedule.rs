@@ -130,6 +130,8 @@ fn contract_broken(t: &Task, from: usize, to: usize) -> ! {
 /// Marks `next`, just picked by worker thread `wt`'s worker, running there
 /// ([`prepare_switch`] with that worker's idle context and overflow stack).
 pub(crate) fn prepare_switch_on(wt: &WorkerThread, next: &Task) {
+    // The task switched in runs its first `cond_resched` in full (`task/current.rs`).
+    wt.next_tick.set(0);
     prepare_switch(next, wt.index, wt.idle_ctx(), wt.signals());
 }
 

@@ -2,8 +2,6 @@
 //! has passed is unparked, outside any runqueue lock, at each scheduling call and in the idle
 //! loop.
 
-use alloc::vec::Vec;
-
 use crate::wake::unpark_task;
 use crate::worker::{TaskRef, WorkerThread};
 
@@ -20,21 +18,27 @@ pub(crate) fn fire(wt: &WorkerThread) {
     }
 }
 
-/// [`fire`] once a timer is armed.
+/// [`fire`] once a timer is armed: pops the due entries one at a time, each unparked with
+/// the heap's borrow released (an unpark never arms a timer, but the borrow is not held
+/// across a call out of this module).
 #[inline(never)]
 fn fire_armed(wt: &WorkerThread) {
-    let due: Vec<TaskRef> = {
-        let mut t = wt.timers.borrow_mut();
-        let Some(first) = t.next_deadline() else {
-            return;
+    let mut now = None;
+    loop {
+        let due: Option<TaskRef> = {
+            let mut t = wt.timers.borrow_mut();
+            let Some(first) = t.next_deadline() else {
+                return;
+            };
+            let now = *now.get_or_insert_with(crate::sys::time::monotonic_ns);
+            if first > now {
+                return;
+            }
+            t.pop_due(now)
         };
-        let now = crate::sys::time::monotonic_ns();
-        if first > now {
-            return;
+        match due {
+            Some(task) => unpark_task(&task),
+            None => return,
         }
-        t.take_due(now)
-    };
-    for task in due {
-        unpark_task(&task);
     }
 }

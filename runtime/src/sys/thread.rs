@@ -115,6 +115,29 @@ pub(crate) fn pin_to(cpu: usize) -> Result<(), i32> {
     }
 }
 
+/// Sets the calling thread's timer slack (`PR_SET_TIMERSLACK`) to `ns` (at least 1: 0 would
+/// restore the default). The kernel lets a timed sleep of a normal thread end up to its slack
+/// late so that wakeups can be merged — 50 µs by default, which a worker's idle sleep until
+/// the next `sleep` deadline would add to every timed wakeup (`sched/idle.rs`).
+pub(crate) fn set_timer_slack(ns: u64) -> Result<(), i32> {
+    let ns = libc::c_ulong::try_from(ns.max(1)).unwrap_or(libc::c_ulong::MAX);
+    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and touches no memory of ours.
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_SET_TIMERSLACK,
+            ns,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(super::fs::OsError::last().0)
+    }
+}
+
 /// A process-wide thread-local slot (`pthread_key_t`), created on first use.
 pub(crate) struct Key {
     /// 0 until created, key + 1 after.

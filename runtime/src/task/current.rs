@@ -60,28 +60,63 @@ pub fn yield_now() {
     }
 }
 
+/// How long `cond_resched` may go between two full ticks when nothing asks for the CPU
+/// (module doc of [`cond_resched`]): the latest a used-up request is noticed and the
+/// granularity of the periodic balance, well below any slice (0.1 ms at the least).
+pub(crate) const TICK: u64 = 50_000;
+
 /// The cheap tick: charges the running task and switches away if it used up its request,
 /// a wakeup asked for preemption, or wakeups wait on this worker's wakelist; every few
 /// milliseconds it also runs the periodic load balance, which may pull tasks to this worker.
 /// Long compute loops call it. Outside tasks it does nothing.
 ///
+/// Most calls cost one read of the scheduler clock and three loads (issue #20): a call
+/// within [`TICK`] (50 µs) of the last full tick, before the worker's next timer, with no
+/// need-resched and an empty wakelist, returns at once. Every wakeup that asks for this CPU
+/// sets need-resched or queues on the wakelist, and a timer bounds the tick, so what waits
+/// for the tick is only the end of the running task's request (noticed at most 50 µs late;
+/// the time is charged all the same, so shares are unchanged) and the periodic balance.
+/// After a full tick whose `schedule()` picked the same task again (a wakee not yet
+/// eligible, a protected slice), the next full tick waits its 50 µs rather than repeating the
+/// lock, drain and pick at every call.
+///
 /// Past half of a shutdown's timeout, a task in `cond_resched` is cancelled: the call
 /// unwinds ([`crate::Runtime::shutdown_timeout`]).
+#[inline]
 pub fn cond_resched() {
     let Some(wt) = local() else { return };
+    let w = wt.worker();
+    let now = crate::sys::time::sched_clock();
+    if now < wt.next_tick.get() && !w.need_resched.load(Ordering::Relaxed) && w.wakelist.is_empty()
+    {
+        return;
+    }
     if worker::with_current_task(|_| ()).is_none() {
         return;
     }
+    full_tick(wt, now);
+}
+
+/// The full tick of [`cond_resched`]: the periodic balance, the timers, need-resched and
+/// the running task's charge; then the next full tick's time, and `schedule()` if due.
+#[inline(never)]
+fn full_tick(wt: &worker::WorkerThread, now: u64) {
     let w = wt.worker();
-    let now = crate::sys::time::sched_clock();
     balance_tick(wt, now);
+    let mut next = now.saturating_add(TICK);
+    let timer_due = match wt.timers.borrow().next_deadline() {
+        Some(d) => {
+            let mono = crate::sys::time::monotonic_ns();
+            // The timer's distance, moved onto the scheduler clock.
+            next = next.min(now.saturating_add(d.saturating_sub(mono)));
+            d <= mono
+        }
+        None => false,
+    };
+    wt.next_tick.set(next);
     let resched = w.need_resched.load(Ordering::Relaxed)
         || !w.wakelist.is_empty()
-        || wt
-            .timers
-            .borrow()
-            .next_deadline()
-            .is_some_and(|d| d <= crate::sys::time::monotonic_ns())
+        || timer_due
         || w.rq.lock().task_tick(now);
     if resched {
         schedule(Reason::Preempt);

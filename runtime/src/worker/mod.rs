@@ -177,6 +177,9 @@ pub(crate) struct Shared {
     pub(crate) stack_size: usize,
     /// Nanoseconds an idle worker spins before it sleeps (0: sleep at once).
     pub(crate) idle_spin: u64,
+    /// Nanoseconds before its next timer an idle worker spins instead of sleeping (0: it
+    /// sleeps to the deadline; `sched/idle.rs`, "Timer precision").
+    pub(crate) timer_spin: u64,
     /// How switches treat the FP control state, for every context of this runtime.
     pub(crate) fp_control: FpControl,
     /// Every task of this runtime may migrate once started (`Builder::allow_migration`, the

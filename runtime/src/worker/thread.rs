@@ -38,6 +38,10 @@ pub(crate) struct WorkerThread {
     signals: Option<SignalStack>,
     /// When the tick next runs the periodic balance (`sched/balance.rs`).
     pub(crate) next_balance: Cell<u64>,
+    /// Scheduler-clock time before which `cond_resched` skips its full tick unless a wakeup
+    /// asks for the CPU (`task/current.rs`): at most `TICK` after the last full tick, never
+    /// past the next timer; 0 (a full tick at the next call) after every switch.
+    pub(crate) next_tick: Cell<u64>,
 }
 
 /// The calling thread's worker pointer. A task can suspend on one worker and resume on
@@ -183,6 +187,7 @@ impl WorkerThread {
             timers: RefCell::new(Timers::default()),
             signals,
             next_balance: Cell::new(0),
+            next_tick: Cell::new(0),
         }
     }
 
