@@ -23,6 +23,14 @@
 //! (it woke more than a period late) is skipped and counted as missed, as a periodic thread
 //! that does not queue up overruns behaves.
 //!
+//! Host delay (lagom only): on a shared machine the host may keep the worker thread off its
+//! CPU for milliseconds, which no runtime can hide. The sleeper reads its worker thread's
+//! `run_delay` (the second field of `/proc/thread-self/schedstat`: ns spent runnable but
+//! waiting for a CPU) before each sleep and after each wake; `lateness_excl_host_us` gives the
+//! percentiles of each lateness less the host delay in that interval — what lagom itself
+//! made the sleeper wait. (On `os` the sleeper's own `run_delay` is the very latency
+//! measured, so there it is not subtracted.)
+//!
 //! CPU shares: each task's CPU time over the run — on `os` the thread's
 //! `CLOCK_THREAD_CPUTIME_ID`, on lagom the run time the scheduler charged it
 //! (`task::runtime`, its `sum_exec_runtime`) — as a fraction of all the tasks' CPU time. The
@@ -193,6 +201,8 @@ fn work_unit(x: u64) -> u64 {
 #[derive(Default)]
 struct SleeperOut {
     lateness_ns: Vec<u64>,
+    /// Lateness less the worker thread's host run delay over the same sleep (lagom only).
+    excl_host_ns: Vec<u64>,
     missed: u64,
     cpu_ns: u64,
 }
@@ -233,6 +243,20 @@ fn hog_loop(stop: &AtomicBool, mut tick: impl FnMut()) -> u64 {
     n
 }
 
+/// The calling thread's `run_delay` (ns it waited runnable for a CPU), from
+/// `/proc/thread-self/schedstat` opened once as `f`; `None` if unreadable.
+fn run_delay_ns(f: &std::fs::File) -> Option<u64> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = [0u8; 96];
+    let n = f.read_at(&mut buf, 0).ok()?;
+    std::str::from_utf8(&buf[..n])
+        .ok()?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 fn run_lagom(a: &Args, cpu: usize) -> Result<(SleeperOut, Vec<HogOut>), String> {
     let mut b = Runtime::builder().worker_cpus([cpu]);
     if let Some(s) = a.timer_spin {
@@ -268,12 +292,26 @@ fn run_lagom(a: &Args, cpu: usize) -> Result<(SleeperOut, Vec<HogOut>), String> 
     let st = Arc::clone(&stop);
     let sleeper = rt
         .spawn_with(b, move || {
+            // One worker: the task's thread is always the same, so the file stays its own.
+            let stat = std::fs::File::open("/proc/thread-self/schedstat").ok();
+            let mut host = Vec::new();
             let mut out = sleeper_loop(period_ns, &st, |deadline| {
+                let before = stat.as_ref().and_then(run_delay_ns);
                 let now = now_ns();
                 if deadline > now {
                     lagom::task::sleep(Duration::from_nanos(deadline - now));
                 }
+                let after = stat.as_ref().and_then(run_delay_ns);
+                host.push(before.zip(after).map(|(b, a)| a.saturating_sub(b)));
             });
+            if host.iter().all(Option::is_some) {
+                out.excl_host_ns = out
+                    .lateness_ns
+                    .iter()
+                    .zip(&host)
+                    .map(|(l, h)| l.saturating_sub(h.unwrap_or(0)))
+                    .collect();
+            }
             out.cpu_ns = charged();
             out
         })
@@ -521,6 +559,13 @@ fn main() {
         std::process::exit(1)
     });
     sleeper.lateness_ns.sort_unstable();
+    sleeper.excl_host_ns.sort_unstable();
+    let ex = &sleeper.excl_host_ns;
+    let excl_host = (!ex.is_empty()).then(|| {
+        let us = |ns: u64| ns as f64 / 1e3;
+        serde_json::json!({"p50": us(pct(ex, 0.5)), "p90": us(pct(ex, 0.9)),
+                           "p99": us(pct(ex, 0.99)), "max": us(ex.last().copied().unwrap_or(0))})
+    });
     let lat = &sleeper.lateness_ns;
     let us = |ns: u64| ns as f64 / 1e3;
     let (p50, p90, p99, max) = (
@@ -560,6 +605,7 @@ fn main() {
             "timer_spin_us": a.timer_spin.map(|s| s.as_micros() as u64),
             "wakes": lat.len(), "missed": sleeper.missed,
             "lateness_us": {"p50": p50, "p90": p90, "p99": p99, "max": max},
+            "lateness_excl_host_us": excl_host,
             "sleeper": {"cpu_ms": sleeper.cpu_ns as f64 / 1e6,
                         "share_of_cpu": frac(sleeper.cpu_ns, total_cpu),
                         "weight": weight_of_nice(0) >> 10},
@@ -581,6 +627,15 @@ fn main() {
         lat.len(),
         sleeper.missed
     );
+    if let Some(e) = &excl_host {
+        println!(
+            "  less the worker thread's host run delay: p50 {:.1}  p90 {:.1}  p99 {:.1}  max {:.1}",
+            e["p50"].as_f64().unwrap_or(0.0),
+            e["p90"].as_f64().unwrap_or(0.0),
+            e["p99"].as_f64().unwrap_or(0.0),
+            e["max"].as_f64().unwrap_or(0.0)
+        );
+    }
     println!("task      nice  weight   cpu ms  share of cpu  share of hogs  weight share");
     for t in &tasks {
         println!(

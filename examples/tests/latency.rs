@@ -149,22 +149,28 @@ fn survives_a_closed_stdout() {
 }
 
 /// The regression bound of issue #20: a sleeper with a 0.1 ms slice among four nice-0 hogs
-/// that call `cond_resched` on one worker wakes with p99 under 2 ms (the kernel's own p99 here
-/// is about 4 ms; lagom's is well under 0.1 ms when its worker thread has a CPU). A run is
-/// 1 s; a loaded machine can take the worker thread's CPU away for whole host ticks, which no
-/// runtime can hide, so the bound must hold in one of three runs — a regression fails all
-/// three.
+/// that call `cond_resched` on one worker wakes with p99 under 2 ms (the kernel's own p99
+/// here is about 4 ms; lagom's is well under 0.1 ms when its worker thread has a CPU). On a
+/// loaded machine the host keeps the worker thread off its CPU for whole ticks, which no
+/// runtime can hide, so the bound applies to the lateness less the worker thread's host run
+/// delay over each sleep (`lateness_excl_host_us`, from its schedstat; the raw lateness where
+/// the kernel has no schedstat), and must hold in one of five 1 s runs — a regression fails
+/// all five.
 #[test]
 fn short_slice_sleeper_among_hogs_wakes_within_2ms_p99() {
     let mut seen = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..5 {
         let v = json(&run("--runtime lagom -n 4 --slice-us 100 -s 1 --json"));
         assert_eq!(v["slice_us"], 100);
-        let p99 = p99_us(&v);
+        let p99 = match v["lateness_excl_host_us"]["p99"].as_f64() {
+            Some(p) => p,
+            None => p99_us(&v),
+        };
+        assert!(p99 <= p99_us(&v), "{v}");
         if p99 < 2000.0 {
             return;
         }
         seen.push(p99);
     }
-    panic!("p99 lateness in µs of three runs: {seen:?} (bound 2000)");
+    panic!("p99 lateness in µs (less host delay) of five runs: {seen:?} (bound 2000)");
 }
