@@ -6,6 +6,7 @@
 //!
 //! ```text
 //! cargo run --release -p lagom-benches --example sleepers -- [-n N] [-r ROUNDS] [--json]
+//!     [--only lagom|tokio|std_threads] [--phases]
 //! ```
 
 use std::process::ExitCode;
