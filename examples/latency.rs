@@ -28,7 +28,8 @@
 //! `run_delay` (the second field of `/proc/thread-self/schedstat`: ns spent runnable but
 //! waiting for a CPU) before each sleep and after each wake; `lateness_excl_host_us` gives the
 //! percentiles of each lateness less the host delay in that interval — what lagom itself
-//! made the sleeper wait. (On `os` the sleeper's own `run_delay` is the very latency
+//! made the sleeper wait, and `host_delay_fraction` the share of the run the worker thread
+//! waited for a CPU. (On `os` the sleeper's own `run_delay` is the very latency
 //! measured, so there it is not subtracted.)
 //!
 //! CPU shares: each task's CPU time over the run — on `os` the thread's
@@ -203,6 +204,8 @@ struct SleeperOut {
     lateness_ns: Vec<u64>,
     /// Lateness less the worker thread's host run delay over the same sleep (lagom only).
     excl_host_ns: Vec<u64>,
+    /// The fraction of the run the worker thread waited for a CPU (lagom only).
+    host_delay_fraction: Option<f64>,
     missed: u64,
     cpu_ns: u64,
 }
@@ -295,6 +298,7 @@ fn run_lagom(a: &Args, cpu: usize) -> Result<(SleeperOut, Vec<HogOut>), String> 
             // One worker: the task's thread is always the same, so the file stays its own.
             let stat = std::fs::File::open("/proc/thread-self/schedstat").ok();
             let mut host = Vec::new();
+            let (t0, d0) = (now_ns(), stat.as_ref().and_then(run_delay_ns));
             let mut out = sleeper_loop(period_ns, &st, |deadline| {
                 let before = stat.as_ref().and_then(run_delay_ns);
                 let now = now_ns();
@@ -304,6 +308,10 @@ fn run_lagom(a: &Args, cpu: usize) -> Result<(SleeperOut, Vec<HogOut>), String> 
                 let after = stat.as_ref().and_then(run_delay_ns);
                 host.push(before.zip(after).map(|(b, a)| a.saturating_sub(b)));
             });
+            let (t1, d1) = (now_ns(), stat.as_ref().and_then(run_delay_ns));
+            out.host_delay_fraction = d0
+                .zip(d1)
+                .map(|(a, b)| b.saturating_sub(a) as f64 / t1.saturating_sub(t0).max(1) as f64);
             if host.iter().all(Option::is_some) {
                 out.excl_host_ns = out
                     .lateness_ns
@@ -606,6 +614,7 @@ fn main() {
             "wakes": lat.len(), "missed": sleeper.missed,
             "lateness_us": {"p50": p50, "p90": p90, "p99": p99, "max": max},
             "lateness_excl_host_us": excl_host,
+            "host_delay_fraction": sleeper.host_delay_fraction,
             "sleeper": {"cpu_ms": sleeper.cpu_ns as f64 / 1e6,
                         "share_of_cpu": frac(sleeper.cpu_ns, total_cpu),
                         "weight": weight_of_nice(0) >> 10},
