@@ -71,7 +71,7 @@ pub(crate) const TICK: u64 = 50_000;
 /// Long compute loops call it. Outside tasks it does nothing.
 ///
 /// Most calls cost one read of the scheduler clock and three loads (issue #20): a call
-/// within [`TICK`] (50 µs) of the last full tick, before the worker's next timer, with no
+/// within 50 µs (`TICK`) of the last full tick, before the worker's next timer, with no
 /// need-resched and an empty wakelist, returns at once. Every wakeup that asks for this CPU
 /// sets need-resched or queues on the wakelist, and a timer bounds the tick, so what waits
 /// for the tick is only the end of the running task's request (noticed at most 50 µs late;
