@@ -93,6 +93,7 @@ extern crate std;
 
 pub mod arch;
 mod error;
+pub mod graph;
 mod join_error;
 #[cfg(not(loom))]
 mod locking;
@@ -116,6 +117,8 @@ mod worker;
 
 pub use arch::FpControl;
 pub use error::Error;
+pub use graph::{GraphError, TaskGraph};
 pub use join_error::JoinError;
 pub use runtime::{Builder, DEFAULT_IDLE_SPIN, DEFAULT_SHUTDOWN_TIMEOUT, MAX_IDLE_SPIN, Runtime};
+pub use task::{Scope, ScopedJoinHandle, join, scope};
 pub use worker::{ShutdownStats, Stats, WorkerStats};

@@ -37,11 +37,14 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("scheduling loop", &["sched"]),
     ("user API: tasks", &["task"]),
     ("user API: the runtime", &["runtime"]),
+    ("user API: task graphs", &["graph"]),
     ("loom seams", &["model"]),
 ];
 
 /// The threaded driver's folders, whose edges the closing picture lists.
-const DRIVER: &[&str] = &["tcb", "worker", "wake", "sched", "task", "runtime", "model"];
+const DRIVER: &[&str] = &[
+    "tcb", "worker", "wake", "sched", "task", "runtime", "graph", "model",
+];
 
 /// Sibling branches on the policy: a module of one names no module of another.
 const BRANCHES: &[(&str, &[&str])] =

@@ -7,6 +7,7 @@
 //! * `current.rs` — [`current`], [`runtime`], [`yield_now`], [`cond_resched`], [`sleep`];
 //! * `recycle.rs` — a joined task's allocation kept for its worker's next spawn;
 //! * `cancel.rs` — the cancellation points where a shutdown unwinds a task;
+//! * `scope.rs` — [`scope`], [`join`]: tasks that borrow from their caller's stack;
 //! * `blocking.rs`, `pool.rs` — [`spawn_blocking`] and the process's pool of plain threads
 //!   it runs closures on.
 
@@ -18,6 +19,7 @@ mod join;
 mod park;
 mod pool;
 mod recycle;
+mod scope;
 
 pub use blocking::{BlockingHandle, blocking_pool_stats, configure_blocking_pool, spawn_blocking};
 pub(crate) use builder::spawn_inner;
@@ -29,3 +31,5 @@ pub use pool::{
     BlockingPoolStats, DEFAULT_BLOCKING_KEEP_ALIVE, DEFAULT_MAX_BLOCKING_THREADS,
     MAX_BLOCKING_THREADS,
 };
+pub(crate) use scope::scope_in;
+pub use scope::{Scope, ScopedJoinHandle, join, scope};
