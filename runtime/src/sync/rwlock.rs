@@ -205,7 +205,7 @@ impl<T: ?Sized> RwLock<T> {
                 let more = if w.more { PARKED } else { 0 };
                 let s = match first.get() {
                     None => 0,
-                    Some(TAG_READ) => w.count * ONE_READER | more,
+                    Some(TAG_READ) => (w.count * ONE_READER) | more,
                     Some(_) => WRITER | more,
                 };
                 self.state.store(s, Ordering::Release);
