@@ -226,3 +226,25 @@ pub const PIPE: &[(f64, bool)] = &[
     (99.0, true),
     (99.9, false),
 ];
+
+/// Another example binary of this build, built on first use as [`schbench`] is.
+#[allow(dead_code)] // schbench's tests use only `schbench`
+pub fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test exe");
+    let profile_dir = exe.parent().and_then(|d| d.parent()).expect("profile dir");
+    let target = profile_dir.parent().expect("target dir");
+    let release = profile_dir.file_name().is_some_and(|n| n == "release");
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args(["build", "-q", "-p", "lagom-examples", "--example", name])
+        .arg("--target-dir")
+        .arg(target)
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd.args(if release {
+        &["--release"][..]
+    } else {
+        &["--profile", "test"][..]
+    });
+    let st = cmd.status().expect("run cargo build");
+    assert!(st.success(), "cargo build --example {name} failed");
+    profile_dir.join("examples").join(name)
+}
