@@ -31,8 +31,11 @@
 //!   loop, load balancing, timer expiry;
 //!
 //! and the user-facing API above them: [`task`] (spawn, join, park/unpark, sleep, yield,
-//! `cond_resched`, `spawn_blocking`) and [`Runtime`] (builder, `block_on`, a shutdown that
-//! unwinds what it cancels, statistics). [`trace`]
+//! `cond_resched`, `spawn_blocking`), [`scope`] and [`join`] (tasks that borrow from their
+//! caller's stack, as `std::thread::scope` and rayon's `join`), [`Runtime`] (builder,
+//! `block_on`, `scope` from any thread, a shutdown that unwinds what it cancels, statistics)
+//! and [`TaskGraph`] ([`graph`]: a DAG of blocking closures, each node a task that receives its
+//! predecessors' outputs). [`trace`]
 //! records switch / wakeup / migrate events per worker, when asked to, and exports them as
 //! Chrome/Perfetto trace JSON.
 //!

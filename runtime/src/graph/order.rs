@@ -7,8 +7,8 @@
 //! indices.*
 //!
 //! An edge `x → y` with `ord[x] < ord[y]` keeps the invariant as it is: the common case of a
-//! graph built dependencies first, which then costs O(1) (and the duplicate check, O(out-degree
-//! of `x`)). Otherwise the affected region is `[ord[y], ord[x]]`: a forward search from `y`
+//! graph built dependencies first, which then costs O(1) (and the duplicate check, a scan of
+//! the shorter of `x`'s successors and `y`'s predecessors). Otherwise the affected region is `[ord[y], ord[x]]`: a forward search from `y`
 //! over nodes ordered below `ord[x]` either reaches `x` — the edge closes a cycle, which is
 //! reported as the path found, and nothing changes — or finds the set `F`; a backward search
 //! from `x` over nodes ordered above `ord[y]` finds `B`; the positions that `B` and `F` held,
@@ -58,7 +58,13 @@ impl Order {
         if x == y {
             return Err(vec![x, x]);
         }
-        if self.succs[x].contains(&y) {
+        // The shorter of the two lists answers: a fan-out's source or a fan-in's sink has a
+        // long one, its other end a short one.
+        let there = match self.succs[x].len() <= self.preds[y].len() {
+            true => self.succs[x].contains(&y),
+            false => self.preds[y].contains(&x),
+        };
+        if there {
             return Ok(false);
         }
         let (lb, ub) = (self.ord[y], self.ord[x]);

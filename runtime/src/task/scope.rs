@@ -36,6 +36,17 @@
 //! caller under `catch_unwind`; then the caller joins `b`'s task, resumably (`JoinWait`):
 //! one round of the join packet's protocol at a time.
 //!
+//! ## Spawning ahead
+//!
+//! A task is a stack, so a body that spawns 100 000 tiny tasks before any of them runs holds
+//! 100 000 stacks at once (mapped, first touched, then trimmed): most of the cost of such a
+//! fan-out. A spawn in a scope by a task of its runtime therefore first looks at its worker's
+//! published count of runnable tasks, and from [`SPAWN_BACKLOG`] on yields to them once
+//! (`schedule`, as `yield_now` without its cancellation point): the queued children run and
+//! end, their stacks go back to the worker's pool, and the spawner resumes (on its own worker:
+//! the migration contract) when EEVDF picks it again. The look is one relaxed load; the
+//! count is a hint (the balancers read the same word).
+//!
 //! ## Why it is sound (the SAFETY argument of the lifetime erasure)
 //!
 //! A child's closure is erased to `'static` (`erase`) because the task system needs one; what
@@ -372,6 +383,7 @@ impl<'scope> Scope<'scope, '_> {
         F: FnOnce() -> T + Send + 'scope,
         T: Send + 'scope,
     {
+        throttle(self.data.local());
         self.data.running.fetch_add(1, Ordering::Relaxed);
         let packet = Arc::new(ScopedPacket {
             result: UnsafeCell::new(None),
@@ -409,6 +421,7 @@ impl<'scope> Scope<'scope, '_> {
                 self.0.done_one();
             }
         }
+        throttle(self.data.local());
         self.data.running.fetch_add(1, Ordering::Relaxed);
         let done = Done(Arc::clone(&self.data));
         let child = move || {
@@ -432,6 +445,24 @@ impl<'scope> Scope<'scope, '_> {
             // dropping that closure leaked `job`: these are its parts, neither run nor freed.
             unsafe { Erased::reclaim(p, free) }
         })
+    }
+}
+
+/// How many runnable tasks the spawning worker may have queued before a spawn in a scope
+/// first lets them run (module doc, "Spawning ahead").
+pub(crate) const SPAWN_BACKLOG: usize = 16;
+
+/// Before a spawn in a scope by a task of its runtime: if the task's worker already has
+/// [`SPAWN_BACKLOG`] runnable tasks, yield to them once (module doc, "Spawning ahead"). The
+/// yield is a plain `schedule`, not `yield_now`: no cancellation point, so a spawn never
+/// unwinds with a shutdown's cancellation.
+#[inline]
+fn throttle(local: Option<&WorkerThread>) {
+    let Some(wt) = local else { return };
+    if wt.worker().nr_running.load(Ordering::Relaxed) >= SPAWN_BACKLOG
+        && crate::worker::with_current_task(|_| ()).is_some()
+    {
+        crate::sched::schedule(crate::sched::Reason::Yield);
     }
 }
 
@@ -586,7 +617,7 @@ impl Drop for JoinWait {
 /// ```
 /// fn fib(n: u64) -> u64 {
 ///     if n < 12 {
-///         return (1..n).fold((0, 1), |(a, b), _| (b, a + b)).1.max(n.min(1));
+///         return if n < 2 { n } else { fib(n - 1) + fib(n - 2) }; // sequential below 12
 ///     }
 ///     let (a, b) = lagom::join(|| fib(n - 1), || fib(n - 2));
 ///     a + b
