@@ -32,9 +32,14 @@
 //!
 //! **`join(a, b)`.** `b` and the slot for its value live in `join`'s frame (`StackJob`);
 //! the task gets a `'static` closure holding a raw pointer to it and a function pointer
-//! (`JobRef`, rayon-core's trick), so a `join` costs a spawn and nothing else. `a` runs on the
-//! caller under `catch_unwind`; then the caller joins `b`'s task, resumably (`JoinWait`):
-//! one round of the join packet's protocol at a time.
+//! (`JobRef`, rayon-core's trick) and a shared claim word. `a` runs on the caller under
+//! `catch_unwind`. Whoever sets the claim first (one swap, AcqRel) runs `b`: the task when it
+//! starts, or the caller once `a` returned. If the task won, the caller joins it, resumably
+//! (`JoinWait`: one round of the join packet's protocol at a time); if the caller won, it runs
+//! `b` itself and does not wait: the task, when it runs, finds the claim taken and ends
+//! without touching the frame. So a `join` whose `b` was not picked up meanwhile costs a
+//! spawn and the task's empty run, and no block or wakeup of the caller; one whose `a` blocks
+//! lets `b`'s task run (it is an ordinary task), so `a` may wait for `b`.
 //!
 //! ## Spawning ahead
 //!
@@ -45,7 +50,9 @@
 //! (`schedule`, as `yield_now` without its cancellation point): the queued children run and
 //! end, their stacks go back to the worker's pool, and the spawner resumes (on its own worker:
 //! the migration contract) when EEVDF picks it again. The look is one relaxed load; the
-//! count is a hint (the balancers read the same word).
+//! count is a hint (the balancers read the same word). `join` does the same: a `b` that its
+//! caller ran itself leaves a task that ends at once when it runs, and a loop of such joins
+//! that never blocks would otherwise pile them up.
 //!
 //! ## Why it is sound (the SAFETY argument of the lifetime erasure)
 //!
@@ -56,7 +63,7 @@
 //!    so every child's closure and captures are gone), or, for `join`, after `b`'s task
 //!    delivered its outcome — its closure returned or its panic was caught, so it touches
 //!    nothing of the frame any more (the join packet's protocol orders it before the owner's
-//!    Acquire);
+//!    Acquire); or after the caller won `b`'s claim, when the task never touches the frame;
 //! 2. **it unwinds**: the body's and `a`'s panics are caught, so the only unwinding that
 //!    crosses the wait is a shutdown's cancellation raised inside it (`task/cancel.rs`). A
 //!    guard (`WaitGuard`, `JoinWait`) then waits again in its `Drop`. The task is
@@ -93,7 +100,7 @@ use core::ptr;
 use super::builder::{Builder, spawn_inner};
 use super::join::JoinHandle;
 use super::park::{current_waiter, park};
-use crate::locking::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use crate::locking::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use crate::locking::cell::UnsafeCell;
 use crate::worker::{Shared, Waiter, WorkerThread, local};
 use crate::{Error, JoinError};
@@ -450,7 +457,7 @@ impl<'scope> Scope<'scope, '_> {
 
 /// How many runnable tasks the spawning worker may have queued before a spawn in a scope
 /// first lets them run (module doc, "Spawning ahead").
-pub(crate) const SPAWN_BACKLOG: usize = 16;
+pub(crate) const SPAWN_BACKLOG: usize = 64;
 
 /// Before a spawn in a scope by a task of its runtime: if the task's worker already has
 /// [`SPAWN_BACKLOG`] runnable tasks, yield to them once (module doc, "Spawning ahead"). The
@@ -540,23 +547,33 @@ struct StackJob<B, RB> {
     result: UnsafeCell<Option<RB>>,
 }
 
-/// A pointer to a [`StackJob`] and the function that runs it: what `b`'s task carries.
+/// A pointer to a [`StackJob`], the function that runs it, and the claim word that decides
+/// who runs it: what `b`'s task carries.
 struct JobRef {
     job: *const (),
     run: unsafe fn(*const ()),
+    /// Set by whichever of the task and the owner comes first (module doc).
+    claim: Arc<AtomicBool>,
 }
 
 // SAFETY: made only from a `StackJob` of a `Send` closure with a `Send` value, which the task
-// runs on its thread while the owner waits.
+// runs on its thread, if it wins the claim, while the owner waits.
 unsafe impl Send for JobRef {}
 
 impl JobRef {
-    /// Runs the job.
+    /// Runs the job, unless the owner claimed it first.
     ///
     /// # Safety
-    /// As for `run_job`.
+    /// As for `run_job`, when this wins the claim.
     unsafe fn execute(self) {
-        // SAFETY: per contract; `run` is `run_job` for the job's types.
+        // AcqRel: the owner's claim (or ours) is one read-modify-write on one word: exactly
+        // one of the two sees `false`.
+        if self.claim.swap(true, Ordering::AcqRel) {
+            // The owner runs `b` itself and does not wait for this task: `job` may be gone.
+            return;
+        }
+        // SAFETY: per contract; `run` is `run_job` for the job's types, and the owner, which
+        // lost the claim, waits for this task's end before it leaves the job's frame.
         unsafe { (self.run)(self.job) }
     }
 }
@@ -607,9 +624,11 @@ impl Drop for JoinWait {
 
 /// Runs `a` and `b` at once and returns both values: `b` as a new task of the calling task's
 /// runtime, `a` on the calling task, which then waits for `b` (it blocks as a task: its worker
-/// runs others meanwhile). Both may borrow from the caller's stack and may block (`park`,
-/// `sleep`, channels, locks): unlike rayon's, lagom's `join` never runs `b` after `a` on one
-/// thread, so `a` may wait for `b`.
+/// runs others meanwhile) or, if `b`'s task has not started by the time `a` returned, runs `b`
+/// itself (rayon's "pop it back", without touching the runqueue: the task, when it runs,
+/// finds `b` taken and ends). Both may borrow from the caller's stack and may block (`park`,
+/// `sleep`, channels, locks): `b` starts as a task of its own whenever `a` blocks or a worker
+/// is free, so `a` may wait for `b`.
 ///
 /// If either panics, the panic is resumed once both have ended (`a`'s if both panicked), as
 /// rayon does.
@@ -644,19 +663,25 @@ where
              plain thread use Runtime::scope"
         );
     };
+    // Claimed `b`s leave tasks that end when they run: bound them as a scope bounds its
+    // spawns (module doc, "Spawning ahead").
+    throttle(Some(wt));
     let job = StackJob {
         f: UnsafeCell::new(Some(b)),
         result: UnsafeCell::new(None),
     };
+    let claim = Arc::new(AtomicBool::new(false));
     let r = JobRef {
         job: (&raw const job).cast(),
         run: run_job::<B, RB>,
+        claim: Arc::clone(&claim),
     };
-    // The lifetime erasure: the task touches `job` only while it runs, and this frame is not
-    // left before the task's outcome arrived, or at all (module doc, "Why it is sound"):
-    // `JoinWait` waits in its drop if the wait below unwinds.
+    // The lifetime erasure: the task touches `job` only if it wins the claim, and then this
+    // frame is not left before the task's outcome arrived, or at all (module doc, "Why it is
+    // sound"): `JoinWait` waits in its drop if the wait below unwinds.
     let task = move || {
-        // SAFETY: `r` points to `job`, run once, by this task, while this frame waits.
+        // SAFETY: `r` points to `job`, run at most once, by this task if it wins the claim,
+        // while this frame waits.
         unsafe { r.execute() }
     };
     let handle = match spawn_inner(&wt.shared, Some(wt), Builder::new(), task) {
@@ -667,6 +692,18 @@ where
         handle: Some(handle),
     };
     let ra = catch(a);
+    if !claim.swap(true, Ordering::AcqRel) {
+        // `b`'s task has not started: run `b` here, and leave the task to end on its own (it
+        // will find the claim taken and touch nothing of this frame).
+        wait.handle = None;
+        // SAFETY: this frame won the claim: nobody else touches `job`.
+        let f = job.f.with_mut(|c| unsafe { (*c).take() });
+        let rb = catch(f.expect("lagom: a join's job runs once"));
+        return match (ra, rb) {
+            (Err(p), _) | (Ok(_), Err(p)) => resume(p),
+            (Ok(ra), Ok(rb)) => (ra, rb),
+        };
+    }
     let rb = wait.wait().expect("lagom: a join waits once");
     drop(wait);
     match (ra, rb) {
