@@ -31,8 +31,11 @@
 //!   loop, load balancing, timer expiry;
 //!
 //! and the user-facing API above them: [`task`] (spawn, join, park/unpark, sleep, yield,
-//! `cond_resched`, `spawn_blocking`) and [`Runtime`] (builder, `block_on`, a shutdown that
-//! unwinds what it cancels, statistics). [`trace`]
+//! `cond_resched`, `spawn_blocking`), [`scope`] and [`join`] (tasks that borrow from their
+//! caller's stack, as `std::thread::scope` and rayon's `join`), [`Runtime`] (builder,
+//! `block_on`, `scope` from any thread, a shutdown that unwinds what it cancels, statistics)
+//! and [`TaskGraph`] ([`graph`]: a DAG of blocking closures, each node a task that receives its
+//! predecessors' outputs). [`trace`]
 //! records switch / wakeup / migrate events per worker, when asked to, and exports them as
 //! Chrome/Perfetto trace JSON.
 //!
@@ -93,6 +96,7 @@ extern crate std;
 
 pub mod arch;
 mod error;
+pub mod graph;
 mod join_error;
 #[cfg(not(loom))]
 mod locking;
@@ -106,9 +110,11 @@ pub mod policy;
 mod runtime;
 mod sched;
 pub mod sim;
+pub mod sync;
 mod sys;
 pub mod task;
 mod tcb;
+pub mod time;
 pub mod topology;
 pub mod trace;
 mod wake;
@@ -116,9 +122,11 @@ mod worker;
 
 pub use arch::FpControl;
 pub use error::Error;
+pub use graph::{GraphError, TaskGraph};
 pub use join_error::JoinError;
 pub use runtime::{
     Builder, DEFAULT_IDLE_SPIN, DEFAULT_SHUTDOWN_TIMEOUT, DEFAULT_TIMER_SPIN, MAX_IDLE_SPIN,
     Runtime,
 };
+pub use task::{Scope, ScopedJoinHandle, join, scope};
 pub use worker::{ShutdownStats, Stats, WorkerStats};

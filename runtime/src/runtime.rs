@@ -53,7 +53,7 @@ use crate::locking::atomic::{AtomicU32, AtomicUsize, Ordering};
 use crate::policy::{Features, MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, RqConfig};
 use crate::sched::worker_main;
 use crate::sys::thread::Thread;
-use crate::task::{Builder as TaskBuilder, JoinHandle, spawn_inner};
+use crate::task::{Builder as TaskBuilder, JoinHandle, scope_in, spawn_inner};
 use crate::trace::{DEFAULT_TRACE_CAPACITY, Recorder, Trace};
 use crate::worker::{
     PHASE_DRAIN, PHASE_EXIT, PHASE_FORCE, PHASE_RUN, Shared, ShutdownStats, Stats, Task, Worker,
@@ -447,6 +447,44 @@ impl Runtime {
         F: FnOnce() -> T + Send + 'static,
     {
         spawn_inner(&self.shared, None, b, f)
+    }
+
+    /// [`crate::scope`] on this runtime, from any thread: tasks spawned with
+    /// [`Scope::spawn`](crate::Scope::spawn) run on this runtime and may borrow from the
+    /// caller's stack; every one has ended when `scope` returns. A plain thread sleeps on a
+    /// futex while it waits; a task of this runtime blocks as a task. The scope holds `&self`,
+    /// so the runtime cannot shut down under it.
+    ///
+    /// ```
+    /// let rt = lagom::Runtime::builder().build()?;
+    /// let mut parts = [0u64; 4];
+    /// rt.scope(|s| {
+    ///     for (i, p) in parts.iter_mut().enumerate() {
+    ///         s.spawn(move || *p = (i as u64 + 1) * 10);
+    ///     }
+    /// });
+    /// assert_eq!(parts, [10, 20, 30, 40]);
+    /// # Ok::<(), lagom::Error>(())
+    /// ```
+    ///
+    /// # Panics
+    /// From a task of another runtime (that runtime's shutdown could free the calling task's
+    /// stack while this runtime's tasks still use it: call it from a plain thread, or
+    /// [`crate::scope`] on the task's own runtime), with the caller's location; and as
+    /// [`crate::scope`] panics.
+    #[track_caller]
+    pub fn scope<'env, F, T>(&self, f: F) -> T
+    where
+        F: for<'scope> FnOnce(&'scope crate::Scope<'scope, 'env>) -> T,
+    {
+        if crate::worker::local().is_some_and(|wt| !Arc::ptr_eq(&wt.shared, &self.shared)) {
+            panic!(
+                "lagom::Runtime::scope called from a task of another runtime: a scope's tasks \
+                 must run on the caller's own runtime (use lagom::scope there) or be owned by a \
+                 plain thread"
+            );
+        }
+        scope_in(Arc::clone(&self.shared), f)
     }
 
     /// A snapshot of every worker's counters and the live task and stack counts.

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 /// Keep in step with `ARCHITECTURE.md`.
 const LAYERS: &[(&str, &[&str])] = &[
     ("OS access", &["sys"]),
-    ("error types", &["error", "join_error"]),
+    ("error types and time", &["error", "join_error", "time"]),
     (
         "mechanisms and policy",
         &["locking", "arch", "policy", "topology"],
@@ -36,12 +36,18 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("wakeup protocol", &["wake"]),
     ("scheduling loop", &["sched"]),
     ("user API: tasks", &["task"]),
-    ("user API: the runtime", &["runtime"]),
+    (
+        "user API: the runtime and blocking primitives",
+        &["runtime", "sync"],
+    ),
+    ("user API: task graphs", &["graph"]),
     ("loom seams", &["model"]),
 ];
 
 /// The threaded driver's folders, whose edges the closing picture lists.
-const DRIVER: &[&str] = &["tcb", "worker", "wake", "sched", "task", "runtime", "model"];
+const DRIVER: &[&str] = &[
+    "tcb", "worker", "wake", "sched", "task", "runtime", "sync", "graph", "model",
+];
 
 /// Sibling branches on the policy: a module of one names no module of another.
 const BRANCHES: &[(&str, &[&str])] =

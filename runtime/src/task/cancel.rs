@@ -138,3 +138,20 @@ fn abandon(t: &Task) -> ! {
         block_current(None);
     }
 }
+
+/// Resumes a panic `payload` that a scope or a `join` caught in one of its tasks (or in its
+/// own body) once they all ended (`scope.rs`). A shutdown's cancellation goes on as one: the
+/// calling task is marked RAISED first, as [`raise`] marks it, so that a destructor that
+/// blocks while it unwinds yields instead of raising a second time (which would abort). A
+/// plain thread is never cancelled (its runtime cannot shut down while it owns a scope, which
+/// borrows the runtime), so there a cancellation payload becomes a panic with a message.
+#[cfg(feature = "std")]
+pub(crate) fn resume(payload: Box<dyn core::any::Any + Send>) -> ! {
+    if payload.is::<Cancelled>()
+        && crate::worker::with_current_task(|t| t.cancel.store(CANCEL_RAISED, Ordering::Release))
+            .is_none()
+    {
+        panic!("lagom: a scope's task was cancelled: its runtime shut down before it ended");
+    }
+    std::panic::resume_unwind(payload)
+}

@@ -1,5 +1,5 @@
 //! The calls a task makes about itself: `current`, `runtime`, `yield_now`, `cond_resched`,
-//! `sleep`.
+//! `sleep`, `sleep_until`.
 
 use alloc::format;
 use alloc::string::String;
@@ -124,11 +124,18 @@ fn full_tick(wt: &worker::WorkerThread, now: u64) {
     }
 }
 
-/// Sleeps for at least `d`: the task blocks and its worker's timer wakes it. Outside tasks the
-/// calling OS thread sleeps.
+/// Sleeps for at least `d`: [`sleep_until`]`(now + d)`.
 pub fn sleep(d: Duration) {
-    let start = crate::sys::time::monotonic_ns();
-    let deadline = start.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    sleep_until(crate::time::Instant::now().add_saturating(d));
+}
+
+/// Sleeps until `deadline` (a [`crate::time::Instant`], the monotonic clock; with the `std`
+/// feature a `std::time::Instant` converts with `.into()`): the task blocks and its worker's
+/// timer wakes it. Outside tasks the calling OS thread sleeps. A deadline in the past returns
+/// at once. An `unpark` of the task during the sleep does not end it (the task parks again
+/// until the deadline), but it is consumed.
+pub fn sleep_until(deadline: crate::time::Instant) {
+    let deadline = deadline.as_nanos();
     loop {
         let now = crate::sys::time::monotonic_ns();
         if now >= deadline {
@@ -136,7 +143,7 @@ pub fn sleep(d: Duration) {
         }
         match (local(), worker::current_task()) {
             (Some(wt), Some(t)) => {
-                wt.timers.borrow_mut().add(deadline, t);
+                super::park::arm_timer(wt, deadline, t);
                 super::park::park();
             }
             _ => {

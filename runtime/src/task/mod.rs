@@ -3,10 +3,13 @@
 //!
 //! * `builder.rs` — [`Builder`], [`spawn`]: the task control block built and enqueued;
 //! * `join.rs` — [`JoinHandle`], the joiner's side of the join packet;
-//! * `park.rs` — [`park`], [`Unparker`], [`current_unparker`];
-//! * `current.rs` — [`current`], [`runtime`], [`yield_now`], [`cond_resched`], [`sleep`];
+//! * `park.rs` — [`park`], [`park_timeout`], [`Unparker`], [`current_unparker`], and the one
+//!   function that arms a worker's timer for them (`arm_timer`);
+//! * `current.rs` — [`current`], [`runtime`], [`yield_now`], [`cond_resched`], [`sleep`],
+//!   [`sleep_until`];
 //! * `recycle.rs` — a joined task's allocation kept for its worker's next spawn;
 //! * `cancel.rs` — the cancellation points where a shutdown unwinds a task;
+//! * `scope.rs` — [`scope`], [`join`]: tasks that borrow from their caller's stack;
 //! * `blocking.rs`, `pool.rs` — [`spawn_blocking`] and the process's pool of plain threads
 //!   it runs closures on.
 
@@ -18,14 +21,18 @@ mod join;
 mod park;
 mod pool;
 mod recycle;
+mod scope;
 
 pub use blocking::{BlockingHandle, blocking_pool_stats, configure_blocking_pool, spawn_blocking};
 pub(crate) use builder::spawn_inner;
 pub use builder::{Builder, spawn};
-pub use current::{CurrentTask, cond_resched, current, runtime, sleep, yield_now};
+pub use current::{CurrentTask, cond_resched, current, runtime, sleep, sleep_until, yield_now};
 pub use join::JoinHandle;
-pub use park::{Unparker, current_unparker, park};
+pub(crate) use park::park_until;
+pub use park::{Unparker, current_unparker, park, park_timeout};
 pub use pool::{
     BlockingPoolStats, DEFAULT_BLOCKING_KEEP_ALIVE, DEFAULT_MAX_BLOCKING_THREADS,
     MAX_BLOCKING_THREADS,
 };
+pub(crate) use scope::scope_in;
+pub use scope::{Scope, ScopedJoinHandle, join, scope};

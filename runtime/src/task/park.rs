@@ -9,6 +9,8 @@
 //! (`wake/unpark.rs`). Outside tasks (plain OS threads, `block_on`'s caller) a futex parker
 //! does the same (`tcb/waiter.rs`).
 
+use core::time::Duration;
+
 use crate::sched::block_current;
 use crate::tcb::{ParkStep, prepare_park, thread_parker};
 use crate::worker::{self, Task, TaskRef, Waiter, WorkerThread};
@@ -33,6 +35,17 @@ impl Unparker {
         Unparker {
             inner: Waiter::Task(t),
         }
+    }
+
+    /// The unparker of waiter `w` (the loom models' own thread parkers, `sync/waiters.rs`).
+    #[cfg(loom)]
+    pub(crate) fn from_waiter(w: Waiter) -> Unparker {
+        Unparker { inner: w }
+    }
+
+    /// The waiter it wakes.
+    pub(crate) fn waiter(&self) -> &Waiter {
+        &self.inner
     }
 
     /// Makes the parker's next (or current) `park` return.
@@ -64,6 +77,37 @@ pub fn park() {
     if worker::with_current(park_task).is_none() {
         thread_parker().park();
     }
+}
+
+/// As [`park`], but returns at the latest once `d` has passed (or spuriously, or after an
+/// unpark): the caller re-checks its condition and the clock. Inside a task the worker's
+/// timer wakes it; outside tasks the calling OS thread sleeps on its futex with a timeout.
+pub fn park_timeout(d: Duration) {
+    park_until(crate::time::Instant::now().add_saturating(d).as_nanos());
+}
+
+/// [`park_timeout`] to an absolute deadline on the monotonic clock (`sys::time::monotonic_ns`).
+/// A deadline in the past returns at once (an unpark pending is then left pending).
+pub(crate) fn park_until(deadline: u64) {
+    match (worker::local(), worker::current_task()) {
+        (Some(wt), Some(t)) => {
+            if crate::sys::time::monotonic_ns() >= deadline {
+                return;
+            }
+            arm_timer(wt, deadline, t);
+            park();
+        }
+        _ => thread_parker().park_until(deadline),
+    }
+}
+
+/// Arms a wakeup of `task` (running on `wt`) at `deadline` (monotonic ns) on the worker's
+/// timer heap (`worker/timer.rs`; fired by `sched/timer.rs`): the one place the task API arms
+/// a timer (`sleep`, `park_timeout` and every timed wait of `lagom::sync` come here). If the
+/// task is woken before the deadline, the timer still fires later: a spurious unpark, which
+/// every caller of `park` absorbs by re-checking.
+pub(crate) fn arm_timer(wt: &WorkerThread, deadline: u64, task: TaskRef) {
+    wt.timers.borrow_mut().add(deadline, task);
 }
 
 /// The park loop of the running task `task` on worker thread `wt`. `wt` serves the first

@@ -74,6 +74,8 @@ pub(crate) use packet::{Complete, Outcome, Packet, ValueSlot};
 pub(crate) use queued::QueuedTask;
 pub(crate) use registry::{FOREIGN, Registry};
 pub(crate) use token::{ParkStep, prepare_park, set_token};
+#[cfg(loom)]
+pub(crate) use waiter::ThreadParker;
 pub(crate) use waiter::{Waiter, thread_parker};
 
 use alloc::string::String;

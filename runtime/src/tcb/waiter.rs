@@ -41,6 +41,14 @@ pub(crate) struct ThreadParker {
 }
 
 impl ThreadParker {
+    /// A parker of its own, not the calling thread's (the loom models give each loom thread
+    /// one: loom threads share an OS thread, so they cannot use [`thread_parker`]).
+    pub(crate) fn new() -> ThreadParker {
+        ThreadParker {
+            futex: Futex::new(EMPTY),
+        }
+    }
+
     /// Sleeps until [`unpark`](Self::unpark) (at once if one is pending); consumes it.
     pub(crate) fn park(&self) {
         let w = self.futex.word();
@@ -50,6 +58,30 @@ impl ThreadParker {
         }
         loop {
             self.futex.wait(PARKED, None);
+            if w.compare_exchange(NOTIFIED, EMPTY, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return;
+            }
+        }
+    }
+
+    /// As [`park`](Self::park), but returns at the latest when the monotonic clock reaches
+    /// `deadline` (ns); an unpark that came is consumed either way. (Under loom the clock
+    /// stands still and the futex stand-in has no timeout: it waits for an unpark.)
+    pub(crate) fn park_until(&self, deadline: u64) {
+        let w = self.futex.word();
+        if w.fetch_sub(1, Ordering::Acquire) == NOTIFIED {
+            return;
+        }
+        loop {
+            let now = crate::sys::time::monotonic_ns();
+            if now >= deadline && !cfg!(loom) {
+                // PARKED → EMPTY, or NOTIFIED → EMPTY (an unpark that came meanwhile).
+                w.swap(EMPTY, Ordering::Acquire);
+                return;
+            }
+            self.futex.wait(PARKED, Some(deadline.saturating_sub(now)));
             if w.compare_exchange(NOTIFIED, EMPTY, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
             {
@@ -83,9 +115,7 @@ pub(crate) fn thread_parker() -> Arc<ThreadParker> {
         // SAFETY: the count was just incremented for this new Arc.
         return unsafe { Arc::from_raw(p) };
     }
-    let new = Arc::new(ThreadParker {
-        futex: Futex::new(EMPTY),
-    });
+    let new = Arc::new(ThreadParker::new());
     PARKER.set(Arc::into_raw(Arc::clone(&new)).cast());
     new
 }

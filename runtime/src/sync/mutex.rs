@@ -1,0 +1,365 @@
+//! [`Mutex`]: mutual exclusion that blocks the calling *task* (its worker runs others) or, on
+//! a plain OS thread, the thread; with `std::sync::Mutex`'s API and poisoning.
+//!
+//! Invariant: *at most one guard exists at a time, and a waiter is never overtaken by a
+//! holder that unlocks and locks again: the lock passes to the longest waiter.*
+//!
+//! ## The protocol
+//!
+//! The lock word has two bits: `LOCKED` and `PARKED` (someone is, or is about to be, in the
+//! waiter queue, `waiters.rs`).
+//!
+//! * **lock**: `compare_exchange(0, LOCKED, Acquire)`. Failing that, spin a little (a few
+//!   hundred pause hints, [`SPIN_LIMIT`] tries) while the holder runs and nobody is parked —
+//!   a short critical section on another worker ends sooner than a park round; then set
+//!   `PARKED` and queue, with `validate` = "the word is still `LOCKED | PARKED`". A lock that
+//!   became free meanwhile fails the validation, and the locker retries.
+//! * **unlock**: `compare_exchange(LOCKED, 0, Release)`. If `PARKED` is set, the slow path
+//!   wakes the front waiter and **hands it the lock**: under the queue's lock the word stays
+//!   `LOCKED` (with `PARKED` kept only if more wait), and the woken waiter returns from
+//!   `lock` owning it. With no waiter left (one whose validation failed, one that timed
+//!   out), the word goes to 0.
+//!
+//! The hand-off is what makes it fair: a holder that unlocks and at once locks again finds
+//! the word still `LOCKED` (handed to the waiter) and queues behind it, instead of barging
+//! ahead of a waiter that is still being woken, which a task re-locking in a loop on one
+//! worker would otherwise do for ever. The price is a lock convoy under heavy contention:
+//! the lock is idle while its next owner wakes up. (parking_lot hands off only when a waiter
+//! waited over 0.5 ms; std's futex mutex never does.)
+//!
+//! The hand-off's happens-before: the unlocker's writes under the lock precede its
+//! `notified` store (Release), which the woken waiter's load (Acquire) reads.
+//!
+//! A task must not hold a `std::sync::Mutex` across a blocking call, nor block on one that a
+//! task of its own worker holds: std's block the worker thread, so the holder may never run
+//! again. Every lock of `lagom::sync` blocks only the task.
+
+use core::cell::UnsafeCell;
+use core::fmt;
+use core::ops::{Deref, DerefMut};
+
+use super::poison::{self, LockResult, TryLockError, TryLockResult};
+use super::waiters::{Wait, WaitQueue};
+use crate::locking::atomic::{AtomicU32, Ordering};
+
+/// Held.
+const LOCKED: u32 = 1;
+/// Someone is queued, or about to queue.
+const PARKED: u32 = 2;
+
+/// How many times a contended `lock` re-tries before it queues.
+const SPIN_LIMIT: u32 = if cfg!(loom) { 1 } else { 64 };
+
+/// The lock word and its queue, without data or poisoning (the `Condvar` and `RwLock` use
+/// it too).
+#[derive(Debug)]
+pub(crate) struct RawMutex {
+    state: AtomicU32,
+    queue: WaitQueue,
+}
+
+impl RawMutex {
+    /// An unlocked lock.
+    pub(crate) fn new() -> RawMutex {
+        RawMutex {
+            state: AtomicU32::new(0),
+            queue: WaitQueue::new(),
+        }
+    }
+
+    /// Takes the lock, blocking the caller until it is free (module doc).
+    #[inline]
+    pub(crate) fn lock(&self) {
+        if self
+            .state
+            .compare_exchange(0, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.lock_slow();
+        }
+    }
+
+    /// Takes the lock if it is free now.
+    #[inline]
+    pub(crate) fn try_lock(&self) -> bool {
+        let s = self.state.load(Ordering::Relaxed);
+        s & LOCKED == 0
+            && self
+                .state
+                .compare_exchange(s, s | LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    #[cold]
+    fn lock_slow(&self) {
+        let mut spins = 0;
+        loop {
+            let s = self.state.load(Ordering::Relaxed);
+            if s & LOCKED == 0 {
+                if self
+                    .state
+                    .compare_exchange_weak(s, s | LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return;
+                }
+                continue;
+            }
+            if s & PARKED == 0 {
+                if spins < SPIN_LIMIT {
+                    spins += 1;
+                    for _ in 0..(1u32 << spins.min(4)) {
+                        crate::locking::spin_loop();
+                    }
+                    continue;
+                }
+                if self
+                    .state
+                    .compare_exchange_weak(s, s | PARKED, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
+                {
+                    continue;
+                }
+            }
+            let r = self.queue.wait(
+                0,
+                None,
+                || self.state.load(Ordering::Relaxed) == LOCKED | PARKED,
+                || {},
+                |_| {},
+                // Handed the lock, then cancelled: pass it on.
+                || self.unlock(),
+            );
+            match r {
+                // Handed the lock (module doc).
+                Wait::Woken => return,
+                Wait::Invalid | Wait::TimedOut => spins = 0,
+            }
+        }
+    }
+
+    /// Releases the lock; hands it to the front waiter if one is parked (module doc).
+    #[inline]
+    pub(crate) fn unlock(&self) {
+        if self
+            .state
+            .compare_exchange(LOCKED, 0, Ordering::Release, Ordering::Relaxed)
+            .is_err()
+        {
+            self.unlock_slow();
+        }
+    }
+
+    #[cold]
+    fn unlock_slow(&self) {
+        self.queue.wake_one(false, |w| {
+            let s = match (w.count, w.more) {
+                (0, _) => 0,
+                (_, true) => LOCKED | PARKED,
+                (_, false) => LOCKED,
+            };
+            self.state.store(s, Ordering::Release);
+        });
+    }
+}
+
+/// A mutual-exclusion lock for tasks and threads, with `std::sync::Mutex`'s API (module doc:
+/// the hand-off, the spin, what std's would do to a worker).
+///
+/// ```
+/// use std::sync::Arc;
+/// use lagom::sync::Mutex;
+///
+/// let rt = lagom::Runtime::builder().build().unwrap();
+/// let n = Arc::new(Mutex::new(0));
+/// let hs: Vec<_> = (0..4)
+///     .map(|_| {
+///         let n = Arc::clone(&n);
+///         rt.spawn(move || {
+///             for _ in 0..1000 {
+///                 *n.lock().unwrap() += 1;
+///             }
+///         })
+///     })
+///     .collect();
+/// for h in hs {
+///     h.join().unwrap();
+/// }
+/// assert_eq!(*n.lock().unwrap(), 4000);
+/// ```
+pub struct Mutex<T: ?Sized> {
+    raw: RawMutex,
+    poison: poison::Flag,
+    data: UnsafeCell<T>,
+}
+
+// SAFETY: the lock hands the data to one guard at a time, so it may be shared when the data
+// may be sent (as std's).
+unsafe impl<T: ?Sized + Send> Sync for Mutex<T> {}
+// SAFETY: owning the mutex is owning the data.
+unsafe impl<T: ?Sized + Send> Send for Mutex<T> {}
+
+/// The proof of holding a [`Mutex`]: derefs to the data; unlocks on drop (as
+/// `std::sync::MutexGuard`). Not `Send`: it is released where it was taken.
+#[must_use = "if unused the Mutex will immediately unlock"]
+pub struct MutexGuard<'a, T: ?Sized + 'a> {
+    lock: &'a Mutex<T>,
+    poison: poison::Guard,
+    _not_send: core::marker::PhantomData<*const ()>,
+}
+
+// SAFETY: a shared guard only hands out `&T`, as `std::sync::MutexGuard`.
+unsafe impl<T: ?Sized + Sync> Sync for MutexGuard<'_, T> {}
+
+impl<T> Mutex<T> {
+    /// An unlocked mutex holding `value`.
+    pub fn new(value: T) -> Mutex<T> {
+        Mutex {
+            raw: RawMutex::new(),
+            poison: poison::Flag::new(),
+            data: UnsafeCell::new(value),
+        }
+    }
+
+    /// The data, consuming the mutex.
+    ///
+    /// # Errors
+    /// The data inside a `PoisonError` if the mutex is poisoned.
+    pub fn into_inner(self) -> LockResult<T> {
+        let poisoned = self.poison.get();
+        let data = self.data.into_inner();
+        if poisoned {
+            Err(poison::PoisonError::new(data))
+        } else {
+            Ok(data)
+        }
+    }
+}
+
+impl<T: ?Sized> Mutex<T> {
+    /// Takes the lock, blocking the calling task (or thread) until it is free.
+    ///
+    /// # Errors
+    /// The guard inside a `PoisonError` if a holder panicked (the lock is held either way).
+    pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {
+        self.raw.lock();
+        self.poison.map(self.guard())
+    }
+
+    /// Takes the lock if it is free now.
+    ///
+    /// # Errors
+    /// `WouldBlock` if it is held; the guard inside `Poisoned` if a holder panicked.
+    pub fn try_lock(&self) -> TryLockResult<MutexGuard<'_, T>> {
+        if self.raw.try_lock() {
+            Ok(self.poison.map(self.guard())?)
+        } else {
+            Err(TryLockError::WouldBlock)
+        }
+    }
+
+    /// The guard of a lock just taken.
+    fn guard(&self) -> MutexGuard<'_, T> {
+        MutexGuard {
+            lock: self,
+            poison: self.poison.guard(),
+            _not_send: core::marker::PhantomData,
+        }
+    }
+
+    /// Whether a holder panicked.
+    pub fn is_poisoned(&self) -> bool {
+        self.poison.get()
+    }
+
+    /// Clears the poison.
+    pub fn clear_poison(&self) {
+        self.poison.clear();
+    }
+
+    /// The data, through the exclusive reference (no locking needed).
+    ///
+    /// # Errors
+    /// The reference inside a `PoisonError` if the mutex is poisoned.
+    pub fn get_mut(&mut self) -> LockResult<&mut T> {
+        let poisoned = self.poison.get();
+        let data = self.data.get_mut();
+        if poisoned {
+            Err(poison::PoisonError::new(data))
+        } else {
+            Ok(data)
+        }
+    }
+}
+
+impl<'a, T: ?Sized> MutexGuard<'a, T> {
+    /// The raw lock of the guard's mutex (for `Condvar`).
+    pub(crate) fn raw(&self) -> &'a RawMutex {
+        &self.lock.raw
+    }
+
+    /// The poison flag (for `Condvar`).
+    pub(crate) fn poison(&self) -> &'a poison::Flag {
+        &self.lock.poison
+    }
+}
+
+impl<T: ?Sized> Deref for MutexGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard proves the lock is held: no other reference to the data exists.
+        unsafe { &*self.lock.data.get() }
+    }
+}
+
+impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as in `deref`, and the guard is borrowed mutably.
+        unsafe { &mut *self.lock.data.get() }
+    }
+}
+
+impl<T: ?Sized> Drop for MutexGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        self.lock.poison.done(&self.poison);
+        self.lock.raw.unlock();
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for MutexGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<T: ?Sized + fmt::Display> fmt::Display for MutexGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&**self, f)
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Mutex");
+        match self.try_lock() {
+            Ok(g) => d.field("data", &&*g),
+            Err(TryLockError::Poisoned(e)) => d.field("data", &&**e.get_ref()),
+            Err(TryLockError::WouldBlock) => d.field("data", &format_args!("<locked>")),
+        };
+        d.field("poisoned", &self.poison.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Default> Default for Mutex<T> {
+    fn default() -> Self {
+        Mutex::new(T::default())
+    }
+}
+
+impl<T> From<T> for Mutex<T> {
+    fn from(t: T) -> Self {
+        Mutex::new(t)
+    }
+}
