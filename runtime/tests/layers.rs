@@ -284,14 +284,20 @@ fn root_names(tree: &Tree) -> (BTreeSet<String>, BTreeMap<String, String>) {
     let lib = code_only(tree.get("lib.rs").expect("src/lib.rs"));
     let mut modules = BTreeSet::new();
     let mut names = BTreeMap::new();
-    for line in lib.lines() {
-        let l = line.trim();
+    // One statement at a time (a `pub use` may span lines), attributes dropped.
+    for stmt in lib.split(';') {
+        let joined: Vec<&str> = stmt
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with("#"))
+            .collect();
+        let joined = joined.join(" ");
+        let l = joined.as_str();
         let l = l.strip_prefix("pub ").unwrap_or(l);
-        if let Some(m) = l.strip_prefix("mod ").and_then(|r| r.strip_suffix(';')) {
+        if let Some(m) = l.strip_prefix("mod ") {
             modules.insert(m.trim().to_string());
         }
         if let Some(rest) = l.strip_prefix("use ") {
-            let rest = rest.trim_end_matches(';');
             let Some((module, items)) = rest.split_once("::") else {
                 continue;
             };
