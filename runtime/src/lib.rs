@@ -118,4 +118,4 @@ pub use arch::FpControl;
 pub use error::Error;
 pub use join_error::JoinError;
 pub use runtime::{Builder, DEFAULT_IDLE_SPIN, DEFAULT_SHUTDOWN_TIMEOUT, MAX_IDLE_SPIN, Runtime};
-pub use worker::{ShutdownStats, Stats, WorkerStats};
+pub use worker::{ShutdownStats, Stats, WorkerPlace, WorkerStats};

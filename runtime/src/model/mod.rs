@@ -120,6 +120,19 @@ impl Model {
             shared: Arc::new(Shared {
                 workers: (0..workers).map(|i| Worker::new(i, cfg)).collect(),
                 features,
+                // Every worker its own LLC: a remote wakeup always takes the wakelist
+                // (`ttwu_queue_cond`), as the models were written for.
+                cpus: crate::policy::CpuMap::new(
+                    alloc::vec![0; workers],
+                    alloc::vec![crate::policy::MapLevel {
+                        name: "MC",
+                        smt: false,
+                        share_llc: true,
+                        spans: (0..workers).map(|i| i..i + 1).collect(),
+                    }],
+                )
+                .expect("one span per worker nests"),
+                layout_fallback: None,
                 phase: AtomicU32::new(crate::worker::PHASE_RUN),
                 stack_size: crate::arch::MIN_STACK_SIZE,
                 idle_spin: 0,

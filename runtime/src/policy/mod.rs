@@ -52,6 +52,7 @@ mod avg_vruntime;
 mod balance;
 mod check;
 mod config;
+mod cpumap;
 mod delay;
 mod entity;
 mod features;
@@ -70,6 +71,7 @@ pub use balance::{
     newidle_imbalance, periodic_imbalance,
 };
 pub use config::{NORMALIZED_BASE_SLICE, RqConfig, TunableScaling, scaled_base_slice};
+pub use cpumap::{CpuMap, MapLevel};
 pub use delay::{DequeueKind, Dequeued};
 pub use entity::{MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, SchedEntity};
 pub use features::{Feature, Features};
@@ -77,7 +79,10 @@ pub use pick::Pick;
 pub use place::EnqueueKind;
 pub use preempt::{WakeFlags, Wakeup};
 pub use runqueue::{Handle, RunQueue};
-pub use select::{CpuView, select_task_rq};
+pub use select::{
+    CpuView, Placement, WakeCtx, select_task_rq, select_task_rq_fair, sis_util_scan,
+    ttwu_queue_cond,
+};
 pub use weight::{
     MAX_NICE, MIN_NICE, NICE_0_LOAD, SCHED_FIXEDPOINT_SHIFT, SCHED_PRIO_TO_WEIGHT,
     SCHED_PRIO_TO_WMULT, calc_delta_fair, clamp_nice, inv_weight_of_nice, weight_of_nice,

@@ -94,4 +94,4 @@ pub(crate) use queue::{drain, enqueue_on};
 pub(crate) use select::{Placing, select_cpu};
 #[cfg(loom)]
 pub(crate) use ttwu::{Woken, try_to_wake_up};
-pub(crate) use unpark::{unpark, unpark_held, unpark_task};
+pub(crate) use unpark::{unpark, unpark_held, unpark_sync, unpark_task};

@@ -11,16 +11,19 @@
 //!
 //! * `thread.rs` — [`WorkerThread`] and the thread's slot for it;
 //! * `timer.rs` — the timer heap of `sleep` (its firing is `sched/timer.rs`);
+//! * `layout.rs` — the workers' order and CPU view from the topology;
 //! * `stats.rs` — the counters; `trace.rs` — the trace hooks, which record into `trace/`'s logs.
 
+mod layout;
 mod stats;
 mod thread;
 mod timer;
 pub(crate) mod trace;
 
+pub(crate) use layout::{flat as flat_layout, layout};
 pub(crate) use stats::Counters;
 pub use stats::ShutdownStats;
-pub use stats::{Stats, WorkerStats};
+pub use stats::{Stats, WorkerPlace, WorkerStats};
 pub(crate) use thread::{
     WorkerThread, current_task, local, set_local, with_current, with_current_task,
 };
@@ -34,7 +37,7 @@ use crate::locking::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Orde
 use crate::locking::kick::Kick;
 use crate::locking::llist::LList;
 use crate::locking::lock::Lock;
-use crate::policy::{Features, RqConfig, RunQueue};
+use crate::policy::{CpuMap, Features, RqConfig, RunQueue};
 use crate::tcb;
 
 /// A task control block of this runtime (`tcb/`).
@@ -168,6 +171,10 @@ pub(crate) struct Shared {
     pub(crate) workers: Vec<Worker>,
     /// The scheduler features.
     pub(crate) features: Features,
+    /// The workers' domains and priorities (`layout.rs`), read by placement and balancing.
+    pub(crate) cpus: CpuMap,
+    /// Why `cpus` is flat, if the layout fell back (`layout.rs`).
+    pub(crate) layout_fallback: Option<&'static str>,
     /// Where the runtime is in its life: [`PHASE_RUN`] until a shutdown walks it through
     /// [`PHASE_DRAIN`], [`PHASE_FORCE`] and [`PHASE_EXIT`] (`runtime.rs`'s module doc).
     /// Stored with Release by the shutting-down thread, which kicks every worker after each
