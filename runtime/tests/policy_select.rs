@@ -429,3 +429,96 @@ fn no_choice_ever_leaves_the_affinity() {
         }
     }
 }
+
+/// A delayed wakee on a busy CPU with an idle allowed CPU in its LLC: moved (dequeued for
+/// CPU selection) under DELAYED_WAKE_IDLE and TTWU_DEQUEUE, requeued in place by default;
+/// DELAYED_WAKE_IDLE keeps it in place when its CPU would run it next, when no CPU is idle,
+/// and when it is cache hot and the wait is shorter than the migration cost.
+#[test]
+fn delayed_wakee_moves_only_under_its_features() {
+    use lagom::policy::{DelayedWake, DelayedWakeView, MIGRATION_COST, delayed_wake};
+    let stall = DelayedWakeView {
+        hot: true,
+        runs_next: false,
+        wait: 3 * MIGRATION_COST,
+        idle_elsewhere: true,
+    };
+    let d = Features::DEFAULT;
+    let idle = d.apply("DELAYED_WAKE_IDLE").unwrap();
+    let deq = d.apply("TTWU_DEQUEUE").unwrap();
+    assert_eq!(delayed_wake(d, stall), DelayedWake::InPlace);
+    assert_eq!(delayed_wake(idle, stall), DelayedWake::Dequeue);
+    assert_eq!(delayed_wake(deq, stall), DelayedWake::Dequeue);
+    for keep in [
+        DelayedWakeView {
+            runs_next: true,
+            wait: 0,
+            ..stall
+        },
+        DelayedWakeView {
+            idle_elsewhere: false,
+            ..stall
+        },
+        DelayedWakeView {
+            wait: MIGRATION_COST / 2,
+            ..stall
+        },
+    ] {
+        assert_eq!(delayed_wake(idle, keep), DelayedWake::InPlace, "{keep:?}");
+        assert_eq!(delayed_wake(deq, keep), DelayedWake::Dequeue, "{keep:?}");
+    }
+    // Not hot: a short wait does not keep it.
+    let cold = DelayedWakeView {
+        hot: false,
+        wait: MIGRATION_COST / 2,
+        ..stall
+    };
+    assert_eq!(delayed_wake(idle, cold), DelayedWake::Dequeue);
+}
+
+/// ITMT asym packing on the Ryzen: idle CPU 6 (the top rank) pulls the queued work of the
+/// least preferred busy CPU of its CCD; with ITMT off it pulls from the busiest; while its
+/// SMT sibling is busy, it does not use its priority above the SMT level.
+#[test]
+fn itmt_asym_packing_pulls_to_the_preferred_cpu() {
+    use lagom::policy::{LoadView, PullReason, newidle_imbalance_domains};
+    let tree = ryzen_7950x();
+    let topo = Topology::from_sysfs(tree.root()).unwrap();
+    let cpus: Vec<usize> = topo.allowed_cpus().iter().collect();
+    let (order, map) = Runtime::layout(&topo, &cpus);
+    let w = |cpu: usize| order.iter().position(|&c| c == cpu).unwrap();
+    let (me, low, busiest) = (w(6), w(0), w(5));
+    let nr = |i: usize| {
+        if i == low {
+            2
+        } else if i == busiest {
+            4
+        } else {
+            0
+        }
+    };
+    let view = |i: usize| LoadView {
+        load: 1024 * nr(i) as u64,
+        nr_running: nr(i),
+    };
+    let (imb, why) = newidle_imbalance_domains(&map, me, view, Features::DEFAULT).unwrap();
+    assert_eq!((imb.busiest, why), (low, PullReason::AsymPacking));
+    let off = Features::DEFAULT.apply("NO_ITMT").unwrap();
+    let (imb, why) = newidle_imbalance_domains(&map, me, view, off).unwrap();
+    assert_eq!((imb.busiest, why, imb.amount), (busiest, PullReason::Busiest, 2));
+    // A busy sibling (CPU 22): priorities are not used above the SMT level.
+    let sib = w(22);
+    let view2 = |i: usize| LoadView {
+        load: 0,
+        nr_running: if i == sib { 1 } else { nr(i) },
+    };
+    let (_, why) = newidle_imbalance_domains(&map, me, view2, Features::DEFAULT).unwrap();
+    assert_eq!(why, PullReason::Busiest);
+    // Nothing to spare anywhere (one running each): nothing to pull, ITMT or not (lagom has
+    // no active balance).
+    let ones = |_: usize| LoadView {
+        load: 1024,
+        nr_running: 1,
+    };
+    assert_eq!(newidle_imbalance_domains(&map, me, ones, Features::DEFAULT), None);
+}

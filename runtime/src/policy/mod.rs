@@ -67,8 +67,9 @@ pub mod vtime;
 mod weight;
 
 pub use balance::{
-    BALANCE_INTERVAL, Candidate, IMBALANCE_PCT, Imbalance, LoadView, Migration, can_migrate, moved,
-    newidle_imbalance, periodic_imbalance,
+    BALANCE_INTERVAL, Candidate, IMBALANCE_PCT, Imbalance, LoadView, MIGRATION_COST, Migration,
+    PullReason, can_migrate, moved, newidle_imbalance, newidle_imbalance_domains,
+    periodic_imbalance,
 };
 pub use config::{NORMALIZED_BASE_SLICE, RqConfig, TunableScaling, scaled_base_slice};
 pub use cpumap::{CpuMap, MapLevel};
@@ -80,8 +81,8 @@ pub use place::EnqueueKind;
 pub use preempt::{WakeFlags, Wakeup};
 pub use runqueue::{Handle, RunQueue};
 pub use select::{
-    CpuView, Placement, WakeCtx, select_task_rq, select_task_rq_fair, sis_util_scan,
-    ttwu_queue_cond,
+    CpuView, DelayedWake, DelayedWakeView, Placement, WakeCtx, curr_protection_left, delayed_wake,
+    select_task_rq, select_task_rq_fair, sis_util_scan, ttwu_queue_cond,
 };
 pub use weight::{
     MAX_NICE, MIN_NICE, NICE_0_LOAD, SCHED_FIXEDPOINT_SHIFT, SCHED_PRIO_TO_WEIGHT,

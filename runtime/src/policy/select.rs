@@ -391,3 +391,82 @@ pub fn ttwu_queue_cond(
     }
     features.is_enabled(Feature::TtwuQueueDefault)
 }
+
+// ---------------------------------------------------------------------------------------
+// Runnable wakeups of a delayed task (spec §5.4, §7.3, §7.10, §10.2–§10.3).
+// ---------------------------------------------------------------------------------------
+
+/// How `ttwu_runnable` treats a delayed wakee.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DelayedWake {
+    /// Requeue it in place on its CPU (the kernel's default, §5.4).
+    InPlace,
+    /// Finish its delayed dequeue and wake it like a sleeper, through CPU selection
+    /// (TTWU_DEQUEUE; DELAYED_WAKE_IDLE when waiting in place would stall it).
+    Dequeue,
+}
+
+/// What [`delayed_wake`] knows about a delayed wakee and its CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DelayedWakeView {
+    /// It ran within the migration cost ([`crate::policy::MIGRATION_COST`]): its cache is
+    /// probably still warm (`task_hot`).
+    pub hot: bool,
+    /// Its CPU would run it next: nothing runs there now.
+    pub runs_next: bool,
+    /// How long (ns) the task running on its CPU is still protected (RUN_TO_PARITY), the
+    /// least the wakee would wait there; 0 when nothing runs.
+    pub wait: u64,
+    /// An allowed CPU in its LLC is idle, and the task may move there (the migration
+    /// contract: a started task that did not opt in may not).
+    pub idle_elsewhere: bool,
+}
+
+/// The runnable wakeup of a delayed task: TTWU_DEQUEUE always dequeues; lagom's
+/// DELAYED_WAKE_IDLE dequeues only when waiting in place would cost more than moving — its
+/// CPU would not run it next, it is not cache hot or would wait past the migration cost
+/// behind the running task, and an idle allowed CPU in its LLC can take it at once; the
+/// default requeues in place.
+///
+/// ```
+/// use lagom::policy::{DelayedWake, DelayedWakeView, Features, delayed_wake};
+/// let stall = DelayedWakeView { hot: true, runs_next: false, wait: 2_000_000, idle_elsewhere: true };
+/// assert_eq!(delayed_wake(Features::DEFAULT, stall), DelayedWake::InPlace);
+/// let fix = Features::parse("DELAYED_WAKE_IDLE").unwrap();
+/// assert_eq!(delayed_wake(fix, stall), DelayedWake::Dequeue);
+/// let next = DelayedWakeView { runs_next: true, wait: 0, ..stall };
+/// assert_eq!(delayed_wake(fix, next), DelayedWake::InPlace);
+/// ```
+pub fn delayed_wake(features: Features, v: DelayedWakeView) -> DelayedWake {
+    if features.is_enabled(Feature::TtwuDequeue) {
+        return DelayedWake::Dequeue;
+    }
+    if features.is_enabled(Feature::DelayedWakeIdle)
+        && !v.runs_next
+        && v.idle_elsewhere
+        && !(v.hot && v.wait < super::balance::MIGRATION_COST)
+    {
+        return DelayedWake::Dequeue;
+    }
+    DelayedWake::InPlace
+}
+
+/// The least time (ns) an entity woken on `rq` now waits behind the running one: what is
+/// left of its protection (RUN_TO_PARITY's `vprot`, in real time at its weight); 0 when
+/// nothing runs or it is not protected. The running entity's vruntime is as of its last
+/// accounting (not updated here: a runnable wakeup does not account the current task first).
+pub fn curr_protection_left<T>(rq: &super::RunQueue<T>) -> u64 {
+    let Some(c) = rq.curr() else {
+        return 0;
+    };
+    if !rq.features().is_enabled(Feature::RunToParity) {
+        return 0;
+    }
+    let se = rq.entity(c);
+    let left = se.vprot.wrapping_sub(se.vruntime) as i64;
+    if left <= 0 {
+        return 0;
+    }
+    (u128::from(left as u64) * u128::from(se.weight) / u128::from(super::NICE_0_LOAD))
+        .min(u128::from(u64::MAX)) as u64
+}

@@ -37,7 +37,8 @@
 use crate::locking::atomic::Ordering;
 use crate::policy::{
     BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Feature, Imbalance, LoadView,
-    RunQueue, WakeFlags, can_migrate, moved, newidle_imbalance, periodic_imbalance,
+    PullReason, RunQueue, WakeFlags, can_migrate, moved, newidle_imbalance_domains,
+    periodic_imbalance,
 };
 use crate::trace::MigrateCause;
 use crate::wake::check_preempt;
@@ -68,11 +69,23 @@ fn view(shared: &Shared) -> impl Fn(usize) -> LoadView + '_ {
     }
 }
 
-/// Newly idle balance of worker `me` (module doc). Returns whether a task was pulled.
+/// Newly idle balance of worker `me` (module doc): the policy walks `me`'s domains
+/// (`newidle_imbalance_domains`: SMT, LLC, then up; ITMT asym packing first where it
+/// applies). Returns whether a task was pulled.
 pub(crate) fn newidle_balance(shared: &Shared, me: usize, now: u64) -> bool {
-    let n = shared.workers.len();
-    newidle_imbalance(n, me, view(shared))
-        .is_some_and(|imb| pull(shared, me, imb, Balancer::NewlyIdle, now) > 0)
+    let Some((imb, why)) =
+        newidle_imbalance_domains(&shared.cpus, me, view(shared), shared.features)
+    else {
+        return false;
+    };
+    let pulled = pull(shared, me, imb, Balancer::NewlyIdle, now);
+    if why == PullReason::AsymPacking && pulled > 0 {
+        let w = &shared.workers[me];
+        w.stats
+            .balance_asym
+            .fetch_add(pulled as u64, Ordering::Relaxed);
+    }
+    pulled > 0
 }
 
 /// Periodic balance of worker `me` (module doc). Returns how many tasks were pulled.

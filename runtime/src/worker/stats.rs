@@ -106,6 +106,9 @@ counters! {
     idle_sleeps,
     /// Tasks pulled here by newly-idle balancing.
     balance_pulls,
+    /// Of the newly idle pulls, tasks pulled by ITMT asym packing (this worker's CPU is
+    /// preferred to the source's).
+    balance_asym,
     /// Tasks pulled here by periodic (load) balancing.
     balance_periodic,
     /// Of those, tasks that were delayed (asleep, still queued) when they moved.
