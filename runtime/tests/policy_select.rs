@@ -505,7 +505,10 @@ fn itmt_asym_packing_pulls_to_the_preferred_cpu() {
     assert_eq!((imb.busiest, why), (low, PullReason::AsymPacking));
     let off = Features::DEFAULT.apply("NO_ITMT").unwrap();
     let (imb, why) = newidle_imbalance_domains(&map, me, view, off).unwrap();
-    assert_eq!((imb.busiest, why, imb.amount), (busiest, PullReason::Busiest, 2));
+    assert_eq!(
+        (imb.busiest, why, imb.amount),
+        (busiest, PullReason::Busiest, 2)
+    );
     // A busy sibling (CPU 22): priorities are not used above the SMT level.
     let sib = w(22);
     let view2 = |i: usize| LoadView {
@@ -520,5 +523,8 @@ fn itmt_asym_packing_pulls_to_the_preferred_cpu() {
         load: 1024,
         nr_running: 1,
     };
-    assert_eq!(newidle_imbalance_domains(&map, me, ones, Features::DEFAULT), None);
+    assert_eq!(
+        newidle_imbalance_domains(&map, me, ones, Features::DEFAULT),
+        None
+    );
 }
