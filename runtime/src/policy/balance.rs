@@ -269,3 +269,49 @@ pub fn newidle_imbalance_domains(
     }
     None
 }
+
+/// ITMT active balance for the idle CPU `me` (spec §8.3): when a newly idle balance found
+/// nothing to pull, the least preferred CPU of `me`'s domains that `me` is preferred to
+/// (where `me` may use its priority, as [`newidle_imbalance_domains`]) and that runs a single
+/// entity, whose running task should move to `me`. `None` with ITMT off, equal priorities,
+/// or no such CPU.
+///
+/// ```
+/// use lagom::policy::{CpuMap, Features, LoadView, MapLevel, asym_active_balance};
+/// let map = CpuMap::new(
+///     vec![30, 10],
+///     vec![MapLevel { name: "MC", smt: false, share_llc: true, spans: vec![0..2] }],
+/// )
+/// .unwrap();
+/// let one = |i: usize| LoadView { load: 1024 * i as u64, nr_running: i };
+/// assert_eq!(asym_active_balance(&map, 0, one, Features::DEFAULT), Some(1));
+/// assert_eq!(asym_active_balance(&map, 1, one, Features::DEFAULT), None, "not preferred");
+/// let off = Features::parse("NO_ITMT").unwrap();
+/// assert_eq!(asym_active_balance(&map, 0, one, off), None);
+/// ```
+pub fn asym_active_balance(
+    map: &CpuMap,
+    me: usize,
+    view: impl Fn(usize) -> LoadView,
+    features: Features,
+) -> Option<usize> {
+    if !features.is_enabled(Feature::Itmt) || !map.has_asym_priority() {
+        return None;
+    }
+    let core_idle = map.smt_siblings(me).all(|s| view(s).nr_running == 0);
+    let mut best = None;
+    for (level, l) in map.levels().iter().enumerate() {
+        if !(l.smt || !map.has_smt() || core_idle) {
+            continue;
+        }
+        best = map
+            .span(level, me)
+            .filter(|&i| i != me && map.asym_prefer(me, i) && view(i).nr_running == 1)
+            .min_by_key(|&i| (map.priority(i), core::cmp::Reverse(i)))
+            .or(best);
+        if best.is_some() {
+            break;
+        }
+    }
+    best
+}

@@ -68,8 +68,8 @@ mod weight;
 
 pub use balance::{
     BALANCE_INTERVAL, Candidate, IMBALANCE_PCT, Imbalance, LoadView, MIGRATION_COST, Migration,
-    PullReason, can_migrate, moved, newidle_imbalance, newidle_imbalance_domains,
-    periodic_imbalance,
+    PullReason, asym_active_balance, can_migrate, moved, newidle_imbalance,
+    newidle_imbalance_domains, periodic_imbalance,
 };
 pub use config::{NORMALIZED_BASE_SLICE, RqConfig, TunableScaling, scaled_base_slice};
 pub use cpumap::{CpuMap, MapLevel};

@@ -37,8 +37,8 @@
 use crate::locking::atomic::Ordering;
 use crate::policy::{
     BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Feature, Imbalance, LoadView,
-    PullReason, RunQueue, WakeFlags, can_migrate, moved, newidle_imbalance_domains,
-    periodic_imbalance,
+    PullReason, RunQueue, WakeFlags, asym_active_balance, can_migrate, moved,
+    newidle_imbalance_domains, periodic_imbalance,
 };
 use crate::trace::MigrateCause;
 use crate::wake::check_preempt;
@@ -76,6 +76,12 @@ pub(crate) fn newidle_balance(shared: &Shared, me: usize, now: u64) -> bool {
     let Some((imb, why)) =
         newidle_imbalance_domains(&shared.cpus, me, view(shared), shared.features)
     else {
+        // ITMT active balance: a less preferred worker runs one task that should be here.
+        // lagom cannot move a running task (its registers are its worker's until it
+        // switches out), so the request waits for the task's next wakeup placement.
+        if let Some(src) = asym_active_balance(&shared.cpus, me, view(shared), shared.features) {
+            shared.workers[src].active_push.store(me, Ordering::Relaxed);
+        }
         return false;
     };
     let pulled = pull(shared, me, imb, Balancer::NewlyIdle, now);

@@ -102,6 +102,21 @@ pub(crate) fn select_cpu(
     let pinned = placing != Placing::New && !t.migratable;
     #[cfg(lagom_mutant = "select_ignores_contract")]
     let pinned = false;
+    // ITMT active balance (`sched/balance.rs`): a preferred worker, idle, asked for the
+    // task that ran on `prev`; honoured here, at the task's first placement since, if that
+    // worker is still idle and the task may go there.
+    if placing != Placing::New && prev < shared.workers.len() {
+        let src = &shared.workers[prev];
+        if src.active_push.load(Ordering::Relaxed) != usize::MAX {
+            let dst = src.active_push.swap(usize::MAX, Ordering::Relaxed);
+            if dst < shared.workers.len() && !pinned && t.allowed(dst) && view(dst).idle {
+                t.recent_cpu.store(prev, Ordering::Relaxed);
+                let w = &shared.workers[dst];
+                w.stats.inc(&w.stats.balance_active);
+                return dst;
+            }
+        }
+    }
     let (cpu, how) = if pinned {
         select_task_rq_fair(&shared.cpus, view, |i| i == prev, shared.features, ctx)
     } else {

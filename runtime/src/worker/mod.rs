@@ -91,6 +91,12 @@ pub(crate) struct Worker {
     /// Where the next balance that pulls from this worker resumes its scan of the runqueue's
     /// slots (`sched/balance.rs`); touched only under this worker's runqueue lock.
     pub(crate) balance_cursor: AtomicUsize,
+    /// An ITMT active-balance request (`sched/balance.rs`): the index of a preferred idle
+    /// worker that asked for this worker's running task, `usize::MAX` for none. Set by that
+    /// worker's newly idle balance, taken by the next CPU selection of a task that last ran
+    /// here (the task's next schedule point that leaves the CPU: its block, then its
+    /// wakeup).
+    pub(crate) active_push: AtomicUsize,
     /// The worker's thread has left its loop and freed its own state (set last, with
     /// Release; a shutdown waits for it before it joins the thread).
     pub(crate) exited: AtomicBool,
@@ -110,6 +116,7 @@ impl Worker {
             stats: CachePadded::new(Counters::default()),
             tasks: CachePadded::new(Registry::new()),
             balance_cursor: AtomicUsize::new(0),
+            active_push: AtomicUsize::new(usize::MAX),
             exited: AtomicBool::new(false),
         }
     }
