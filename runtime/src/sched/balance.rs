@@ -30,6 +30,22 @@
 //! kicks a sleeping idle worker (`nohz_kick`, the kernel's nohz balancer kick), which wakes,
 //! finds its queues empty and runs the newly idle balance.
 //!
+//! The newly idle balance walks the puller's domains bottom-up (`newidle_imbalance_domains`:
+//! SMT siblings first, then its LLC, then package and NUMA), so work moves between cache
+//! siblings before it crosses an LLC, and may pull up to half the difference to the busiest
+//! CPU at once. With ITMT (and CPU priorities that differ) a preferred idle CPU first takes
+//! the queued work of the least preferred busy one (asym packing, `balance_asym`); when that
+//! CPU runs a single task, it asks for that task instead (active balance): the request is
+//! stored on the source worker (`Worker::active_push`) and honoured at the task's next
+//! placement, its next wakeup (`wake/select.rs`), if the puller is still idle and the task
+//! may move (`balance_active`). The kernel pushes the running task at once with its stopper
+//! thread; lagom cannot move a task whose registers its worker still holds.
+//!
+//! Not yet as the kernel has it (`can_migrate_task`): `task_hot` with the migration cost
+//! (`MIGRATION_COST`, 0.5 ms), the `nr_balance_failed > cache_nice_tries` escape and the
+//! skip of ineligible tasks while no attempt has failed; only the CACHE_HOT_BUDDY buddy test
+//! is applied.
+//!
 //! A pulled runnable task runs the wakeup-preemption check on its new runqueue, as the
 //! kernel's `attach_task` does, so a task with an earlier deadline is not kept waiting for
 //! the puller's running task to finish its request.

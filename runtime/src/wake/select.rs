@@ -1,5 +1,7 @@
-//! CPU selection for a wakeup or a spawn: the policy's `select_task_rq` (`policy/select.rs`)
-//! over the workers' published runnable counts, under the migration contract.
+//! CPU selection for a wakeup or a spawn: the policy's `select_task_rq_fair`
+//! (`policy/select.rs`: wake_affine, select_idle_sibling, WF_FORK's idlest CPU) over the
+//! workers' published runnable counts and wakelists and the runtime's `CpuMap` (its domains
+//! and priorities, `worker/layout.rs`), under the migration contract.
 //!
 //! ## The migration contract
 //!
@@ -24,9 +26,13 @@
 //! picks a CPU for a started task goes through here or through the balancer:
 //!
 //! * the full wakeup (`wake/ttwu.rs`, from a task, a timer, the exit of a joinee or an outside
-//!   thread), including a delayed wakee that TTWU_DEQUEUE dequeued first;
+//!   thread), including a delayed wakee that TTWU_DEQUEUE or DELAYED_WAKE_IDLE dequeued
+//!   first (`wake/runnable.rs`: DELAYED_WAKE_IDLE dequeues only a task that may move);
 //! * the TTWU_QUEUE_DELAYED drain's reselection (`wake/queue.rs`);
-//! * newly idle and periodic balance (`sched/balance.rs`; lagom has no active balance);
+//! * ITMT active balance, whose request (`sched/balance.rs`) is honoured here, at the next
+//!   placement of a task that last ran on the requested worker — lagom cannot move a running
+//!   task, so "at its next schedule point" is its next block and wakeup;
+//! * newly idle and periodic balance (`sched/balance.rs`);
 //!
 //! and the requeue in place, the TTWU_QUEUE_ON_CPU hand-off and the chase of a moved task
 //! keep the worker the task is on. A pinned started task's `cpu` is the worker it last ran
