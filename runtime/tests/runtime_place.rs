@@ -21,6 +21,8 @@
 //! | WAKE_PREFER_RANK | `wake_prefer_rank_picks_the_higher_ranked_idle_cpu` |
 //! | ITMT | `itmt_packs_onto_the_preferred_cpu` |
 //!
+//! `WF_SYNC` (`Unparker::unpark_sync`, not a feature): `unpark_sync_wakes_affine`.
+//!
 //! Features of the fair runqueue itself (PLACE_LAG, PLACE_DEADLINE_INITIAL,
 //! PLACE_REL_DEADLINE, RUN_TO_PARITY, PREEMPT_SHORT, NEXT_BUDDY, PICK_BUDDY, CACHE_HOT_BUDDY,
 //! DELAY_ZERO, WAKEUP_PREEMPTION) are shown through the policy (`policy_*` tests) and the
@@ -267,7 +269,9 @@ fn wake_prefer_rank_picks_the_higher_ranked_idle_cpu() {
     // all homes at once, so run once per home until the task lands there.
     for _ in 0..10 {
         let ranks = [10, 20, 30, 40];
-        let (_, _, plain, idle) = wake_among_busy(4, "NO_SIS_UTIL", &ranks, two);
+        // NO_ITMT: with ranks, an idle preferred worker would ask for the hogs (active
+        // balance) and take the wakee at its placement instead.
+        let (_, _, plain, idle) = wake_among_busy(4, "NO_SIS_UTIL,NO_ITMT", &ranks, two);
         let (a, b) = (idle[0], idle[1]);
         if ranks[b] <= ranks[a] {
             continue; // home 2 or 3: the wrap puts the lower rank second
@@ -449,4 +453,59 @@ fn itmt_packs_onto_the_preferred_cpu() {
     };
     assert!(storm("") > 0, "ITMT: some pulls by asym packing");
     assert_eq!(storm("NO_ITMT"), 0, "NO_ITMT: none");
+}
+
+/// `Unparker::unpark_sync` reaches CPU selection: a waker alone on its worker wakes a task
+/// whose previous worker is busy (a hog runs there). Plain `unpark`: `wake_affine_weight`
+/// keeps the previous CPU (the waker's CPU is no lighter with the wakee on it); with
+/// `WF_SYNC` the waker's CPU, which it is about to leave, takes the wakee (`place_affine`).
+#[test]
+fn unpark_sync_wakes_affine() {
+    let run = |sync: bool| -> (u64, u64) {
+        let rt = runtime(2, "", true);
+        let stop = Arc::new(AtomicBool::new(false));
+        // The wakee: free to move; it parks where it first ran.
+        let first = Arc::new(AtomicUsize::new(usize::MAX));
+        let parked2 = Arc::new(AtomicBool::new(false));
+        let go2 = Arc::new(AtomicBool::new(false));
+        let (f, p2, g2) = (Arc::clone(&first), Arc::clone(&parked2), Arc::clone(&go2));
+        let free = rt.spawn(move || {
+            f.store(task::current().unwrap().cpu, Ordering::Release);
+            p2.store(true, Ordering::Release);
+            while !g2.load(Ordering::Acquire) {
+                task::park();
+            }
+            task::current().unwrap().cpu
+        });
+        wait_for("the free task to park", || parked2.load(Ordering::Acquire));
+        let prev = first.load(Ordering::Acquire);
+        let waker_cpu = 1 - prev;
+        let h = hog(&rt, prev, &stop);
+        std::thread::sleep(Duration::from_millis(20));
+        let unparker = free.unparker();
+        let before = rt.stats();
+        let g2w = Arc::clone(&go2);
+        let waker = rt
+            .spawn_with(TaskBuilder::new().cpus([waker_cpu]), move || {
+                g2w.store(true, Ordering::Release);
+                if sync {
+                    unparker.unpark_sync();
+                } else {
+                    unparker.unpark();
+                }
+            })
+            .unwrap();
+        waker.join().unwrap();
+        let _ran = free.join().unwrap();
+        let after = rt.stats();
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap();
+        let affine: u64 = diff(&before, &after, |w| w.place_affine).iter().sum();
+        let prev_n: u64 = diff(&before, &after, |w| w.place_prev).iter().sum();
+        (affine, prev_n)
+    };
+    let (affine, prev) = run(false);
+    assert_eq!((affine, prev), (0, 1), "unpark: the previous CPU");
+    let (affine, prev) = run(true);
+    assert_eq!((affine, prev), (1, 0), "unpark_sync: the waker's CPU");
 }

@@ -113,7 +113,9 @@ pub(crate) fn select_cpu(
     // worker is still idle and the task may go there.
     if placing != Placing::New && prev < shared.workers.len() {
         let src = &shared.workers[prev];
-        if src.active_push.load(Ordering::Relaxed) != usize::MAX {
+        if src.active_push.load(Ordering::Relaxed) != usize::MAX
+            && src.active_push_task.load(Ordering::Relaxed) == t.id
+        {
             let dst = src.active_push.swap(usize::MAX, Ordering::Relaxed);
             if dst < shared.workers.len() && !pinned && t.allowed(dst) && view(dst).idle {
                 t.recent_cpu.store(prev, Ordering::Relaxed);

@@ -93,10 +93,12 @@ pub(crate) struct Worker {
     pub(crate) balance_cursor: AtomicUsize,
     /// An ITMT active-balance request (`sched/balance.rs`): the index of a preferred idle
     /// worker that asked for this worker's running task, `usize::MAX` for none. Set by that
-    /// worker's newly idle balance, taken by the next CPU selection of a task that last ran
-    /// here (the task's next schedule point that leaves the CPU: its block, then its
-    /// wakeup).
+    /// worker's newly idle balance, taken by the next CPU selection of that task (its next
+    /// schedule point that leaves the CPU: its block, then its wakeup). A hint (Relaxed):
+    /// a stale or lost request only loses a move.
     pub(crate) active_push: AtomicUsize,
+    /// The id of the task `active_push` asks for (the one running here at the request).
+    pub(crate) active_push_task: AtomicU64,
     /// The worker's thread has left its loop and freed its own state (set last, with
     /// Release; a shutdown waits for it before it joins the thread).
     pub(crate) exited: AtomicBool,
@@ -117,6 +119,7 @@ impl Worker {
             tasks: CachePadded::new(Registry::new()),
             balance_cursor: AtomicUsize::new(0),
             active_push: AtomicUsize::new(usize::MAX),
+            active_push_task: AtomicU64::new(0),
             exited: AtomicBool::new(false),
         }
     }
