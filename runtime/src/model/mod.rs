@@ -120,18 +120,10 @@ impl Model {
             shared: Arc::new(Shared {
                 workers: (0..workers).map(|i| Worker::new(i, cfg)).collect(),
                 features,
-                // Every worker its own LLC: a remote wakeup always takes the wakelist
-                // (`ttwu_queue_cond`), as the models were written for.
-                cpus: crate::policy::CpuMap::new(
-                    alloc::vec![0; workers],
-                    alloc::vec![crate::policy::MapLevel {
-                        name: "MC",
-                        smt: false,
-                        share_llc: true,
-                        spans: (0..workers).map(|i| i..i + 1).collect(),
-                    }],
-                )
-                .expect("one span per worker nests"),
+                // One LLC, as on a small machine: CPU selection finds an idle worker from
+                // any other (`select_idle_sibling`), and a worker waking a task on a busy
+                // one takes its lock (`ttwu_queue_cond`).
+                cpus: crate::policy::CpuMap::flat(workers),
                 layout_fallback: None,
                 phase: AtomicU32::new(crate::worker::PHASE_RUN),
                 stack_size: crate::arch::MIN_STACK_SIZE,

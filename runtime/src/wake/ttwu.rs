@@ -110,11 +110,15 @@ fn ttwu<'a>(
         // Never spin or kick under a runqueue lock.
         drop(held.take());
         let cpu = t.cpu.load(Ordering::Relaxed);
-        // Gated as any remote wakeup (`ttwu_queue_cond`, spec §7.6 rule 4: the wakee was
-        // already subtracted from its CPU's runnable count).
+        // Gated by the rule of any remote wakeup (`ttwu_queue_cond`, spec §7.6 rule 4: the
+        // wakee was already subtracted from its CPU's runnable count). TTWU_QUEUE_ON_CPU
+        // alone switches the hand-off on or off, as before: NO_TTWU_QUEUE does not (the
+        // kernel's hand-off would also need TTWU_QUEUE; lagom keeps the two apart, so that
+        // each can be measured alone).
         let cond = || {
             let nr = shared.workers[cpu].nr_running.load(Ordering::Relaxed);
-            ttwu_queue_cond(&shared.cpus, shared.features, local_idx, cpu, nr)
+            let f = shared.features.with(Feature::TtwuQueue, true);
+            ttwu_queue_cond(&shared.cpus, f, local_idx, cpu, nr)
         };
         if shared.features.is_enabled(Feature::TtwuQueueOnCpu) && cond() {
             // Any other worker could switch the task in before its switch-out completed (loom
