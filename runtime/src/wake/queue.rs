@@ -32,19 +32,11 @@ pub(crate) fn enqueue_on(
 ) {
     let w = &shared.workers[target];
     let local_idx = local.map(|wt| wt.index);
-    trace::enqueue(shared, t, local_idx, target, spawn);
-    if spawn {
-        w.stats.inc(&w.stats.spawns);
-    }
-    if let Some(wt) = local.filter(|wt| wt.index == target) {
-        let now = wt.sched_now();
-        let mut rq = w.rq.lock();
-        // SAFETY: `t` is new or claimed, and in its registry (`tcb/queued.rs`).
-        unsafe { activate_wf(w, &mut rq, t, now, sync) };
-        if !spawn {
-            w.stats.inc_owned(&w.stats.wakeups_local);
-        }
-    } else if shared.features.is_enabled(Feature::TtwuQueue)
+    let here = local.filter(|wt| wt.index == target);
+    // `ttwu_queue_cond` for a wakeup; a spawn to another worker always uses the wakelist
+    // under TTWU_QUEUE.
+    let wakelist = here.is_none()
+        && shared.features.is_enabled(Feature::TtwuQueue)
         && (spawn
             || ttwu_queue_cond(
                 &shared.cpus,
@@ -52,8 +44,20 @@ pub(crate) fn enqueue_on(
                 local_idx,
                 target,
                 w.nr_running.load(Ordering::Relaxed),
-            ))
-    {
+            ));
+    trace::enqueue(shared, t, local_idx, target, spawn, wakelist);
+    if spawn {
+        w.stats.inc(&w.stats.spawns);
+    }
+    if let Some(wt) = here {
+        let now = wt.sched_now();
+        let mut rq = w.rq.lock();
+        // SAFETY: `t` is new or claimed, and in its registry (`tcb/queued.rs`).
+        unsafe { activate_wf(w, &mut rq, t, now, sync) };
+        if !spawn {
+            w.stats.inc_owned(&w.stats.wakeups_local);
+        }
+    } else if wakelist {
         if !spawn {
             w.stats.inc(&w.stats.wakeups_queued);
         }

@@ -161,7 +161,7 @@ fn ttwu<'a>(
         {
             // The waker's own runqueue, whose lock the caller holds (`try_to_wake_up_held`).
             let w = &shared.workers[target];
-            trace::enqueue(shared, t, local_idx, target, false);
+            trace::enqueue(shared, t, local_idx, target, false, false);
             // SAFETY: a claimed task is alive and in its registry (module doc of
             // `tcb/queued.rs`), the caller's `t` keeps it alive meanwhile.
             unsafe { activate_wf(w, rq, t, wt.sched_now(), sync) };
