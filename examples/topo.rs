@@ -7,7 +7,8 @@
 //! Without ROOT it reads the live system (`Topology::detect`); with ROOT, a recorded sysfs
 //! tree (the directory holding `sys/`). The tree is Package / Die / L3 / L2 / Core / PU, each
 //! PU with its priority and capacity, followed by the sched-domain levels, the priority
-//! sources and the fallbacks used. `--json` prints instead the summary other tools compare:
+//! sources and the fallbacks used, and the workers a runtime on every allowed CPU would
+//! have (worker order, priority, domains over worker indices). `--json` prints instead the summary other tools compare:
 //! `{pus, packages, numa_nodes, l3, l2, cores, smt, allowed_cpus, priorities, …}`
 //! (`priorities` is `{}` when the machine publishes no priority source).
 //! `--time` parses the tree RUNS times (default 50) and prints the parse time on stderr.
@@ -333,5 +334,27 @@ fn print_tree(topo: &Topology) {
     );
     for f in topo.fallbacks() {
         println!("Fallback: {} missing, used {}", f.missing, f.used);
+    }
+    // The workers a runtime on every allowed CPU would have: their order (SMT siblings and
+    // LLC members adjacent) and the domains over worker indices that placement and
+    // balancing use (`Runtime::layout`).
+    let cpus: Vec<usize> = topo.allowed_cpus().iter().collect();
+    let (order, map) = lagom::Runtime::layout(topo, &cpus);
+    println!("Workers (a runtime on every allowed CPU):");
+    for (w, cpu) in order.iter().enumerate() {
+        let domains: Vec<String> = map
+            .levels()
+            .iter()
+            .enumerate()
+            .map(|(l, lv)| {
+                let s = map.span(l, w);
+                format!("{} {}..{}", lv.name, s.start, s.end)
+            })
+            .collect();
+        println!(
+            "  worker {w}: cpu {cpu}, priority {}, {}",
+            map.priority(w),
+            domains.join(" ")
+        );
     }
 }

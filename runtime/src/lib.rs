@@ -68,8 +68,9 @@
 //!   can), and wakeups of a started task never go to an idler worker.
 //! * **Opt-in: kernel-faithful.** [`Builder::allow_migration`] (every task of a runtime)
 //!   and [`task::Builder::allow_migration`] (one task) are `unsafe`: they let wakeup
-//!   placement (`select_task_rq` for a woken task, TTWU_DEQUEUE's and TTWU_QUEUE_DELAYED's
-//!   reselection) and the newly idle and periodic balancers move started tasks as the kernel
+//!   placement (`select_task_rq` for a woken task, TTWU_DEQUEUE's, DELAYED_WAKE_IDLE's and
+//!   TTWU_QUEUE_DELAYED's reselection, ITMT active balance) and the newly idle and periodic
+//!   balancers move started tasks as the kernel
 //!   moves threads, which is what the scheduler lab measures and what weighted fairness
 //!   across workers needs. Their `# Safety` sections state the promise: no thread-local
 //!   reference or thread-affine value held across a blocking call, no thread-local access in
@@ -129,4 +130,4 @@ pub use runtime::{
     Runtime,
 };
 pub use task::{Scope, ScopedJoinHandle, join, scope};
-pub use worker::{ShutdownStats, Stats, WorkerStats};
+pub use worker::{ShutdownStats, Stats, WorkerPlace, WorkerStats};

@@ -54,9 +54,11 @@ use crate::policy::{Features, MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, RqConfig};
 use crate::sched::worker_main;
 use crate::sys::thread::Thread;
 use crate::task::{Builder as TaskBuilder, JoinHandle, scope_in, spawn_inner};
+use crate::topology::Topology;
 use crate::trace::{DEFAULT_TRACE_CAPACITY, Recorder, Trace};
 use crate::worker::{
     PHASE_DRAIN, PHASE_EXIT, PHASE_FORCE, PHASE_RUN, Shared, ShutdownStats, Stats, Task, Worker,
+    WorkerPlace, flat_layout, layout,
 };
 
 /// How long an idle worker spins by default before it sleeps in `futex_wait` (chosen from the
@@ -89,9 +91,30 @@ pub struct Builder {
     trace_capacity: Option<usize>,
     fp_control: FpControl,
     allow_migration: bool,
+    topology: Option<Topology>,
+    ranks: Vec<(usize, u32)>,
 }
 
 impl Builder {
+    /// The machine to lay the workers out on (default: the live system,
+    /// `Topology::detect`). Workers run on its allowed CPUs (or those of
+    /// [`worker_cpus`](Builder::worker_cpus), which must be allowed there), ordered so that
+    /// SMT siblings and LLC members are adjacent, and placement and balancing use its
+    /// domains and priorities. Meant for tests and experiments: a worker whose CPU this
+    /// machine lacks or forbids runs unpinned.
+    pub fn topology(mut self, topo: Topology) -> Builder {
+        self.topology = Some(topo);
+        self
+    }
+
+    /// Overrides the priority (preferred-core ranking) of the CPUs named, `(cpu, rank)`;
+    /// higher is preferred. Used by ITMT asym packing and WAKE_PREFER_RANK. A CPU named twice
+    /// takes its last rank; CPUs without workers are ignored.
+    pub fn cpu_priorities(mut self, ranks: impl IntoIterator<Item = (usize, u32)>) -> Builder {
+        self.ranks.extend(ranks);
+        self
+    }
+
     /// The CPUs to run workers on, one pinned worker each (default: every allowed CPU). A CPU
     /// outside the process's allowed set, a CPU listed twice, or an empty list is an error at
     /// [`build`](Builder::build) ([`Error::CpuNotAllowed`], [`Error::NoCpus`]).
@@ -263,7 +286,21 @@ impl Builder {
     /// [`Error::StackTooSmall`], [`Error::IdleSpinTooLong`], [`Error::TimerSpinTooLong`], [`Error::TraceCapacity`],
     /// [`Error::ThreadSpawn`].
     pub fn build(self) -> Result<Runtime, Error> {
-        let allowed = allowed_cpus();
+        // A topology that cannot be read (a sandbox hiding sysfs) is no reason to refuse to
+        // start: the layout falls back to one LLC with no preference, and says so.
+        let given = self.topology.is_some();
+        let (topo, topo_error) = match self.topology {
+            Some(t) => (Some(t), None),
+            None => match Topology::detect() {
+                Ok(t) => (Some(t), None),
+                Err(_) => (None, Some("the live topology could not be read")),
+            },
+        };
+        // A given topology's allowed CPUs stand in for the process's affinity.
+        let allowed = match &topo {
+            Some(t) if given => t.allowed_cpus().iter().collect::<Vec<usize>>(),
+            _ => allowed_cpus(),
+        };
         let cpus = self.cpus.unwrap_or_else(|| allowed.clone());
         if cpus.is_empty() {
             return Err(Error::NoCpus);
@@ -296,6 +333,11 @@ impl Builder {
                 maximum: MAX_IDLE_SPIN,
             });
         }
+        let lay = match &topo {
+            Some(t) => layout(t, &cpus, &self.ranks),
+            None => flat_layout(&cpus, topo_error.unwrap_or("no topology")),
+        };
+        let cpus = lay.cpus;
         crate::sys::time::calibrate();
         let mut cfg = RqConfig::for_cpus(cpus.len());
         cfg.features = features;
@@ -313,6 +355,8 @@ impl Builder {
         let shared = Arc::new(Shared {
             workers: cpus.iter().map(|&c| Worker::new(c, cfg)).collect(),
             features,
+            cpus: lay.map,
+            layout_fallback: lay.fallback,
             phase: AtomicU32::new(PHASE_RUN),
             stack_size,
             // At most MAX_IDLE_SPIN, so it fits in u64 nanoseconds.
@@ -390,6 +434,24 @@ impl Runtime {
     /// A builder with the defaults.
     pub fn builder() -> Builder {
         Builder::default()
+    }
+
+    /// The worker order and CPU view a runtime with workers on `cpus` of `topo` uses (what
+    /// [`Builder::topology`] and [`Builder::worker_cpus`] give it): the OS CPU of each worker,
+    /// SMT siblings and LLC members adjacent, and the domains and priorities over worker
+    /// indices that placement and balancing read. For tests of the policy on a recorded
+    /// machine and for `examples/topo`.
+    ///
+    /// ```
+    /// let topo = lagom::topology::Topology::detect()?;
+    /// let cpus: Vec<usize> = topo.allowed_cpus().iter().collect();
+    /// let (order, map) = lagom::Runtime::layout(&topo, &cpus);
+    /// assert_eq!(order.len(), map.len());
+    /// # Ok::<(), lagom::Error>(())
+    /// ```
+    pub fn layout(topo: &Topology, cpus: &[usize]) -> (Vec<usize>, crate::policy::CpuMap) {
+        let l = layout(topo, cpus, &[]);
+        (l.cpus, l.map)
     }
 
     /// The OS CPUs of the workers, in worker order.
@@ -505,6 +567,8 @@ impl Runtime {
             live_tasks,
             live_stacks,
             shutdown: self.shutdown,
+            layout: WorkerPlace::all(&self.shared.cpus, &self.worker_cpus()),
+            layout_fallback: self.shared.layout_fallback,
         }
     }
 

@@ -157,9 +157,10 @@ fn a_pinned_task_runs_only_on_its_workers_track() {
     }
 }
 
-/// Newly idle balance made to happen: worker 1 is kept busy by a pinned hog while a task
-/// pinned to worker 0 spawns two unpinned tasks (CPU selection keeps them on the spawner's
-/// busy worker); then the hog ends, worker 1 goes idle, and its balance pulls one of them.
+/// Newly idle balance made to happen: worker 1 is kept busy by two pinned hogs (one runs, one
+/// waits) while a task pinned to worker 0 spawns two unpinned tasks (fork placement keeps
+/// them on the spawner's worker, never the busier one); then the hogs end, worker 1 goes
+/// idle, and its balance pulls one of them.
 /// The pull is a migrate event from worker 0 to worker 1.
 #[test]
 fn a_balance_pull_is_a_migrate_event() {
@@ -180,6 +181,14 @@ fn a_balance_pull_is_a_migrate_event() {
         .spawn_with(Builder::new().name("hog").cpus([cpus[1]]), move || {
             r.store(true, Ordering::Release);
             while !g.load(Ordering::Acquire) {
+                std::hint::spin_loop();
+            }
+        })
+        .unwrap();
+    let g2 = Arc::clone(&hog_go);
+    let hog2 = rt
+        .spawn_with(Builder::new().name("hog2").cpus([cpus[1]]), move || {
+            while !g2.load(Ordering::Acquire) {
                 std::hint::spin_loop();
             }
         })
@@ -220,6 +229,7 @@ fn a_balance_pull_is_a_migrate_event() {
         .join()
         .unwrap();
     hog.join().unwrap();
+    hog2.join().unwrap();
     let (st, trace) = rt.shutdown_with_trace();
     assert_ne!(pulled, 0, "no child ran on worker 1\n{st}");
     let doc = check_json(&trace);

@@ -103,3 +103,27 @@ fn cache_naming_nonexistent_cpus_names_the_file() {
     );
     assert!(err.to_string().contains("index1/shared_cpu_list"));
 }
+
+/// One empty and one unreadable per-CPU file are read as missing, with a fallback recorded:
+/// the topology still reads, and the CPU keeps what its other files say.
+#[test]
+fn empty_or_unreadable_per_cpu_file_is_a_fallback() {
+    let tree = synthetic::small_machine(4);
+    let topo = "sys/devices/system/cpu/cpu2/topology";
+    tree.file(&format!("{topo}/core_cpus_list"), "");
+    // A directory where a file should be: `read` fails with EISDIR, not ENOENT.
+    std::fs::remove_file(tree.tmp.path().join(topo).join("physical_package_id")).unwrap();
+    tree.dir(&format!("{topo}/physical_package_id"));
+    let t = Topology::from_sysfs(tree.root()).expect("one bad per-CPU file is no refusal");
+    assert_eq!(t.cpus().len(), 4);
+    assert!(
+        t.fallbacks()
+            .iter()
+            .any(|f| f.missing.contains("unreadable or empty")),
+        "{:?}",
+        t.fallbacks()
+    );
+    // A machine-wide file stays an error.
+    tree.file("sys/devices/system/cpu/online", "");
+    assert!(Topology::from_sysfs(tree.root()).is_err());
+}

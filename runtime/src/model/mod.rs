@@ -120,6 +120,11 @@ impl Model {
             shared: Arc::new(Shared {
                 workers: (0..workers).map(|i| Worker::new(i, cfg)).collect(),
                 features,
+                // One LLC, as on a small machine: CPU selection finds an idle worker from
+                // any other (`select_idle_sibling`), and a worker waking a task on a busy
+                // one takes its lock (`ttwu_queue_cond`).
+                cpus: crate::policy::CpuMap::flat(workers),
+                layout_fallback: None,
                 phase: AtomicU32::new(crate::worker::PHASE_RUN),
                 stack_size: crate::arch::MIN_STACK_SIZE,
                 idle_spin: 0,

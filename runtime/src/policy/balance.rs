@@ -26,6 +26,9 @@
 //! The half-difference bound is what keeps the balancer from oscillating: a move never
 //! makes the puller heavier than the CPU it pulled from.
 
+use super::cpumap::CpuMap;
+use super::features::{Feature, Features};
+
 /// What balancing knows about one CPU (a snapshot; stale values cost balance, never
 /// correctness: the mechanism re-checks everything under the runqueue locks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -56,6 +59,10 @@ pub struct Imbalance {
     /// How much: entities for [`Migration::Task`], weight for [`Migration::Load`].
     pub amount: u64,
 }
+
+/// `sysctl_sched_migration_cost` (ns): a task that ran within this long is cache hot
+/// (`task_hot`), 0.5 ms as in the kernel.
+pub const MIGRATION_COST: u64 = 500_000;
 
 /// The kernel's `imbalance_pct` of a multi-core domain: the busiest CPU's load must exceed
 /// the puller's by more than this percentage before the periodic balancer moves anything.
@@ -171,4 +178,140 @@ pub fn moved(imb: &Imbalance, c: Candidate) -> u64 {
         Migration::Task => 1,
         Migration::Load => c.weight,
     }
+}
+
+/// Why [`newidle_imbalance_domains`] pulls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullReason {
+    /// From the CPU with the most runnable entities in the lowest domain that has one to
+    /// spare.
+    Busiest,
+    /// ITMT asym packing: this idle CPU is preferred to the source, so it takes the
+    /// source's queued work (spec §8.3).
+    AsymPacking,
+}
+
+/// Newly idle balance for CPU `me` over the domains of `map` (the kernel's
+/// `sched_balance_newidle` walk): level by level from the bottom (SMT, then the LLC, then
+/// package and NUMA), the first level with something to pull decides.
+///
+/// * With ITMT on and CPU priorities that differ, where `me` may use its priority
+///   (`use_prio`: the level is SMT, or there is no SMT, or `me`'s whole core is idle): of the
+///   less preferred CPUs of the domain with queued work besides their running entity, the
+///   least preferred is the source and all its queued work may come (asym packing, which
+///   bypasses the load comparison).
+/// * Else the CPU of the domain with the most runnable entities, at least two, and up to
+///   half the difference to `me`'s count, at least one (the kernel's `migrate_task`
+///   imbalance of a group with spare capacity). Pulling more than one helps a CPU that goes
+///   idle next to a long queue: it does not come back for each task.
+///
+/// A running entity alone on its CPU is not pulled (that would be active balance, which
+/// lagom does not do).
+///
+/// ```
+/// use lagom::policy::{CpuMap, Features, LoadView, MapLevel, PullReason, newidle_imbalance_domains};
+/// // Three CPUs in one LLC, CPU 0 preferred; CPU 1 has 4 runnable, CPU 2 (least preferred) 2.
+/// let map = CpuMap::new(
+///     vec![30, 20, 10],
+///     vec![MapLevel { name: "MC", smt: false, share_llc: true, spans: vec![0..3] }],
+/// )
+/// .unwrap();
+/// let nr = [0, 4, 2];
+/// let view = |i: usize| LoadView { load: 1024 * nr[i] as u64, nr_running: nr[i] };
+/// let (imb, why) = newidle_imbalance_domains(&map, 0, view, Features::DEFAULT).unwrap();
+/// assert_eq!((imb.busiest, imb.amount, why), (2, 1, PullReason::AsymPacking));
+/// let no_itmt = Features::parse("NO_ITMT").unwrap();
+/// let (imb, why) = newidle_imbalance_domains(&map, 0, view, no_itmt).unwrap();
+/// assert_eq!((imb.busiest, imb.amount, why), (1, 2, PullReason::Busiest));
+/// ```
+pub fn newidle_imbalance_domains(
+    map: &CpuMap,
+    me: usize,
+    view: impl Fn(usize) -> LoadView,
+    features: Features,
+) -> Option<(Imbalance, PullReason)> {
+    let itmt = features.is_enabled(Feature::Itmt) && map.has_asym_priority();
+    let mine = view(me).nr_running;
+    let core_idle = map.smt_siblings(me).all(|s| view(s).nr_running == 0);
+    for (level, l) in map.levels().iter().enumerate() {
+        let span = map.span(level, me);
+        let use_prio = l.smt || !map.has_smt() || core_idle;
+        if itmt && use_prio {
+            let src = span
+                .clone()
+                .filter(|&i| i != me && map.asym_prefer(me, i) && view(i).nr_running >= 2)
+                // The least preferred: lowest priority, ties to the higher index.
+                .min_by_key(|&i| (map.priority(i), core::cmp::Reverse(i)));
+            if let Some(src) = src {
+                let imb = Imbalance {
+                    busiest: src,
+                    kind: Migration::Task,
+                    amount: view(src).nr_running as u64 - 1,
+                };
+                return Some((imb, PullReason::AsymPacking));
+            }
+        }
+        let busiest = span
+            .filter(|&i| i != me)
+            .map(|i| (view(i).nr_running, i))
+            .max();
+        if let Some((nr, b)) = busiest
+            && nr >= 2
+        {
+            let amount = (nr.saturating_sub(mine) / 2).max(1) as u64;
+            let imb = Imbalance {
+                busiest: b,
+                kind: Migration::Task,
+                amount,
+            };
+            return Some((imb, PullReason::Busiest));
+        }
+    }
+    None
+}
+
+/// ITMT active balance for the idle CPU `me` (spec §8.3): when a newly idle balance found
+/// nothing to pull, the least preferred CPU of `me`'s domains that `me` is preferred to
+/// (where `me` may use its priority, as [`newidle_imbalance_domains`]) and that runs a single
+/// entity, whose running task should move to `me`. `None` with ITMT off, equal priorities,
+/// or no such CPU.
+///
+/// ```
+/// use lagom::policy::{CpuMap, Features, LoadView, MapLevel, asym_active_balance};
+/// let map = CpuMap::new(
+///     vec![30, 10],
+///     vec![MapLevel { name: "MC", smt: false, share_llc: true, spans: vec![0..2] }],
+/// )
+/// .unwrap();
+/// let one = |i: usize| LoadView { load: 1024 * i as u64, nr_running: i };
+/// assert_eq!(asym_active_balance(&map, 0, one, Features::DEFAULT), Some(1));
+/// assert_eq!(asym_active_balance(&map, 1, one, Features::DEFAULT), None, "not preferred");
+/// let off = Features::parse("NO_ITMT").unwrap();
+/// assert_eq!(asym_active_balance(&map, 0, one, off), None);
+/// ```
+pub fn asym_active_balance(
+    map: &CpuMap,
+    me: usize,
+    view: impl Fn(usize) -> LoadView,
+    features: Features,
+) -> Option<usize> {
+    if !features.is_enabled(Feature::Itmt) || !map.has_asym_priority() {
+        return None;
+    }
+    let core_idle = map.smt_siblings(me).all(|s| view(s).nr_running == 0);
+    let mut best = None;
+    for (level, l) in map.levels().iter().enumerate() {
+        if !(l.smt || !map.has_smt() || core_idle) {
+            continue;
+        }
+        best = map
+            .span(level, me)
+            .filter(|&i| i != me && map.asym_prefer(me, i) && view(i).nr_running == 1)
+            .min_by_key(|&i| (map.priority(i), core::cmp::Reverse(i)))
+            .or(best);
+        if best.is_some() {
+            break;
+        }
+    }
+    best
 }

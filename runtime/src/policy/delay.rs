@@ -147,13 +147,17 @@ impl<T> RunQueue<T> {
     /// §5.4). Its lag is saved again (at least the lag it was delayed with; ≤ 0 with
     /// DELAY_ZERO); if that changed anything it is placed afresh with a new request, else it
     /// keeps its vruntime and deadline. The caller then runs [`RunQueue::wakeup_preempt`].
-    pub fn requeue_delayed(&mut self, h: Handle, now: u64) {
+    ///
+    /// The running entity is not accounted first (`now` is not read): the kernel's
+    /// `ttwu_runnable` requeues through `enqueue_task(ENQUEUE_DELAYED)`, which does not call
+    /// `update_curr`; the preemption check that follows does. So the lag saved again is
+    /// measured against V as of the last accounting.
+    pub fn requeue_delayed(&mut self, h: Handle, _now: u64) {
         let i = self.idx(h);
         assert!(
             self.se(i).sched_delayed,
             "requeue_delayed on an entity that is not delayed"
         );
-        self.update_curr(now);
         let replace = self.update_entity_lag(i);
         self.se_mut(i).sched_delayed = false;
         self.nr_delayed -= 1;

@@ -3,7 +3,7 @@
 //! Names are the kernel's `SCHED_FEAT` names (`kernel/sched/features.h`), so that an
 //! experiment written for the kernel (`echo NO_DELAY_DEQUEUE > /sys/kernel/debug/sched/features`)
 //! reads the same here: `"NO_DELAY_DEQUEUE"`. The defaults are those of the mainline tree the
-//! spec calls "the snapshot" (the v7.0/v7.1 development window, 2026), with three exceptions
+//! spec calls "the snapshot" (the v7.0/v7.1 development window, 2026), with these exceptions
 //! that the kernel does not have in this form:
 //!
 //! * `TTWU_QUEUE_ON_CPU`, `TTWU_QUEUE_DELAYED`, `TTWU_QUEUE_DEFAULT` and `TTWU_DEQUEUE` come
@@ -12,6 +12,9 @@
 //!   letter proposed on, v2 made it on), DEFAULT off, TTWU_DEQUEUE off (an experiment).
 //! * `ITMT` stands for the kernel's `sched_itmt_enabled` sysctl (preferred-core scheduling),
 //!   which is on wherever the platform publishes core rankings.
+//! * `WAKE_PREFER_RANK` and `DELAYED_WAKE_IDLE` are lagom's own (off by default): the first
+//!   lets CPU priorities break ties between idle CPUs at wakeup, the second is lagom's fix
+//!   for the preferred-core stall of seed 001 (spec §10.3).
 //!
 //! The set parses from and prints to `"NAME,NO_NAME,…"`; parsing applies the names on top of
 //! the defaults, in order.
@@ -63,9 +66,17 @@ pub enum Feature {
     SisUtil,
     /// Preferred-core (ITMT / AMD prefcore) rankings are used (§8).
     Itmt,
+    /// lagom's own: wakeup selection prefers the higher-ranked of equally good idle CPUs
+    /// (mainline ignores priorities when it wakes a task, §8.3).
+    WakePreferRank,
+    /// lagom's own answer to seed 001 (§10.3): a delayed wakee is requeued in place only if
+    /// it is cache hot or its CPU would run it next; otherwise, when an allowed CPU is idle,
+    /// its delayed dequeue is finished and it is woken through CPU selection, like a
+    /// sleeper (README "DELAYED_WAKE_IDLE").
+    DelayedWakeIdle,
 }
 
-const COUNT: usize = 18;
+const COUNT: usize = 20;
 
 impl Feature {
     /// Every feature, in the order of [`Features::NAMES`].
@@ -88,6 +99,8 @@ impl Feature {
         Feature::TtwuDequeue,
         Feature::SisUtil,
         Feature::Itmt,
+        Feature::WakePreferRank,
+        Feature::DelayedWakeIdle,
     ];
 
     /// The kernel's name of the feature, e.g. `"DELAY_DEQUEUE"`.
@@ -122,7 +135,8 @@ impl Feature {
 pub struct Features(u32);
 
 impl Features {
-    /// Every valid feature name, in the kernel's order (lagom's `ITMT` last).
+    /// Every valid feature name, in the kernel's order (lagom's `ITMT`, `WAKE_PREFER_RANK`
+    /// and `DELAYED_WAKE_IDLE` last).
     pub const NAMES: &'static [&'static str] = &[
         "PLACE_LAG",
         "PLACE_DEADLINE_INITIAL",
@@ -142,6 +156,8 @@ impl Features {
         "TTWU_DEQUEUE",
         "SIS_UTIL",
         "ITMT",
+        "WAKE_PREFER_RANK",
+        "DELAYED_WAKE_IDLE",
     ];
 
     /// The defaults (see the module documentation for which kernel and which RFC).

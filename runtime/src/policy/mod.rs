@@ -52,6 +52,7 @@ mod avg_vruntime;
 mod balance;
 mod check;
 mod config;
+mod cpumap;
 mod delay;
 mod entity;
 mod features;
@@ -66,10 +67,12 @@ pub mod vtime;
 mod weight;
 
 pub use balance::{
-    BALANCE_INTERVAL, Candidate, IMBALANCE_PCT, Imbalance, LoadView, Migration, can_migrate, moved,
-    newidle_imbalance, periodic_imbalance,
+    BALANCE_INTERVAL, Candidate, IMBALANCE_PCT, Imbalance, LoadView, MIGRATION_COST, Migration,
+    PullReason, asym_active_balance, can_migrate, moved, newidle_imbalance,
+    newidle_imbalance_domains, periodic_imbalance,
 };
 pub use config::{NORMALIZED_BASE_SLICE, RqConfig, TunableScaling, scaled_base_slice};
+pub use cpumap::{CpuMap, MapLevel};
 pub use delay::{DequeueKind, Dequeued};
 pub use entity::{MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, SchedEntity};
 pub use features::{Feature, Features};
@@ -77,7 +80,10 @@ pub use pick::Pick;
 pub use place::EnqueueKind;
 pub use preempt::{WakeFlags, Wakeup};
 pub use runqueue::{Handle, RunQueue};
-pub use select::{CpuView, select_task_rq};
+pub use select::{
+    CpuView, DelayedWake, DelayedWakeView, Placement, WakeCtx, curr_protection_left, delayed_wake,
+    select_task_rq, select_task_rq_fair, sis_util_scan, ttwu_queue_cond,
+};
 pub use weight::{
     MAX_NICE, MIN_NICE, NICE_0_LOAD, SCHED_FIXEDPOINT_SHIFT, SCHED_PRIO_TO_WEIGHT,
     SCHED_PRIO_TO_WMULT, calc_delta_fair, clamp_nice, inv_weight_of_nice, weight_of_nice,

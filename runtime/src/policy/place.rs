@@ -11,7 +11,7 @@ use super::entity::SchedEntity;
 use super::features::Feature;
 use super::runqueue::{Handle, RunQueue};
 use super::tree::NIL;
-use super::vtime::{vadd, vbefore, vdiff};
+use super::vtime::{vadd, vdiff};
 use super::weight::{calc_delta_fair, scale_signed};
 
 /// Why an entity is enqueued (the kernel's ENQUEUE_* flags that change placement).
@@ -181,20 +181,21 @@ impl<T> RunQueue<T> {
         self.nr_queued += 1;
     }
 
-    /// Changes the weight (nice level) of a queued or running entity, keeping its real lag,
-    /// its relative deadline and its remaining protection (§4.5); V does not move (up to
-    /// rounding, unless the lag clamp bites).
+    /// Changes the weight (nice level) of a queued or running entity, keeping its real lag
+    /// and its relative deadline (§4.5); V does not move (up to rounding, unless the lag
+    /// clamp bites). The protected point (`vprot`, RUN_TO_PARITY) is left as it is, unscaled,
+    /// as the kernel's `reweight_entity` leaves it: the kernel changes a queued task's nice
+    /// level by a save-dequeue, the rescale, and a restore-enqueue, none of which touches
+    /// `vprot`.
     pub fn reweight(&mut self, h: Handle, weight: u64, now: u64) {
         let i = self.idx(h);
         let weight = weight.max(1);
         self.update_curr(now);
         let v_avg = self.avg_vruntime();
         let limit = self.lag_limit(self.se(i).weight);
-        let is_curr = i == self.curr;
         let se = *self.se(i);
         let vlag = vdiff(v_avg, se.vruntime).clamp(-limit, limit);
         let rel_deadline = vdiff(se.deadline, v_avg);
-        let rel_prot = (is_curr && vbefore(se.vruntime, se.vprot)).then(|| vdiff(se.vprot, v_avg));
         self.detach(i);
         let (old, new) = (se.weight, weight);
         let se = self.se_mut(i);
@@ -202,9 +203,6 @@ impl<T> RunQueue<T> {
         se.weight = new;
         se.vruntime = vadd(v_avg, -se.vlag);
         se.deadline = vadd(v_avg, scale_signed(rel_deadline, old, new));
-        if let Some(p) = rel_prot {
-            se.vprot = vadd(v_avg, scale_signed(p, old, new));
-        }
         self.attach(i);
     }
 

@@ -30,6 +30,22 @@
 //! kicks a sleeping idle worker (`nohz_kick`, the kernel's nohz balancer kick), which wakes,
 //! finds its queues empty and runs the newly idle balance.
 //!
+//! The newly idle balance walks the puller's domains bottom-up (`newidle_imbalance_domains`:
+//! SMT siblings first, then its LLC, then package and NUMA), so work moves between cache
+//! siblings before it crosses an LLC, and may pull up to half the difference to the busiest
+//! CPU at once. With ITMT (and CPU priorities that differ) a preferred idle CPU first takes
+//! the queued work of the least preferred busy one (asym packing, `balance_asym`); when that
+//! CPU runs a single task, it asks for that task instead (active balance): the request is
+//! stored on the source worker (`Worker::active_push`) and honoured at the task's next
+//! placement, its next wakeup (`wake/select.rs`), if the puller is still idle and the task
+//! may move (`balance_active`). The kernel pushes the running task at once with its stopper
+//! thread; lagom cannot move a task whose registers its worker still holds.
+//!
+//! Not yet as the kernel has it (`can_migrate_task`): `task_hot` with the migration cost
+//! (`MIGRATION_COST`, 0.5 ms), the `nr_balance_failed > cache_nice_tries` escape and the
+//! skip of ineligible tasks while no attempt has failed; only the CACHE_HOT_BUDDY buddy test
+//! is applied.
+//!
 //! A pulled runnable task runs the wakeup-preemption check on its new runqueue, as the
 //! kernel's `attach_task` does, so a task with an earlier deadline is not kept waiting for
 //! the puller's running task to finish its request.
@@ -37,7 +53,8 @@
 use crate::locking::atomic::Ordering;
 use crate::policy::{
     BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Feature, Imbalance, LoadView,
-    RunQueue, WakeFlags, can_migrate, moved, newidle_imbalance, periodic_imbalance,
+    PullReason, RunQueue, WakeFlags, asym_active_balance, can_migrate, moved,
+    newidle_imbalance_domains, periodic_imbalance,
 };
 use crate::trace::MigrateCause;
 use crate::wake::check_preempt;
@@ -68,11 +85,29 @@ fn view(shared: &Shared) -> impl Fn(usize) -> LoadView + '_ {
     }
 }
 
-/// Newly idle balance of worker `me` (module doc). Returns whether a task was pulled.
+/// Newly idle balance of worker `me` (module doc): the policy walks `me`'s domains
+/// (`newidle_imbalance_domains`: SMT, LLC, then up; ITMT asym packing first where it
+/// applies). Returns whether a task was pulled.
 pub(crate) fn newidle_balance(shared: &Shared, me: usize, now: u64) -> bool {
-    let n = shared.workers.len();
-    newidle_imbalance(n, me, view(shared))
-        .is_some_and(|imb| pull(shared, me, imb, Balancer::NewlyIdle, now) > 0)
+    let Some((imb, why)) =
+        newidle_imbalance_domains(&shared.cpus, me, view(shared), shared.features)
+    else {
+        // ITMT active balance: a less preferred worker runs one task that should be here.
+        // lagom cannot move a running task (its registers are its worker's until it
+        // switches out), so the request waits for the task's next wakeup placement.
+        if let Some(src) = asym_active_balance(&shared.cpus, me, view(shared), shared.features) {
+            shared.workers[src].active_push.store(me, Ordering::Relaxed);
+        }
+        return false;
+    };
+    let pulled = pull(shared, me, imb, Balancer::NewlyIdle, now);
+    if why == PullReason::AsymPacking && pulled > 0 {
+        let w = &shared.workers[me];
+        w.stats
+            .balance_asym
+            .fetch_add(pulled as u64, Ordering::Relaxed);
+    }
+    pulled > 0
 }
 
 /// Periodic balance of worker `me` (module doc). Returns how many tasks were pulled.

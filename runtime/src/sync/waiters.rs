@@ -91,14 +91,15 @@ use crate::worker::Waiter;
 ///
 /// `sync` is true where the waker is about to block itself right after the hand-off (a
 /// `send` followed by the sender's `recv` on the reply channel, a rendezvous `send`): the
-/// kernel's `WF_SYNC` hint, which lets placement keep the wakee on the waker's CPU. The
-/// placement work (`Unparker::unpark_sync`) will read it; today every wakeup is a plain
-/// `unpark`.
+/// kernel's `WF_SYNC` hint, which lets placement keep the wakee on the waker's CPU
+/// (`Unparker::unpark_sync`: sync wake_affine, `preempt_sync`).
 #[inline]
 pub(crate) fn wake(u: &Unparker, sync: bool) {
-    // WF_SYNC is not wired yet: switch to `u.unpark_sync()` when `sync` once it exists.
-    let _ = sync;
-    u.unpark();
+    if sync {
+        u.unpark_sync();
+    } else {
+        u.unpark();
+    }
 }
 
 /// The calling task or thread's unparker (module doc, "Who parks").

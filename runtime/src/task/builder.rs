@@ -300,6 +300,6 @@ where
     // A new task: placement is free (the migration contract binds started tasks only).
     let target = select_cpu(shared, &task, prev, local_idx, Placing::New);
     task.cpu.store(target, Ordering::Relaxed);
-    enqueue_on(shared, local, target, &task, true);
+    enqueue_on(shared, local, target, &task, true, false);
     Ok(JoinHandle { packet, id, task })
 }

@@ -42,7 +42,11 @@ pub fn runtime() -> Option<Duration> {
     let t = worker::current_task()?;
     let w = wt.worker();
     let mut rq = w.rq.lock();
-    rq.update_curr(crate::sys::time::sched_clock());
+    // The charge may end the task's request: its resched is not dropped (the next
+    // `cond_resched` switches), as the kernel's `update_curr` sets need-resched itself.
+    if rq.update_curr(crate::sys::time::sched_clock()) {
+        w.need_resched.store(true, Ordering::Relaxed);
+    }
     // SAFETY: the running task's scheduling part belongs to this worker (it runs here).
     let h = unsafe { t.sched(|s| s.handle) }?;
     Some(Duration::from_nanos(rq.entity(h).sum_exec_runtime))

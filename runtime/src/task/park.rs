@@ -52,6 +52,26 @@ impl Unparker {
     pub fn unpark(&self) {
         crate::wake::unpark(&self.inner);
     }
+
+    /// [`unpark`](Unparker::unpark) from a task that is about to block (the kernel's
+    /// `WF_SYNC`: a pipe's hand-off, a send followed by a receive): the wakee may be placed
+    /// on the caller's CPU (sync `wake_affine`) and preempt the caller only if its deadline
+    /// is earlier (`preempt_sync`, spec §6.3). Only a hint: the wakeup is the same, and from
+    /// outside a task it is a plain `unpark`.
+    ///
+    /// ```
+    /// let rt = lagom::Runtime::builder().build()?;
+    /// rt.block_on(|| {
+    ///     let me = lagom::task::current_unparker();
+    ///     let h = lagom::task::spawn(move || me.unpark_sync());
+    ///     lagom::task::park();
+    ///     h.join().unwrap();
+    /// });
+    /// # Ok::<(), lagom::Error>(())
+    /// ```
+    pub fn unpark_sync(&self) {
+        crate::wake::unpark_sync(&self.inner);
+    }
 }
 
 /// The unparker of the calling task, or of the calling OS thread outside tasks.

@@ -15,7 +15,8 @@
 //! 6. `domains`: the sched-domain levels.
 //!
 //! Missing files are normal (old kernels, containers): each reader falls back and records a
-//! [`Fallback`]. Malformed files are errors naming the file and its content.
+//! [`Fallback`]. So are a per-CPU file that cannot be read or is empty (read as missing,
+//! with a fallback recorded). Malformed files are errors naming the file and its content.
 //!
 //! ```no_run
 //! let topo = lagom::topology::Topology::detect()?;
@@ -242,6 +243,7 @@ impl Topology {
                 }
             })
             .collect();
+        fs.take_soft();
         Ok(Topology {
             root: String::from(fs.root()),
             possible: topo.possible,

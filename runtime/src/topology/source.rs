@@ -4,8 +4,13 @@
 //! * A missing optional file (`ENOENT`, `ENOTDIR`, or unreadable for lack of permission) is
 //!   `None`: old kernels and containers lack many files, and the caller falls back and records
 //!   a [`Fallback`].
-//! * Any other failure of a file that exists is an [`Error::TopologyUnreadable`] naming the
-//!   path and the OS error.
+//! * A per-CPU or per-node file (`cpu/cpuN/…`, `node/nodeN/…`) that exists but cannot be read
+//!   or is empty is treated as missing too, and recorded as a [`Fallback`]: a real machine can
+//!   have such files (a CPU whose cache attributes the firmware left blank), and recorded
+//!   trees do; its reader then falls back as for a missing file, and one bad file is never a
+//!   refusal to start.
+//! * Any other failure of a file that exists (a machine-wide file: `online`, `possible`, the
+//!   cpuset) is an [`Error::TopologyUnreadable`] naming the path and the OS error.
 //! * File contents are trimmed of trailing newlines, spaces and NUL bytes (some arm64 kernels
 //!   end files in `"\n\0"`).
 //!
@@ -50,6 +55,9 @@ pub(crate) struct Sysfs {
     /// For each list of alternative names (keyed by its address), which one the last lookup
     /// found (`None`: none of them).
     hints: Vec<(usize, Option<usize>)>,
+    /// Whether a per-CPU file was read as missing because it was unreadable or empty (the
+    /// reader's methods take `&self`; recorded as a fallback by [`Sysfs::take_soft`]).
+    soft: core::cell::Cell<bool>,
 }
 
 impl Sysfs {
@@ -59,6 +67,7 @@ impl Sysfs {
             backend: Backend::Os,
             fallbacks: Vec::new(),
             hints: Vec::new(),
+            soft: core::cell::Cell::new(false),
         }
     }
 
@@ -78,6 +87,17 @@ impl Sysfs {
             backend: Backend::Memory(files),
             fallbacks: Vec::new(),
             hints: Vec::new(),
+            soft: core::cell::Cell::new(false),
+        }
+    }
+
+    /// Records, once, that some per-CPU file was unreadable or empty and read as missing.
+    pub(crate) fn take_soft(&mut self) {
+        if self.soft.replace(false) {
+            self.fall_back(
+                "a per-CPU file (cpuN/…, nodeN/…) that was unreadable or empty",
+                "the file treated as missing (its reader's own fallback)",
+            );
         }
     }
 
@@ -116,14 +136,27 @@ impl Sysfs {
         }
     }
 
-    /// The trimmed content of `rel`, or `None` when the file is missing.
+    /// The trimmed content of `rel`, or `None` when the file is missing (or, per CPU or
+    /// node, unreadable or empty: module doc).
     pub(crate) fn read(&self, rel: &str) -> Result<Option<String>, Error> {
+        let per_cpu = per_cpu(rel);
+        let soft = |r: Result<Option<String>, Error>| match r {
+            Ok(Some(t)) if t.is_empty() && per_cpu => {
+                self.soft.set(true);
+                Ok(None)
+            }
+            Err(_) if per_cpu => {
+                self.soft.set(true);
+                Ok(None)
+            }
+            r => r,
+        };
         if let Backend::Memory(files) = &self.backend {
             let text = files.get(rel.trim_start_matches('/'));
-            return Ok(text.map(|t| String::from(trim_sysfs(t))));
+            return soft(Ok(text.map(|t| String::from(trim_sysfs(t)))));
         }
         let path = self.path(rel);
-        match fs::read(&path) {
+        soft(match fs::read(&path) {
             Ok(bytes) => match String::from_utf8(bytes) {
                 Ok(text) => Ok(Some(String::from(trim_sysfs(&text)))),
                 Err(e) => Err(Error::TopologyUnreadable {
@@ -136,7 +169,7 @@ impl Sysfs {
                 path,
                 os_error: format!("{e}"),
             }),
-        }
+        })
     }
 
     /// `rel` parsed as a cpulist, or `None` when the file is missing.
@@ -267,6 +300,19 @@ impl Sysfs {
         }
         fs::exists(&self.path(rel))
     }
+}
+
+/// Whether `rel` is a file of one CPU's or one node's directory (`…/cpu/cpu3/…`,
+/// `…/node/node1/…`).
+fn per_cpu(rel: &str) -> bool {
+    let numbered_dir = |marker: &str| {
+        rel.match_indices(marker).any(|(i, m)| {
+            let rest = &rel[i + m.len()..];
+            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+            digits > 0 && rest[digits..].starts_with('/')
+        })
+    };
+    numbered_dir("/cpu/cpu") || numbered_dir("/node/node")
 }
 
 /// The numeric suffixes of the entries named `prefix<N>`, sorted (`cpu0`, `cpu12` → 0, 12).

@@ -14,6 +14,23 @@ use crate::worker::{QueuedTask, TaskRef, Worker};
 /// `t` is in its registry (or, in a loom model, held by the model) until it has been dequeued
 /// for good (`tcb/queued.rs`).
 pub(crate) unsafe fn activate(w: &Worker, rq: &mut RunQueue<QueuedTask>, t: &TaskRef, now: u64) {
+    // SAFETY: the caller's contract.
+    unsafe { activate_wf(w, rq, t, now, false) }
+}
+
+/// [`activate`] for a wakeup whose waker said it is about to block (`sync`, `WF_SYNC`,
+/// passed to the preemption check: `preempt_sync`). The kernel drops the flag on the
+/// wakelist path, and so does lagom: only a wakeup activated by its waker carries it.
+///
+/// # Safety
+/// As [`activate`].
+pub(crate) unsafe fn activate_wf(
+    w: &Worker,
+    rq: &mut RunQueue<QueuedTask>,
+    t: &TaskRef,
+    now: u64,
+    sync: bool,
+) {
     // SAFETY: the caller holds the lock of the runqueue `t` joins and owns `t` (claimed or new,
     // on no queue, off every CPU).
     let (se, kind) = unsafe {
@@ -37,10 +54,10 @@ pub(crate) unsafe fn activate(w: &Worker, rq: &mut RunQueue<QueuedTask>, t: &Tas
     // the enqueue.
     task.state.store(RUNNING, Ordering::Release);
     // A new task is a fork (`wake_up_new_task`): it preempts only with a shorter slice.
-    let wf = if kind == EnqueueKind::Initial {
-        WakeFlags::FORK
-    } else {
-        WakeFlags::TTWU
+    let wf = match (kind == EnqueueKind::Initial, sync) {
+        (true, _) => WakeFlags::FORK,
+        (false, true) => WakeFlags::TTWU | WakeFlags::SYNC,
+        (false, false) => WakeFlags::TTWU,
     };
     check_preempt(w, rq, h, wf, now);
     w.publish(rq);

@@ -26,12 +26,20 @@
 //!    spin until `on_cpu` clears (Acquire: the saved context is visible). Either way no
 //!    worker switches the task in before its switch-out completed (loom model 6,
 //!    `on_cpu_handoff`; mutants `ttwu_on_cpu_wrong_cpu`, `ttwu_no_on_cpu_wait`).
-//! 5. **select_task_rq** (policy/select.rs) over the workers' published load; store the
-//!    chosen `cpu` (this waker owns the task exclusively now).
+//! 5. **select_task_rq** (`select_task_rq_fair`, policy/select.rs) over the workers'
+//!    published load and the runtime's `CpuMap`, with the wakeup's `WF_SYNC`
+//!    (`Unparker::unpark_sync`); store the chosen `cpu` (this waker owns the task
+//!    exclusively now).
 //! 6. **Enqueue**: on the waker's own worker directly under its lock; on another worker
-//!    through its wakelist and a kick (TTWU_QUEUE), or under its lock followed by a kick
-//!    (NO_TTWU_QUEUE). `activate` stores `RUNNING` and runs the wakeup-preemption check,
-//!    which may set the target's need-resched flag.
+//!    through its wakelist and a kick, or under its lock followed by a kick, as
+//!    `ttwu_queue_cond` says (policy: the wakelist across LLCs or to an idle worker, the lock
+//!    to a busy worker in the waker's LLC; TTWU_QUEUE_DEFAULT: always the wakelist;
+//!    NO_TTWU_QUEUE: always the lock). `activate` stores `RUNNING` and runs the
+//!    wakeup-preemption check (`WF_SYNC` included, `preempt_sync`; the wakelist path drops
+//!    the flag, as the kernel's does), which may set the target's need-resched flag.
+//!
+//! The TTWU_QUEUE_ON_CPU hand-off (step 4) is gated by the same `ttwu_queue_cond`; a worker
+//! that does not take it spins on `on_cpu`.
 //!
 //! Delayed wakees (spec §7.10): with TTWU_QUEUE_DELAYED a waker that sees `on_rq` and
 //! `sched_delayed` (Acquire; set with Release when the task was delayed) for a task on another
@@ -40,7 +48,9 @@
 //! dequeue under its own lock (unless a pick already did), selects a CPU and activates the
 //! task there or forwards it (`queue.rs`, `drain`). With TTWU_DEQUEUE, `ttwu_runnable` finishes
 //! the delayed dequeue and returns "not done", so the task takes the full path (CPU
-//! selection included). The periodic load balance may move a delayed task (the kernel's
+//! selection included); lagom's DELAYED_WAKE_IDLE does the same only when the wakee would
+//! otherwise wait behind the running task while an idle CPU of its LLC could take it
+//! (`policy::delayed_wake`). The periodic load balance may move a delayed task (the kernel's
 //! `migrate_load` does): a delayed wakeup queued to its old worker is then forwarded by that
 //! worker's drain to the new one (the chase, loom model 7, `loom-tests/tests/migrate.rs`).
 //! Loom model 5
@@ -94,4 +104,4 @@ pub(crate) use queue::{drain, enqueue_on};
 pub(crate) use select::{Placing, select_cpu};
 #[cfg(loom)]
 pub(crate) use ttwu::{Woken, try_to_wake_up};
-pub(crate) use unpark::{unpark, unpark_held, unpark_task};
+pub(crate) use unpark::{unpark, unpark_held, unpark_sync, unpark_task};

@@ -6,37 +6,58 @@ use alloc::sync::Arc;
 use core::mem::ManuallyDrop;
 use core::ptr::NonNull;
 
-use super::activate::{activate, finished_delayed};
+use super::activate::{activate, activate_wf, finished_delayed};
 use super::select::{Placing, select_cpu};
 use crate::locking::atomic::Ordering;
-use crate::policy::{Feature, RunQueue};
+use crate::policy::{Feature, RunQueue, ttwu_queue_cond};
 use crate::trace::MigrateCause;
 use crate::worker::{QueuedTask, Shared, TaskRef, WorkerThread, trace};
 
 /// Makes a claimed or new task runnable on worker `target` (module doc, step 6). `local` is
-/// the caller's worker thread if it is one of `shared`'s (passed down, not looked up again).
+/// the caller's worker thread if it is one of `shared`'s (passed down, not looked up again);
+/// `sync` is the wakeup's `WF_SYNC`.
+///
+/// A wakeup to another worker goes through its wakelist or under its lock as
+/// `ttwu_queue_cond` says (policy: across LLCs or to an idle worker the wakelist, to a busy
+/// one in the waker's LLC the lock; TTWU_QUEUE_DEFAULT: always the wakelist). A spawn to
+/// another worker always uses the wakelist under TTWU_QUEUE (the spawner never takes
+/// another worker's lock).
 pub(crate) fn enqueue_on(
     shared: &Shared,
     local: Option<&WorkerThread>,
     target: usize,
     t: &TaskRef,
     spawn: bool,
+    sync: bool,
 ) {
     let w = &shared.workers[target];
     let local_idx = local.map(|wt| wt.index);
-    trace::enqueue(shared, t, local_idx, target, spawn);
+    let here = local.filter(|wt| wt.index == target);
+    // `ttwu_queue_cond` for a wakeup; a spawn to another worker always uses the wakelist
+    // under TTWU_QUEUE.
+    let wakelist = here.is_none()
+        && shared.features.is_enabled(Feature::TtwuQueue)
+        && (spawn
+            || ttwu_queue_cond(
+                &shared.cpus,
+                shared.features,
+                local_idx,
+                target,
+                w.nr_running.load(Ordering::Relaxed),
+            ));
+    trace::enqueue(shared, t, local_idx, target, spawn, wakelist);
     if spawn {
         w.stats.inc(&w.stats.spawns);
     }
-    if let Some(wt) = local.filter(|wt| wt.index == target) {
+    if let Some(wt) = here {
         let now = wt.sched_now();
         let mut rq = w.rq.lock();
         // SAFETY: `t` is new or claimed, and in its registry (`tcb/queued.rs`).
-        unsafe { activate(w, &mut rq, t, now) };
+        unsafe { activate_wf(w, &mut rq, t, now, sync) };
         if !spawn {
             w.stats.inc_owned(&w.stats.wakeups_local);
         }
-    } else if shared.features.is_enabled(Feature::TtwuQueue) {
+    } else if wakelist {
         if !spawn {
             w.stats.inc(&w.stats.wakeups_queued);
         }
@@ -47,7 +68,7 @@ pub(crate) fn enqueue_on(
         {
             let mut rq = w.rq.lock();
             // SAFETY: as above.
-            unsafe { activate(w, &mut rq, t, now) };
+            unsafe { activate_wf(w, &mut rq, t, now, sync) };
         }
         if !spawn {
             w.stats.inc(&w.stats.wakeups_remote);
@@ -145,7 +166,9 @@ fn drain_pending(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, now:
                 (waker < shared.workers.len()).then_some(waker),
                 // A delayed wakee has run, last here: it moves only if it may
                 // (the migration contract, `select.rs`).
-                Placing::Started,
+                Placing::Started {
+                    sync: t.wake_sync.load(Ordering::Relaxed),
+                },
             );
             if target != me {
                 trace::migrate(shared, &t, me, target, MigrateCause::Wakeup);

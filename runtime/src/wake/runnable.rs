@@ -3,7 +3,10 @@
 
 use super::activate::{check_preempt, finished_delayed};
 use crate::locking::atomic::Ordering;
-use crate::policy::{Feature, RunQueue, WakeFlags};
+use crate::policy::{
+    DelayedWake, DelayedWakeView, Feature, Handle, MIGRATION_COST, RunQueue, WakeFlags,
+    curr_protection_left, delayed_wake,
+};
 use crate::tcb::RUNNING;
 use crate::trace::WakePath;
 use crate::worker::{QueuedTask, RqGuard, Shared, TaskRef, WorkerThread, trace};
@@ -60,12 +63,14 @@ pub(super) fn ttwu_runnable<'a>(
             Some(wt) if wt.index == cpu => wt.sched_now(),
             _ => crate::sys::time::sched_clock(),
         };
-        if rq.entity(h).sched_delayed && shared.features.is_enabled(Feature::TtwuDequeue) {
-            // TTWU_DEQUEUE: finish the delayed dequeue and wake it like any sleeper, through
-            // CPU selection (the caller's full path).
+        if rq.entity(h).sched_delayed && dequeue_delayed(shared, t, cpu, rq, h, now) {
+            // TTWU_DEQUEUE, or DELAYED_WAKE_IDLE with an idle CPU to go to: finish the
+            // delayed dequeue and wake it like any sleeper, through CPU selection (the
+            // caller's full path).
             let (se, p) = rq.finish_delayed(h, now);
             finished_delayed(w, se, p);
             w.publish(rq);
+            w.stats.inc(&w.stats.runnable_dequeued);
             return false;
         }
         if rq.entity(h).sched_delayed {
@@ -86,4 +91,37 @@ pub(super) fn ttwu_runnable<'a>(
         }
         return true;
     }
+}
+
+/// Whether the delayed wakee `t`, queued (handle `h`) on `rq`, worker `cpu`'s, whose lock
+/// is held, is dequeued for CPU selection instead of requeued in place (`delayed_wake`:
+/// TTWU_DEQUEUE, DELAYED_WAKE_IDLE).
+fn dequeue_delayed(
+    shared: &Shared,
+    t: &TaskRef,
+    cpu: usize,
+    rq: &RunQueue<QueuedTask>,
+    h: Handle,
+    now: u64,
+) -> bool {
+    let f = shared.features;
+    if !f.is_enabled(Feature::TtwuDequeue) && !f.is_enabled(Feature::DelayedWakeIdle) {
+        return false;
+    }
+    let se = rq.entity(h);
+    // A started task moves only if it may (the migration contract, `select.rs`); an idle
+    // CPU it may not use is no reason to dequeue it.
+    let may_move = t.migratable;
+    let idle_elsewhere = may_move
+        && shared
+            .cpus
+            .llc(cpu)
+            .any(|i| i != cpu && t.allowed(i) && super::select::cpu_view(shared, i).idle);
+    let v = DelayedWakeView {
+        hot: now.saturating_sub(se.exec_start) < MIGRATION_COST,
+        runs_next: rq.curr().is_none(),
+        wait: curr_protection_left(rq),
+        idle_elsewhere,
+    };
+    delayed_wake(f, v) == DelayedWake::Dequeue
 }

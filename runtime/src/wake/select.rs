@@ -1,5 +1,7 @@
-//! CPU selection for a wakeup or a spawn: the policy's `select_task_rq` (`policy/select.rs`)
-//! over the workers' published runnable counts, under the migration contract.
+//! CPU selection for a wakeup or a spawn: the policy's `select_task_rq_fair`
+//! (`policy/select.rs`: wake_affine, select_idle_sibling, WF_FORK's idlest CPU) over the
+//! workers' published runnable counts and wakelists and the runtime's `CpuMap` (its domains
+//! and priorities, `worker/layout.rs`), under the migration contract.
 //!
 //! ## The migration contract
 //!
@@ -24,9 +26,13 @@
 //! picks a CPU for a started task goes through here or through the balancer:
 //!
 //! * the full wakeup (`wake/ttwu.rs`, from a task, a timer, the exit of a joinee or an outside
-//!   thread), including a delayed wakee that TTWU_DEQUEUE dequeued first;
+//!   thread), including a delayed wakee that TTWU_DEQUEUE or DELAYED_WAKE_IDLE dequeued
+//!   first (`wake/runnable.rs`: DELAYED_WAKE_IDLE dequeues only a task that may move);
 //! * the TTWU_QUEUE_DELAYED drain's reselection (`wake/queue.rs`);
-//! * newly idle and periodic balance (`sched/balance.rs`; lagom has no active balance);
+//! * ITMT active balance, whose request (`sched/balance.rs`) is honoured here, at the next
+//!   placement of a task that last ran on the requested worker — lagom cannot move a running
+//!   task, so "at its next schedule point" is its next block and wakeup;
+//! * newly idle and periodic balance (`sched/balance.rs`);
 //!
 //! and the requeue in place, the TTWU_QUEUE_ON_CPU hand-off and the chase of a moved task
 //! keep the worker the task is on. A pinned started task's `cpu` is the worker it last ran
@@ -40,22 +46,42 @@
 //! other models of cross-worker races opt in, as the runtime's lab does.
 
 use crate::locking::atomic::Ordering;
-use crate::policy::{CpuView, select_task_rq};
+use crate::policy::{CpuView, Placement, WakeCtx, WakeFlags, select_task_rq_fair};
 use crate::worker::{Shared, TaskRef};
 
 /// Whether the task to be placed has run: a wakeup's (a woken task blocked, so it ran) or a
 /// spawn's (it has not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Placing {
-    /// A new task (`wake_up_new_task`): placement is free.
+    /// A new task (`wake_up_new_task`): placement is free (`WF_FORK`).
     New,
-    /// A task that has run, last on its `cpu`: it moves only if it may migrate.
-    Started,
+    /// A task that has run, last on its `cpu`: it moves only if it may migrate. `true`:
+    /// the waker is about to block (`WF_SYNC`).
+    Started {
+        /// `WF_SYNC`.
+        sync: bool,
+    },
 }
 
-/// `select_task_rq` over the workers' published state, for a task that last ran on (or, new,
-/// was spawned from) `prev`, woken from `waker`. A started task that may not migrate is
-/// given an affinity of one, `prev` (module doc).
+/// What CPU selection reads of worker `i`: its published runnable count, and whether it is
+/// idle — nothing runnable and nothing on its wakelist (the kernel's `idle_cpu` also
+/// checks `ttwu_pending`). A non-empty wakelist counts as one more runnable entity, so that
+/// a burst of spawns does not pile onto a worker that has not drained yet.
+pub(crate) fn cpu_view(shared: &Shared, i: usize) -> CpuView {
+    let w = &shared.workers[i];
+    let nr = w.nr_running.load(Ordering::Relaxed);
+    let pending = !w.wakelist.is_empty();
+    CpuView {
+        idle: nr == 0 && !pending,
+        nr_running: nr + usize::from(pending),
+    }
+}
+
+/// `select_task_rq_fair` (`policy/select.rs`) over the workers' published state and the
+/// runtime's `CpuMap`, for a task that last ran on (or, new, was spawned from) `prev`, woken
+/// from `waker`. A started task that may not migrate is given an affinity of one, `prev`
+/// (module doc). Counts the outcome (`place_*`) on the waker's worker, or on the chosen
+/// one for a wakeup from outside, and records `prev` as the task's recently used CPU.
 pub(crate) fn select_cpu(
     shared: &Shared,
     t: &TaskRef,
@@ -63,21 +89,57 @@ pub(crate) fn select_cpu(
     waker: Option<usize>,
     placing: Placing,
 ) -> usize {
-    let n = shared.workers.len();
-    let view = |i: usize| {
-        let nr = shared.workers[i].nr_running.load(Ordering::Relaxed);
-        CpuView {
-            idle: nr == 0,
-            nr_running: nr,
-        }
+    let view = |i: usize| cpu_view(shared, i);
+    let flags = match placing {
+        Placing::New => WakeFlags::FORK,
+        Placing::Started { sync: true } => WakeFlags::TTWU | WakeFlags::SYNC,
+        Placing::Started { sync: false } => WakeFlags::TTWU,
+    };
+    let recent = t.recent_cpu.load(Ordering::Relaxed);
+    let ctx = WakeCtx {
+        prev,
+        waker,
+        recent: (recent != usize::MAX).then_some(recent),
+        flags,
     };
     // Mutant `select_ignores_contract` (loom model `contract`): every woken task is free to
     // move.
     #[cfg(not(lagom_mutant = "select_ignores_contract"))]
-    if placing == Placing::Started && !t.migratable {
-        return select_task_rq(n, view, prev, waker, |i| i == prev);
-    }
+    let pinned = placing != Placing::New && !t.migratable;
     #[cfg(lagom_mutant = "select_ignores_contract")]
-    let _ = placing;
-    select_task_rq(n, view, prev, waker, |i| t.allowed(i))
+    let pinned = false;
+    // ITMT active balance (`sched/balance.rs`): a preferred worker, idle, asked for the
+    // task that ran on `prev`; honoured here, at the task's first placement since, if that
+    // worker is still idle and the task may go there.
+    if placing != Placing::New && prev < shared.workers.len() {
+        let src = &shared.workers[prev];
+        if src.active_push.load(Ordering::Relaxed) != usize::MAX
+            && src.active_push_task.load(Ordering::Relaxed) == t.id
+        {
+            let dst = src.active_push.swap(usize::MAX, Ordering::Relaxed);
+            if dst < shared.workers.len() && !pinned && t.allowed(dst) && view(dst).idle {
+                t.recent_cpu.store(prev, Ordering::Relaxed);
+                let w = &shared.workers[dst];
+                w.stats.inc(&w.stats.balance_active);
+                return dst;
+            }
+        }
+    }
+    let (cpu, how) = if pinned {
+        select_task_rq_fair(&shared.cpus, view, |i| i == prev, shared.features, ctx)
+    } else {
+        select_task_rq_fair(&shared.cpus, view, |i| t.allowed(i), shared.features, ctx)
+    };
+    if placing != Placing::New {
+        t.recent_cpu.store(prev, Ordering::Relaxed);
+    }
+    let w = &shared.workers[waker.unwrap_or(cpu)];
+    let c = match how {
+        Placement::Affine => &w.stats.place_affine,
+        Placement::IdleSibling => &w.stats.place_idle_sibling,
+        Placement::Prev => &w.stats.place_prev,
+        Placement::ForkIdlest => &w.stats.place_fork_idlest,
+    };
+    w.stats.inc(c);
+    cpu
 }

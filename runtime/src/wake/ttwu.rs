@@ -1,12 +1,12 @@
 //! `try_to_wake_up` and `try_to_wake_up_held`: the claim, the runnable wakeup, the `on_cpu`
 //! wait or hand-off, CPU selection and the enqueue (module doc, steps 2–6).
 
-use super::activate::activate;
+use super::activate::activate_wf;
 use super::queue::{enqueue_on, queue_wakelist};
 use super::runnable::ttwu_runnable;
 use super::select::{Placing, select_cpu};
 use crate::locking::atomic::Ordering;
-use crate::policy::Feature;
+use crate::policy::{Feature, ttwu_queue_cond};
 use crate::tcb::{BLOCKED, Claim};
 use crate::trace::{MigrateCause, WakePath};
 use crate::worker::{RqGuard, Shared, TaskRef, WorkerThread, local, trace};
@@ -25,11 +25,19 @@ pub(crate) enum Woken {
 
 /// Wakes `t` if it is blocked (module doc).
 pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
+    try_to_wake_up_flags(t, false)
+}
+
+/// [`try_to_wake_up`] with the waker's hint `sync` (`WF_SYNC`: the waker is about to block,
+/// so the wakee may take its CPU: sync `wake_affine` and `preempt_sync`). A hint from a
+/// thread outside the runtime is dropped: there is no waker CPU to hand over.
+pub(crate) fn try_to_wake_up_flags(t: &TaskRef, sync: bool) -> Woken {
     if t.state.load(Ordering::Relaxed) != BLOCKED {
         return Woken::NotBlocked;
     }
     let local_wt = local().filter(|wt| core::ptr::eq(&*wt.shared, &*t.shared));
-    ttwu(t, local_wt, None).0
+    let sync = sync && local_wt.is_some();
+    ttwu(t, local_wt, None, sync).0
 }
 
 /// [`try_to_wake_up`] from worker thread `wt`, which holds its own runqueue lock `rq` (a
@@ -51,16 +59,17 @@ pub(crate) fn try_to_wake_up_held<'a>(
         let _ = try_to_wake_up(t);
         return None;
     }
-    ttwu(t, Some(wt), Some(rq)).1
+    ttwu(t, Some(wt), Some(rq), false).1
 }
 
 /// The body of [`try_to_wake_up`] once the state was seen `BLOCKED`. `local_wt` is the
 /// waker's worker thread if it is one of `t`'s runtime; `held`, if any, is that worker's
-/// runqueue lock, held by the caller, and given back if still held.
+/// runqueue lock, held by the caller, and given back if still held; `sync` is `WF_SYNC`.
 fn ttwu<'a>(
     t: &TaskRef,
     local_wt: Option<&'a WorkerThread>,
     mut held: Option<RqGuard<'a>>,
+    sync: bool,
 ) -> (Woken, Option<RqGuard<'a>>) {
     if t.claim() == Claim::NotBlocked {
         return (Woken::NotBlocked, held);
@@ -82,6 +91,7 @@ fn ttwu<'a>(
                 drop(held.take());
                 t.wake_cpu
                     .store(local_idx.unwrap_or(usize::MAX), Ordering::Relaxed);
+                t.wake_sync.store(sync, Ordering::Relaxed);
                 t.wake_delayed.store(true, Ordering::Relaxed);
                 let w = &shared.workers[cpu];
                 trace::wakeup(shared, t, cpu, WakePath::DelayedQueued);
@@ -99,8 +109,18 @@ fn ttwu<'a>(
     if t.on_cpu.load(Ordering::Acquire) {
         // Never spin or kick under a runqueue lock.
         drop(held.take());
-        if shared.features.is_enabled(Feature::TtwuQueueOnCpu) {
-            let cpu = t.cpu.load(Ordering::Relaxed);
+        let cpu = t.cpu.load(Ordering::Relaxed);
+        // Gated by the rule of any remote wakeup (`ttwu_queue_cond`, spec §7.6 rule 4: the
+        // wakee was already subtracted from its CPU's runnable count). TTWU_QUEUE_ON_CPU
+        // alone switches the hand-off on or off, as before: NO_TTWU_QUEUE does not (the
+        // kernel's hand-off would also need TTWU_QUEUE; lagom keeps the two apart, so that
+        // each can be measured alone).
+        let cond = || {
+            let nr = shared.workers[cpu].nr_running.load(Ordering::Relaxed);
+            let f = shared.features.with(Feature::TtwuQueue, true);
+            ttwu_queue_cond(&shared.cpus, f, local_idx, cpu, nr)
+        };
+        if shared.features.is_enabled(Feature::TtwuQueueOnCpu) && cond() {
             // Any other worker could switch the task in before its switch-out completed (loom
             // model `on_cpu_handoff`, mutant `ttwu_on_cpu_wrong_cpu`).
             #[cfg(lagom_mutant = "ttwu_on_cpu_wrong_cpu")]
@@ -130,7 +150,7 @@ fn ttwu<'a>(
     let _ = t.loom_ctx.with(|c| unsafe { *c });
     let prev = t.cpu.load(Ordering::Relaxed);
     // A woken task has run (it blocked): it moves only if it may (`select.rs`).
-    let target = select_cpu(shared, t, prev, local_idx, Placing::Started);
+    let target = select_cpu(shared, t, prev, local_idx, Placing::Started { sync });
     trace::migrate(shared, t, prev, target, MigrateCause::Wakeup);
     t.cpu.store(target, Ordering::Relaxed);
     match (held.as_mut(), local_wt) {
@@ -141,15 +161,15 @@ fn ttwu<'a>(
         {
             // The waker's own runqueue, whose lock the caller holds (`try_to_wake_up_held`).
             let w = &shared.workers[target];
-            trace::enqueue(shared, t, local_idx, target, false);
+            trace::enqueue(shared, t, local_idx, target, false, false);
             // SAFETY: a claimed task is alive and in its registry (module doc of
             // `tcb/queued.rs`), the caller's `t` keeps it alive meanwhile.
-            unsafe { activate(w, rq, t, wt.sched_now()) };
+            unsafe { activate_wf(w, rq, t, wt.sched_now(), sync) };
             w.stats.inc_owned(&w.stats.wakeups_local);
         }
         _ => {
             drop(held.take());
-            enqueue_on(shared, local_wt, target, t, false);
+            enqueue_on(shared, local_wt, target, t, false, sync);
         }
     }
     (Woken::Enqueued, held)

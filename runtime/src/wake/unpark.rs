@@ -2,7 +2,7 @@
 //! (`tcb/token.rs`), then [`try_to_wake_up`] — for a task, or the futex wake of a plain OS
 //! thread's parker.
 
-use super::ttwu::{try_to_wake_up, try_to_wake_up_held};
+use super::ttwu::{try_to_wake_up, try_to_wake_up_flags, try_to_wake_up_held};
 use crate::tcb::set_token;
 use crate::worker::{RqGuard, TaskRef, Waiter, WorkerThread};
 
@@ -10,6 +10,18 @@ use crate::worker::{RqGuard, TaskRef, Waiter, WorkerThread};
 pub(crate) fn unpark_task(task: &TaskRef) {
     if set_token(task) {
         let _ = try_to_wake_up(task);
+    }
+}
+
+/// [`unpark`] with `WF_SYNC`: the caller is a task about to block (`Unparker::unpark_sync`).
+pub(crate) fn unpark_sync(w: &Waiter) {
+    match w {
+        Waiter::Task(t) => {
+            if set_token(t) {
+                let _ = try_to_wake_up_flags(t, true);
+            }
+        }
+        Waiter::Thread(p) => p.unpark(),
     }
 }
 

@@ -11,16 +11,19 @@
 //!
 //! * `thread.rs` — [`WorkerThread`] and the thread's slot for it;
 //! * `timer.rs` — the timer heap of `sleep` (its firing is `sched/timer.rs`);
+//! * `layout.rs` — the workers' order and CPU view from the topology;
 //! * `stats.rs` — the counters; `trace.rs` — the trace hooks, which record into `trace/`'s logs.
 
+mod layout;
 mod stats;
 mod thread;
 mod timer;
 pub(crate) mod trace;
 
+pub(crate) use layout::{flat as flat_layout, layout};
 pub(crate) use stats::Counters;
 pub use stats::ShutdownStats;
-pub use stats::{Stats, WorkerStats};
+pub use stats::{Stats, WorkerPlace, WorkerStats};
 pub(crate) use thread::{
     WorkerThread, current_task, local, set_local, with_current, with_current_task,
 };
@@ -34,7 +37,7 @@ use crate::locking::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Orde
 use crate::locking::kick::Kick;
 use crate::locking::llist::LList;
 use crate::locking::lock::Lock;
-use crate::policy::{Features, RqConfig, RunQueue};
+use crate::policy::{CpuMap, Features, RqConfig, RunQueue};
 use crate::tcb;
 
 /// A task control block of this runtime (`tcb/`).
@@ -88,6 +91,14 @@ pub(crate) struct Worker {
     /// Where the next balance that pulls from this worker resumes its scan of the runqueue's
     /// slots (`sched/balance.rs`); touched only under this worker's runqueue lock.
     pub(crate) balance_cursor: AtomicUsize,
+    /// An ITMT active-balance request (`sched/balance.rs`): the index of a preferred idle
+    /// worker that asked for this worker's running task, `usize::MAX` for none. Set by that
+    /// worker's newly idle balance, taken by the next CPU selection of that task (its next
+    /// schedule point that leaves the CPU: its block, then its wakeup). A hint (Relaxed):
+    /// a stale or lost request only loses a move.
+    pub(crate) active_push: AtomicUsize,
+    /// The id of the task `active_push` asks for (the one running here at the request).
+    pub(crate) active_push_task: AtomicU64,
     /// The worker's thread has left its loop and freed its own state (set last, with
     /// Release; a shutdown waits for it before it joins the thread).
     pub(crate) exited: AtomicBool,
@@ -107,6 +118,8 @@ impl Worker {
             stats: CachePadded::new(Counters::default()),
             tasks: CachePadded::new(Registry::new()),
             balance_cursor: AtomicUsize::new(0),
+            active_push: AtomicUsize::new(usize::MAX),
+            active_push_task: AtomicU64::new(0),
             exited: AtomicBool::new(false),
         }
     }
@@ -168,6 +181,10 @@ pub(crate) struct Shared {
     pub(crate) workers: Vec<Worker>,
     /// The scheduler features.
     pub(crate) features: Features,
+    /// The workers' domains and priorities (`layout.rs`), read by placement and balancing.
+    pub(crate) cpus: CpuMap,
+    /// Why `cpus` is flat, if the layout fell back (`layout.rs`).
+    pub(crate) layout_fallback: Option<&'static str>,
     /// Where the runtime is in its life: [`PHASE_RUN`] until a shutdown walks it through
     /// [`PHASE_DRAIN`], [`PHASE_FORCE`] and [`PHASE_EXIT`] (`runtime.rs`'s module doc).
     /// Stored with Release by the shutting-down thread, which kicks every worker after each

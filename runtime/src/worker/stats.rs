@@ -106,6 +106,12 @@ counters! {
     idle_sleeps,
     /// Tasks pulled here by newly-idle balancing.
     balance_pulls,
+    /// Of the newly idle pulls, tasks pulled by ITMT asym packing (this worker's CPU is
+    /// preferred to the source's).
+    balance_asym,
+    /// Running tasks of a less preferred worker moved here by ITMT active balance (at
+    /// their next wakeup, `sched/balance.rs`).
+    balance_active,
     /// Tasks pulled here by periodic (load) balancing.
     balance_periodic,
     /// Of those, tasks that were delayed (asleep, still queued) when they moved.
@@ -118,6 +124,20 @@ counters! {
     stacks_mapped,
     /// Idle stacks this worker's pool has unmapped when trimmed, as of its last idle moment.
     stacks_trimmed,
+    /// CPU selections made here (by a waker or spawner running on this worker; from outside
+    /// the runtime, counted on the chosen worker) that chose the waker's CPU (`wake_affine`).
+    place_affine,
+    /// … that chose an idle CPU of the target's LLC other than the target and the previous
+    /// CPU (`select_idle_sibling`: the recently used CPU, an idle core or CPU of the scan).
+    place_idle_sibling,
+    /// … that chose the task's previous CPU (also every selection for a started task that
+    /// may not migrate).
+    place_prev,
+    /// … of a spawn, by the idlest-group descent (`WF_FORK`).
+    place_fork_idlest,
+    /// Runnable wakeups of delayed tasks whose dequeue this worker finished so that they go
+    /// through CPU selection (TTWU_DEQUEUE, or DELAYED_WAKE_IDLE with an idle allowed CPU).
+    runnable_dequeued,
 }
 
 impl Counters {
@@ -158,6 +178,58 @@ pub struct Stats {
     pub live_stacks: usize,
     /// What the shutdown did, once the runtime was shut down (all zero before).
     pub shutdown: ShutdownStats,
+    /// Where each worker runs in the topology, in worker order (the CPU view that placement
+    /// and balancing use).
+    pub layout: Vec<WorkerPlace>,
+    /// Why the runtime's CPU view is flat (one LLC, no preference), if it had to fall back.
+    pub layout_fallback: Option<&'static str>,
+}
+
+/// Where one worker runs in the topology (`Stats::layout`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerPlace {
+    /// The worker's index.
+    pub worker: usize,
+    /// The OS CPU it is pinned to.
+    pub cpu: usize,
+    /// Its CPU's priority (higher is preferred; ITMT / preferred-core rankings).
+    pub priority: u32,
+    /// Its domains bottom-up: the level's kernel name and the workers (indices) it spans.
+    pub domains: Vec<(&'static str, core::ops::Range<usize>)>,
+}
+
+impl WorkerPlace {
+    /// Every worker's place in `map`, the workers on `cpus`.
+    pub(crate) fn all(map: &crate::policy::CpuMap, cpus: &[usize]) -> Vec<WorkerPlace> {
+        (0..map.len())
+            .map(|i| WorkerPlace {
+                worker: i,
+                cpu: cpus[i],
+                priority: map.priority(i),
+                domains: map
+                    .levels()
+                    .iter()
+                    .enumerate()
+                    .map(|(l, lv)| (lv.name, map.span(l, i)))
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
+impl fmt::Display for WorkerPlace {
+    /// `worker 0: cpu 3, priority 231, SMT 0..2 MC 0..8 ALL 0..16`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "worker {}: cpu {}, priority {},",
+            self.worker, self.cpu, self.priority
+        )?;
+        for (name, span) in &self.domains {
+            write!(f, " {name} {}..{}", span.start, span.end)?;
+        }
+        Ok(())
+    }
 }
 
 /// What a shutdown could not finish (`Runtime::shutdown_timeout`). The tasks it cancelled
@@ -209,6 +281,12 @@ impl fmt::Display for Stats {
             "live tasks {}, live stacks {}",
             self.live_tasks, self.live_stacks
         )?;
+        for p in &self.layout {
+            writeln!(f, "{p}")?;
+        }
+        if let Some(why) = self.layout_fallback {
+            writeln!(f, "layout: flat ({why})")?;
+        }
         let s = &self.shutdown;
         if s.abandoned > 0 || s.stuck_workers > 0 {
             writeln!(

@@ -8,7 +8,6 @@
 //! locked outside log.
 
 use super::{Shared, Task, WorkerThread, local};
-use crate::policy::Feature;
 use crate::trace::{MigrateCause, Recorder, SwitchReason, TraceEventKind, WakePath};
 
 /// Records `kind` into `r`, the recorder of `shared`, from the calling thread. Out of line,
@@ -63,11 +62,18 @@ pub(crate) fn wakeup(shared: &Shared, t: &Task, target: usize, path: WakePath) {
 /// Hook at the top of `wake::enqueue_on`: a wakeup (not a spawn) of `t` onto `target`; the path
 /// follows `enqueue_on`'s branches (own worker, else TTWU_QUEUE's wakelist, else the lock).
 #[inline]
-pub(crate) fn enqueue(shared: &Shared, t: &Task, local: Option<usize>, target: usize, spawn: bool) {
+pub(crate) fn enqueue(
+    shared: &Shared,
+    t: &Task,
+    local: Option<usize>,
+    target: usize,
+    spawn: bool,
+    wakelist: bool,
+) {
     if shared.trace.is_some() && !spawn {
         let path = if Some(target) == local {
             WakePath::Local
-        } else if shared.features.is_enabled(Feature::TtwuQueue) {
+        } else if wakelist {
             WakePath::Queued
         } else {
             WakePath::Remote

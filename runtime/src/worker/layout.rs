@@ -1,0 +1,150 @@
+//! The workers from the topology: which OS CPU each worker index runs on, and the
+//! [`CpuMap`] the placement and balancing decisions read (`policy/cpumap.rs`).
+//!
+//! Workers are ordered so that every domain's CPUs are adjacent: by the first CPU of their
+//! span at each level, top level first, then by CPU number. SMT siblings are then
+//! neighbours, inside their cluster, inside their LLC, inside their package and node, and each
+//! level's spans (restricted to the workers) are index ranges. A CPU a level has no span for
+//! (the level is degenerate there) keeps its span of the level below.
+//!
+//! The map is the topology's, restricted to the workers: two workers share an LLC if their
+//! CPUs do. A level whose spans do not partition the workers into runs nested in the level
+//! below (the kernel's overlapping NUMA levels, on a machine whose nodes are not all
+//! equidistant) is dropped, with a note in [`Layout::fallback`]; the top level spanning every
+//! worker then stands in for it. Should nothing nest at all, the map is one LLC with the
+//! CPUs' priorities.
+
+use alloc::vec::Vec;
+
+use crate::policy::{CpuMap, MapLevel};
+use crate::topology::{CpuSet, LevelKind, Topology};
+
+/// The workers' CPUs and the decisions' view of them.
+#[derive(Debug, Clone)]
+pub(crate) struct Layout {
+    /// The OS CPU of each worker, in worker order.
+    pub(crate) cpus: Vec<usize>,
+    /// The domains and priorities over worker indices.
+    pub(crate) map: CpuMap,
+    /// Why the map is flat, if it fell back.
+    pub(crate) fallback: Option<&'static str>,
+}
+
+/// The layout of workers on `cpus` (any order, each once) of `topo`. `ranks` overrides the
+/// priority of the CPUs it names (`(cpu, priority)`).
+pub(crate) fn layout(topo: &Topology, cpus: &[usize], ranks: &[(usize, u32)]) -> Layout {
+    let levels = topo.levels();
+    // Each CPU's span per level (its own span if the level has one for it, else the one
+    // below, else the CPU alone).
+    let span_of = |cpu: usize| -> Vec<CpuSet> {
+        let mut out: Vec<CpuSet> = Vec::with_capacity(levels.len());
+        for l in levels {
+            let s = l.spans.iter().find(|s| s.contains(cpu)).cloned();
+            let s = s.or_else(|| out.last().cloned()).unwrap_or_else(|| {
+                let mut one = CpuSet::default();
+                one.insert(cpu);
+                one
+            });
+            out.push(s);
+        }
+        out
+    };
+    let mut order: Vec<(Vec<usize>, usize, Vec<CpuSet>)> = cpus
+        .iter()
+        .map(|&c| {
+            let spans = span_of(c);
+            let key = spans.iter().rev().map(|s| s.first().unwrap_or(c)).collect();
+            (key, c, spans)
+        })
+        .collect();
+    order.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    let sorted: Vec<usize> = order.iter().map(|o| o.1).collect();
+    let priority = sorted
+        .iter()
+        .map(|&c| {
+            ranks
+                .iter()
+                .rev()
+                .find(|r| r.0 == c)
+                .map(|r| r.1)
+                .or_else(|| topo.cpu(c).map(|x| x.priority))
+                .unwrap_or(0)
+        })
+        .collect::<Vec<u32>>();
+    let n = sorted.len();
+    let mut map_levels: Vec<MapLevel> = Vec::with_capacity(levels.len());
+    let mut dropped = None;
+    for (li, l) in levels.iter().enumerate() {
+        let mut spans = Vec::new();
+        let mut ok = true;
+        let mut i = 0;
+        while i < n {
+            let span = &order[i].2[li];
+            let mut j = i;
+            while j < n && span.contains(order[j].1) {
+                j += 1;
+            }
+            // Every member of the span must be in this run, with this span, and no other
+            // worker in it.
+            if (0..n).any(|k| (k < i || k >= j) && span.contains(order[k].1))
+                || (i..j).any(|k| order[k].2[li] != *span)
+            {
+                ok = false;
+            }
+            spans.push(i..j);
+            i = j;
+        }
+        // Nested in the level kept below: each boundary is one of its boundaries.
+        if let Some(below) = map_levels.last()
+            && spans
+                .iter()
+                .any(|s| !below.spans.iter().any(|b| b.start == s.start))
+        {
+            ok = false;
+        }
+        if !ok {
+            // The kernel's NUMA levels may overlap (a node's neighbours at a distance are not
+            // a partition); a map of ranges cannot hold them. Placement works within an LLC
+            // and balancing walks upward, so the top level spanning every worker stands in.
+            dropped = Some("a domain level that does not partition the workers was dropped");
+            continue;
+        }
+        map_levels.push(MapLevel {
+            name: l.kind.name(),
+            smt: l.kind == LevelKind::Smt,
+            share_llc: l.flags.share_llc,
+            spans,
+        });
+    }
+    match CpuMap::new(priority.clone(), map_levels) {
+        Some(map) => Layout {
+            cpus: sorted,
+            map,
+            fallback: dropped,
+        },
+        None => Layout {
+            map: CpuMap::new(
+                priority,
+                alloc::vec![MapLevel {
+                    name: "MC",
+                    smt: false,
+                    share_llc: true,
+                    spans: alloc::vec![0..n],
+                }],
+            )
+            .unwrap_or_else(|| CpuMap::flat(n)),
+            cpus: sorted,
+            fallback: Some("the topology's domains do not nest over the workers' CPUs"),
+        },
+    }
+}
+
+/// The flat layout (one LLC, no preference) for workers on `cpus` in the given order: where
+/// no topology could be read.
+pub(crate) fn flat(cpus: &[usize], reason: &'static str) -> Layout {
+    Layout {
+        cpus: cpus.to_vec(),
+        map: CpuMap::flat(cpus.len()),
+        fallback: Some(reason),
+    }
+}

@@ -1,0 +1,530 @@
+//! Placement decisions over topologies, through the pure policy: the workers' layout from a
+//! `Topology` (recorded fixtures and synthetic trees), `select_task_rq_fair` (wake_affine,
+//! select_idle_sibling, fork placement, WAKE_PREFER_RANK, SIS_UTIL), `ttwu_queue_cond`, and a
+//! property test that no choice ever leaves the task's affinity.
+
+mod policy_util;
+mod topology_util;
+
+use lagom::Runtime;
+use lagom::policy::{
+    CpuMap, CpuView, Features, MapLevel, Placement, WakeCtx, WakeFlags, select_task_rq_fair,
+    sis_util_scan, ttwu_queue_cond,
+};
+use lagom::topology::Topology;
+use policy_util::Rng;
+use topology_util::synthetic::ryzen_7950x;
+
+const IDLE: CpuView = CpuView {
+    idle: true,
+    nr_running: 0,
+};
+
+fn busy(n: usize) -> CpuView {
+    CpuView {
+        idle: false,
+        nr_running: n,
+    }
+}
+
+/// `n` CPUs in LLCs of `llc` CPUs each (no SMT), priorities as given.
+fn llcs(n: usize, llc: usize, priority: Vec<u32>) -> CpuMap {
+    CpuMap::new(
+        priority,
+        vec![MapLevel {
+            name: "MC",
+            smt: false,
+            share_llc: true,
+            spans: (0..n).step_by(llc).map(|s| s..(s + llc).min(n)).collect(),
+        }],
+    )
+    .unwrap()
+}
+
+fn wake(prev: usize, waker: Option<usize>) -> WakeCtx {
+    WakeCtx {
+        prev,
+        waker,
+        recent: None,
+        flags: WakeFlags::TTWU,
+    }
+}
+
+fn fork(parent: usize) -> WakeCtx {
+    WakeCtx {
+        prev: parent,
+        waker: Some(parent),
+        recent: None,
+        flags: WakeFlags::FORK,
+    }
+}
+
+/// The synthetic Ryzen 7950X: workers are ordered SMT siblings first (CPU n, then n+16),
+/// and the map has SMT, MC (one CCD each) and a top level; CPU 6 carries the top rank.
+#[test]
+fn ryzen_layout_puts_siblings_and_ccds_together() {
+    let tree = ryzen_7950x();
+    let topo = Topology::from_sysfs(tree.root()).unwrap();
+    let cpus: Vec<usize> = topo.allowed_cpus().iter().collect();
+    let (order, map) = Runtime::layout(&topo, &cpus);
+    assert_eq!(order.len(), 32);
+    assert_eq!(&order[..4], &[0, 16, 1, 17], "siblings adjacent");
+    for w in 0..32 {
+        let sib = map.smt_siblings(w);
+        assert_eq!(sib.len(), 2, "worker {w}");
+        assert_eq!(order[sib.start] % 16, order[sib.start + 1] % 16);
+        let llc = map.llc(w);
+        assert_eq!(llc.len(), 16, "one CCD of 8 cores, 16 threads");
+        let ccd = |c: usize| (c % 16) / 8;
+        assert!(llc.clone().all(|x| ccd(order[x]) == ccd(order[w])));
+    }
+    let names: Vec<&str> = map.levels().iter().map(|l| l.name).collect();
+    assert_eq!(names.first(), Some(&"SMT"));
+    assert!(names.contains(&"MC"), "{names:?}");
+    let w6 = order.iter().position(|&c| c == 6).unwrap();
+    assert!((0..32).all(|w| w == w6 || map.priority(w) <= map.priority(w6)));
+    assert!(map.has_asym_priority());
+}
+
+/// Every recorded tree: the layout covers the allowed CPUs once, every span of every level
+/// is a run of workers whose CPUs the topology puts in one domain, and SMT siblings are
+/// adjacent.
+#[test]
+fn recorded_layouts_are_contiguous_and_faithful() {
+    let Some(dir) = topology_util::fixtures_dir() else {
+        return;
+    };
+    let mut checked = 0;
+    for fx in topology_util::all_fixtures(&dir) {
+        let Ok(topo) = Topology::from_sysfs(fx.root.to_str().unwrap()) else {
+            continue;
+        };
+        let cpus: Vec<usize> = topo.allowed_cpus().iter().collect();
+        if cpus.is_empty() {
+            continue;
+        }
+        let (order, map) = Runtime::layout(&topo, &cpus);
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, cpus, "{}", fx.name);
+        for w in 0..order.len() {
+            let cpu = topo.cpu(order[w]).unwrap();
+            let core = &topo.cores()[cpu.core];
+            for s in map.smt_siblings(w) {
+                assert!(core.contains(order[s]), "{}: worker {w}", fx.name);
+            }
+            // Where the topology knows the LLC, the map's is within it (an LLC cut at a NUMA
+            // node boundary, as x86 does for SNC, is smaller).
+            if let Some(llc) = topo.llc(order[w]) {
+                for s in map.llc(w) {
+                    assert!(
+                        llc.contains(order[s]),
+                        "{}: workers {w} and {s} share no LLC",
+                        fx.name
+                    );
+                }
+            }
+        }
+        checked += 1;
+    }
+    assert!(checked > 5, "only {checked} fixtures read");
+}
+
+/// An idle CPU in the target's LLC is chosen before an idle one across it, on every
+/// recorded machine with more than one LLC.
+#[test]
+fn idle_sibling_in_the_llc_beats_one_across_it_on_recorded_machines() {
+    let Some(dir) = topology_util::fixtures_dir() else {
+        return;
+    };
+    let mut checked = 0;
+    for fx in topology_util::all_fixtures(&dir) {
+        let Ok(topo) = Topology::from_sysfs(fx.root.to_str().unwrap()) else {
+            continue;
+        };
+        let cpus: Vec<usize> = topo.allowed_cpus().iter().collect();
+        let (_, map) = Runtime::layout(&topo, &cpus);
+        let n = map.len();
+        // Worker 0's LLC must hold at least 3 workers, and some worker lie outside it.
+        let llc = map.llc(0);
+        if llc.len() < 3 || llc.end >= n {
+            continue;
+        }
+        let inside = llc.end - 1;
+        let outside = llc.end;
+        let view = |i: usize| {
+            if i == inside || i == outside {
+                IDLE
+            } else {
+                busy(2)
+            }
+        };
+        // Without SIS_UTIL: an LLC this busy would not be scanned at all.
+        let f = Features::DEFAULT.apply("NO_SIS_UTIL").unwrap();
+        let (cpu, how) = select_task_rq_fair(&map, view, |_| true, f, wake(1, Some(0)));
+        assert_eq!(cpu, inside, "{}", fx.name);
+        assert_eq!(how, Placement::IdleSibling);
+        checked += 1;
+    }
+    assert!(checked > 3, "only {checked} fixtures with several LLCs");
+}
+
+/// wake_affine: an idle waker CPU in the previous CPU's LLC takes the wakee when the previous
+/// CPU is busy; a busy waker loses to an idle previous CPU; WF_SYNC with the waker alone on
+/// its CPU hands the wakee to it even across LLCs.
+#[test]
+fn wake_affine_rules() {
+    let map = llcs(4, 2, vec![0; 4]);
+    let f = Features::DEFAULT.apply("NO_SIS_UTIL").unwrap();
+    // Waker 0 idle (it is not: a waker runs; but an idle CPU — a timer's — can wake).
+    let v = |i: usize| if i == 0 { IDLE } else { busy(3) };
+    assert_eq!(
+        select_task_rq_fair(&map, v, |_| true, f, wake(1, Some(0))),
+        (0, Placement::Affine)
+    );
+    let v = |i: usize| if i == 2 { IDLE } else { busy(1) };
+    assert_eq!(
+        select_task_rq_fair(&map, v, |_| true, f, wake(2, Some(0))),
+        (2, Placement::Prev)
+    );
+    // Both busy, waker alone on CPU 0, previous CPU 2 (other LLC) has 2.
+    let v = |i: usize| busy(if i == 0 { 1 } else { 2 });
+    let sync = WakeCtx {
+        flags: WakeFlags::TTWU | WakeFlags::SYNC,
+        ..wake(2, Some(0))
+    };
+    assert_eq!(
+        select_task_rq_fair(&map, v, |_| true, f, sync),
+        (0, Placement::Affine)
+    );
+    // Without WF_SYNC the weight test: 1 + 1 on the waker's CPU is not lighter than 2 on
+    // the previous one with the bias towards it.
+    let v = |_: usize| busy(2);
+    assert_eq!(
+        select_task_rq_fair(&map, v, |_| true, f, wake(2, Some(0))),
+        (2, Placement::Prev)
+    );
+}
+
+/// A spawn goes to the idlest allowed CPU, not the parent's, and an idle core before the
+/// idle sibling of a busy one.
+#[test]
+fn fork_goes_to_the_idlest_cpu() {
+    let map = llcs(4, 4, vec![0; 4]);
+    let v = |i: usize| if i == 0 { busy(1) } else { busy(2) };
+    let v2 = |i: usize| if i == 3 { IDLE } else { v(i) };
+    assert_eq!(
+        select_task_rq_fair(&map, v2, |_| true, Features::DEFAULT, fork(0)),
+        (3, Placement::ForkIdlest)
+    );
+    // Everything busy: the least loaded, which is the parent's here.
+    assert_eq!(
+        select_task_rq_fair(&map, v, |_| true, Features::DEFAULT, fork(0)).0,
+        0
+    );
+    // Not an allowed one: CPU 3 is idle but forbidden.
+    assert_ne!(
+        select_task_rq_fair(&map, v2, |i| i != 3, Features::DEFAULT, fork(0)).0,
+        3
+    );
+    // Two cores of two threads, another LLC of two: the parent runs on CPU 0; CPU 1 (its
+    // sibling) is idle, and so is the whole core 2–3: the idle core wins.
+    let smt = CpuMap::new(
+        vec![0; 6],
+        vec![
+            MapLevel {
+                name: "SMT",
+                smt: true,
+                share_llc: true,
+                spans: vec![0..2, 2..4, 4..5, 5..6],
+            },
+            MapLevel {
+                name: "MC",
+                smt: false,
+                share_llc: true,
+                spans: vec![0..4, 4..6],
+            },
+        ],
+    )
+    .unwrap();
+    let v = |i: usize| match i {
+        0 | 4 | 5 => busy(1),
+        _ => IDLE,
+    };
+    let (cpu, _) = select_task_rq_fair(&smt, v, |_| true, Features::DEFAULT, fork(0));
+    assert!(cpu == 2 || cpu == 3, "{cpu}");
+}
+
+/// WAKE_PREFER_RANK: of two idle CPUs the scan finds, the higher-ranked wins; without it
+/// the first in scan order (after the target) does.
+#[test]
+fn wake_prefer_rank_breaks_ties_by_priority() {
+    let map = llcs(4, 4, vec![10, 10, 5, 50]);
+    let v = |i: usize| if i == 2 || i == 3 { IDLE } else { busy(2) };
+    let f = Features::DEFAULT;
+    assert_eq!(
+        select_task_rq_fair(&map, v, |_| true, f, wake(1, None)),
+        (2, Placement::IdleSibling)
+    );
+    let r = f.apply("WAKE_PREFER_RANK").unwrap();
+    assert_eq!(
+        select_task_rq_fair(&map, v, |_| true, r, wake(1, None)),
+        (3, Placement::IdleSibling)
+    );
+    // Equal ranks tie to the lower index, after the scan order's first.
+    let map = llcs(4, 4, vec![10, 10, 50, 50]);
+    assert_eq!(
+        select_task_rq_fair(&map, v, |_| true, r, wake(1, None)).0,
+        2
+    );
+}
+
+/// SIS_UTIL bounds the scan: in a 16-CPU LLC with 15 busy CPUs the idle one is found only
+/// without it.
+#[test]
+fn sis_util_bounds_the_idle_scan() {
+    assert_eq!(sis_util_scan(16, 15), 0);
+    let map = llcs(16, 16, vec![0; 16]);
+    let v = |i: usize| if i == 9 { IDLE } else { busy(2) };
+    let f = Features::DEFAULT;
+    assert_eq!(
+        select_task_rq_fair(&map, v, |_| true, f, wake(1, None)).0,
+        1
+    );
+    let no = f.apply("NO_SIS_UTIL").unwrap();
+    assert_eq!(
+        select_task_rq_fair(&map, v, |_| true, no, wake(1, None)).0,
+        9
+    );
+}
+
+/// The recently used CPU: idle, in the target's LLC, allowed — chosen after target and
+/// previous CPU.
+#[test]
+fn recent_used_cpu_is_tried_before_the_scan() {
+    let map = llcs(8, 8, vec![0; 8]);
+    let v = |i: usize| if i == 2 || i == 6 { IDLE } else { busy(2) };
+    let ctx = WakeCtx {
+        recent: Some(6),
+        ..wake(1, None)
+    };
+    assert_eq!(
+        select_task_rq_fair(&map, v, |_| true, Features::DEFAULT, ctx),
+        (6, Placement::IdleSibling)
+    );
+}
+
+/// `ttwu_queue_cond` on the Ryzen's layout: a remote wakeup inside an LLC to a busy CPU
+/// takes the lock, across LLCs the wakelist, to an idle CPU the wakelist; with
+/// TTWU_QUEUE_DEFAULT the wakelist always; with NO_TTWU_QUEUE never.
+#[test]
+fn ttwu_queue_cond_on_a_recorded_layout() {
+    let tree = ryzen_7950x();
+    let topo = Topology::from_sysfs(tree.root()).unwrap();
+    let cpus: Vec<usize> = topo.allowed_cpus().iter().collect();
+    let (_, map) = Runtime::layout(&topo, &cpus);
+    let f = Features::DEFAULT;
+    let (a, same, other) = (0, 5, 20);
+    assert!(map.share_llc(a, same) && !map.share_llc(a, other));
+    assert!(!ttwu_queue_cond(&map, f, Some(a), same, 1));
+    assert!(ttwu_queue_cond(&map, f, Some(a), same, 0));
+    assert!(ttwu_queue_cond(&map, f, Some(a), other, 3));
+    assert!(ttwu_queue_cond(&map, f, None, same, 3), "an outside waker");
+    assert!(
+        !ttwu_queue_cond(&map, f, Some(a), a, 0),
+        "the waker's own CPU"
+    );
+    let def = f.apply("TTWU_QUEUE_DEFAULT").unwrap();
+    assert!(ttwu_queue_cond(&map, def, Some(a), same, 1));
+    assert!(ttwu_queue_cond(&map, def, Some(a), other, 3));
+    let off = f.apply("NO_TTWU_QUEUE").unwrap();
+    assert!(!ttwu_queue_cond(&map, off, Some(a), other, 3));
+}
+
+/// A random nesting of levels over `n` CPUs: SMT pairs sometimes, then LLC groups, then
+/// packages.
+fn random_map(rng: &mut Rng) -> CpuMap {
+    let n = rng.range(1, 40) as usize;
+    let mut levels = Vec::new();
+    let mut bounds: Vec<usize> = (0..=n).collect();
+    let smt = rng.chance(50);
+    for (name, is_smt, llc) in [
+        ("SMT", true, true),
+        ("MC", false, true),
+        ("PKG", false, false),
+    ] {
+        if is_smt && !smt {
+            continue;
+        }
+        // Keep each boundary with some chance (0 and n always).
+        let keep = if is_smt { 50 } else { 40 };
+        bounds = bounds
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|&(i, b)| b == 0 || b == n || (is_smt && i % 2 == 0) || rng.chance(keep))
+            .map(|(_, b)| b)
+            .collect();
+        if is_smt {
+            // Pairs (or a single CPU at the end).
+            bounds = (0..n).step_by(2).chain([n]).collect();
+        }
+        let spans = bounds.windows(2).map(|w| w[0]..w[1]).collect();
+        levels.push(MapLevel {
+            name,
+            smt: is_smt,
+            share_llc: llc,
+            spans,
+        });
+    }
+    let prio = (0..n).map(|_| rng.range(0, 4) as u32).collect();
+    CpuMap::new(prio, levels).expect("random levels nest")
+}
+
+/// Over random topologies, CPU states, affinities, flags and features: the chosen CPU is
+/// always allowed.
+#[test]
+fn no_choice_ever_leaves_the_affinity() {
+    let mut rng = Rng::new(18);
+    for round in 0..20_000 {
+        let map = random_map(&mut rng);
+        let n = map.len();
+        let views: Vec<CpuView> = (0..n)
+            .map(|_| {
+                let nr = rng.range(0, 4) as usize;
+                CpuView {
+                    idle: nr == 0,
+                    nr_running: nr,
+                }
+            })
+            .collect();
+        let mut allowed: Vec<bool> = (0..n).map(|_| rng.chance(30)).collect();
+        let one = rng.range(0, n as u64) as usize;
+        allowed[one] = true;
+        let mut f = Features::DEFAULT;
+        policy_util::toggle_features(&mut f, &mut rng, 30);
+        f = f.with(lagom::policy::Feature::WakePreferRank, rng.chance(50));
+        f = f.with(lagom::policy::Feature::SisUtil, rng.chance(50));
+        let flags = match rng.range(0, 3) {
+            0 => WakeFlags::FORK,
+            1 => WakeFlags::TTWU | WakeFlags::SYNC,
+            _ => WakeFlags::TTWU,
+        };
+        let ctx = WakeCtx {
+            prev: rng.range(0, n as u64) as usize,
+            waker: rng.chance(70).then(|| rng.range(0, n as u64) as usize),
+            recent: rng.chance(50).then(|| rng.range(0, n as u64) as usize),
+            flags,
+        };
+        let (cpu, _) = select_task_rq_fair(&map, |i| views[i], |i| allowed[i], f, ctx);
+        assert!(
+            cpu < n && allowed[cpu],
+            "round {round}: {cpu} not allowed, {ctx:?}, {map:?}"
+        );
+        // A task pinned to its previous CPU (the migration contract) stays there.
+        let (cpu, how) = select_task_rq_fair(&map, |i| views[i], |i| i == ctx.prev, f, ctx);
+        assert_eq!(cpu, ctx.prev);
+        if !flags.contains(WakeFlags::FORK) {
+            assert_eq!(how, Placement::Prev);
+        }
+    }
+}
+
+/// A delayed wakee on a busy CPU with an idle allowed CPU in its LLC: moved (dequeued for
+/// CPU selection) under DELAYED_WAKE_IDLE and TTWU_DEQUEUE, requeued in place by default;
+/// DELAYED_WAKE_IDLE keeps it in place when its CPU would run it next, when no CPU is idle,
+/// and when it is cache hot and the wait is shorter than the migration cost.
+#[test]
+fn delayed_wakee_moves_only_under_its_features() {
+    use lagom::policy::{DelayedWake, DelayedWakeView, MIGRATION_COST, delayed_wake};
+    let stall = DelayedWakeView {
+        hot: true,
+        runs_next: false,
+        wait: 3 * MIGRATION_COST,
+        idle_elsewhere: true,
+    };
+    let d = Features::DEFAULT;
+    let idle = d.apply("DELAYED_WAKE_IDLE").unwrap();
+    let deq = d.apply("TTWU_DEQUEUE").unwrap();
+    assert_eq!(delayed_wake(d, stall), DelayedWake::InPlace);
+    assert_eq!(delayed_wake(idle, stall), DelayedWake::Dequeue);
+    assert_eq!(delayed_wake(deq, stall), DelayedWake::Dequeue);
+    for keep in [
+        DelayedWakeView {
+            runs_next: true,
+            wait: 0,
+            ..stall
+        },
+        DelayedWakeView {
+            idle_elsewhere: false,
+            ..stall
+        },
+        DelayedWakeView {
+            wait: MIGRATION_COST / 2,
+            ..stall
+        },
+    ] {
+        assert_eq!(delayed_wake(idle, keep), DelayedWake::InPlace, "{keep:?}");
+        assert_eq!(delayed_wake(deq, keep), DelayedWake::Dequeue, "{keep:?}");
+    }
+    // Not hot: a short wait does not keep it.
+    let cold = DelayedWakeView {
+        hot: false,
+        wait: MIGRATION_COST / 2,
+        ..stall
+    };
+    assert_eq!(delayed_wake(idle, cold), DelayedWake::Dequeue);
+}
+
+/// ITMT asym packing on the Ryzen: idle CPU 6 (the top rank) pulls the queued work of the
+/// least preferred busy CPU of its CCD; with ITMT off it pulls from the busiest; while its
+/// SMT sibling is busy, it does not use its priority above the SMT level.
+#[test]
+fn itmt_asym_packing_pulls_to_the_preferred_cpu() {
+    use lagom::policy::{LoadView, PullReason, newidle_imbalance_domains};
+    let tree = ryzen_7950x();
+    let topo = Topology::from_sysfs(tree.root()).unwrap();
+    let cpus: Vec<usize> = topo.allowed_cpus().iter().collect();
+    let (order, map) = Runtime::layout(&topo, &cpus);
+    let w = |cpu: usize| order.iter().position(|&c| c == cpu).unwrap();
+    let (me, low, busiest) = (w(6), w(0), w(5));
+    let nr = |i: usize| {
+        if i == low {
+            2
+        } else if i == busiest {
+            4
+        } else {
+            0
+        }
+    };
+    let view = |i: usize| LoadView {
+        load: 1024 * nr(i) as u64,
+        nr_running: nr(i),
+    };
+    let (imb, why) = newidle_imbalance_domains(&map, me, view, Features::DEFAULT).unwrap();
+    assert_eq!((imb.busiest, why), (low, PullReason::AsymPacking));
+    let off = Features::DEFAULT.apply("NO_ITMT").unwrap();
+    let (imb, why) = newidle_imbalance_domains(&map, me, view, off).unwrap();
+    assert_eq!(
+        (imb.busiest, why, imb.amount),
+        (busiest, PullReason::Busiest, 2)
+    );
+    // A busy sibling (CPU 22): priorities are not used above the SMT level.
+    let sib = w(22);
+    let view2 = |i: usize| LoadView {
+        load: 0,
+        nr_running: if i == sib { 1 } else { nr(i) },
+    };
+    let (_, why) = newidle_imbalance_domains(&map, me, view2, Features::DEFAULT).unwrap();
+    assert_eq!(why, PullReason::Busiest);
+    // Nothing to spare anywhere (one running each): nothing to pull, ITMT or not (lagom has
+    // no active balance).
+    let ones = |_: usize| LoadView {
+        load: 1024,
+        nr_running: 1,
+    };
+    assert_eq!(
+        newidle_imbalance_domains(&map, me, ones, Features::DEFAULT),
+        None
+    );
+}

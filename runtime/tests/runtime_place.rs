@@ -1,0 +1,521 @@
+//! Placement, wakeup paths and balancing over the topology in the threaded runtime, each
+//! feature shown changing what the runtime does.
+//!
+//! The runtimes here are built on synthetic topologies (`Builder::topology`): CPUs 0 and 1
+//! exist on every machine that runs the tests (CI has two); a worker on a CPU the machine
+//! lacks runs unpinned, which changes timing only. Outcomes are read from the counters
+//! (`Stats`) and from the CPU a task finds itself on, never from timing.
+//!
+//! ## Features → the threaded-runtime test that shows each changing behaviour
+//!
+//! | feature | test |
+//! |---|---|
+//! | TTWU_QUEUE | `runtime_trace::storm_trace_agrees_with_the_counters` (wakelist vs lock counters); `ttwu_queue_default_sends_busy_llc_wakeups_to_the_wakelist` here (NO_TTWU_QUEUE: no wakelist) |
+//! | TTWU_QUEUE_DEFAULT | `ttwu_queue_default_sends_busy_llc_wakeups_to_the_wakelist` |
+//! | TTWU_QUEUE_ON_CPU | `runtime_trace::storm_trace_agrees_with_the_counters` (`wakeups_on_cpu`) |
+//! | TTWU_QUEUE_DELAYED | `runtime_migration` (`runnable_queued`), `runtime_trace` |
+//! | TTWU_DEQUEUE | `delayed_wakee_on_a_busy_cpu` |
+//! | DELAYED_WAKE_IDLE | `delayed_wakee_on_a_busy_cpu` |
+//! | DELAY_DEQUEUE | `delayed_wakee_on_a_busy_cpu` (NO_DELAY_DEQUEUE: no delayed sleep) |
+//! | SIS_UTIL | `sis_util_bounds_the_scan` |
+//! | WAKE_PREFER_RANK | `wake_prefer_rank_picks_the_higher_ranked_idle_cpu` |
+//! | ITMT | `itmt_packs_onto_the_preferred_cpu` |
+//!
+//! `WF_SYNC` (`Unparker::unpark_sync`, not a feature): `unpark_sync_wakes_affine`.
+//!
+//! Features of the fair runqueue itself (PLACE_LAG, PLACE_DEADLINE_INITIAL,
+//! PLACE_REL_DEADLINE, RUN_TO_PARITY, PREEMPT_SHORT, NEXT_BUDDY, PICK_BUDDY, CACHE_HOT_BUDDY,
+//! DELAY_ZERO, WAKEUP_PREEMPTION) are shown through the policy (`policy_*` tests) and the
+//! simulator (`sim_features`); no threaded-runtime test here isolates them yet.
+
+mod runtime_util;
+mod topology_util;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use lagom::task::{self, Builder as TaskBuilder};
+use lagom::topology::Topology;
+use lagom::{Runtime, Stats};
+use topology_util::Tree;
+
+/// `n` single-thread CPUs in one package sharing one L3.
+fn one_llc(n: usize) -> Topology {
+    let t = Tree::new();
+    let all = format!("0-{}", n - 1);
+    t.file("sys/devices/system/cpu/online", &all);
+    t.file("sys/devices/system/cpu/possible", &all);
+    for cpu in 0..n {
+        t.topology(cpu, &cpu.to_string(), &all, cpu, 0);
+        t.cache(cpu, 0, 1, "Data", &cpu.to_string(), "32K");
+        t.cache(cpu, 1, 3, "Unified", &all, "8192K");
+    }
+    Topology::from_sysfs(t.root()).unwrap()
+}
+
+fn runtime(n: usize, features: &str, migrate: bool) -> Runtime {
+    let b = Runtime::builder().topology(one_llc(n)).features(features);
+    let b = if migrate {
+        // SAFETY: the tasks of these tests keep no thread-local state across blocking calls.
+        unsafe { b.allow_migration() }
+    } else {
+        b
+    };
+    b.build().unwrap()
+}
+
+/// A task pinned to `cpu` that spins (calling into lagom, so it can be preempted) until
+/// `stop`.
+fn hog(rt: &Runtime, cpu: usize, stop: &Arc<AtomicBool>) -> lagom::task::JoinHandle<()> {
+    hog_nice(rt, cpu, stop, 0)
+}
+
+/// [`hog`] at nice level `nice`.
+fn hog_nice(
+    rt: &Runtime,
+    cpu: usize,
+    stop: &Arc<AtomicBool>,
+    nice: i32,
+) -> lagom::task::JoinHandle<()> {
+    let stop = Arc::clone(stop);
+    let b = TaskBuilder::new().name("hog").cpus([cpu]).nice(nice);
+    rt.spawn_with(b, move || {
+        while !stop.load(Ordering::Relaxed) {
+            task::cond_resched();
+        }
+    })
+    .unwrap()
+}
+
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn diff(a: &Stats, b: &Stats, f: impl Fn(&lagom::WorkerStats) -> u64) -> Vec<u64> {
+    a.workers
+        .iter()
+        .zip(&b.workers)
+        .map(|(x, y)| f(y) - f(x))
+        .collect()
+}
+
+/// The runtime's layout is its topology's: the stats show each worker's CPU and domains.
+#[test]
+fn stats_show_the_layout() {
+    let rt = runtime(2, "", false);
+    let s = rt.stats();
+    assert_eq!(s.layout.len(), 2);
+    assert_eq!(s.layout[0].cpu, 0);
+    assert!(
+        s.layout[0]
+            .domains
+            .iter()
+            .any(|(n, r)| *n == "MC" && *r == (0..2))
+    );
+    assert!(s.to_string().contains("worker 1: cpu 1"));
+}
+
+/// 2 workers × 16 tasks spawned from one task: fork placement (`WF_FORK`, the idlest CPU)
+/// puts some directly on the other worker, and they run on both.
+#[test]
+fn spawns_from_one_task_spread_over_both_workers() {
+    let rt = runtime(2, "", false);
+    let before = rt.stats();
+    let cpus = rt.block_on(|| {
+        let hs: Vec<_> = (0..16)
+            .map(|_| {
+                task::spawn(|| {
+                    let t0 = Instant::now();
+                    while t0.elapsed() < Duration::from_millis(3) {
+                        task::cond_resched();
+                    }
+                    task::current().unwrap().cpu
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    let after = rt.stats();
+    let spawns = diff(&before, &after, |w| w.spawns);
+    assert!(
+        spawns.iter().all(|&s| s > 0),
+        "spawns per worker {spawns:?}"
+    );
+    assert!(after.total().place_fork_idlest >= 16);
+    assert!(cpus.contains(&0) && cpus.contains(&1), "{cpus:?}");
+}
+
+/// A remote wakeup inside the LLC to a busy worker takes its lock by default
+/// (`wakeups_remote`), its wakelist with TTWU_QUEUE_DEFAULT (`wakeups_queued`), and the lock
+/// always with NO_TTWU_QUEUE.
+#[test]
+fn ttwu_queue_default_sends_busy_llc_wakeups_to_the_wakelist() {
+    for (features, wakelist) in [
+        ("NO_DELAY_DEQUEUE", false),
+        ("NO_DELAY_DEQUEUE,TTWU_QUEUE_DEFAULT", true),
+        ("NO_DELAY_DEQUEUE,NO_TTWU_QUEUE,TTWU_QUEUE_DEFAULT", false),
+    ] {
+        let rt = runtime(2, features, false);
+        let stop = Arc::new(AtomicBool::new(false));
+        let h = hog(&rt, 0, &stop);
+        // Let the hog start: until it runs, worker 0 looks idle and gets the wakelist.
+        std::thread::sleep(Duration::from_millis(50));
+        let before = rt.stats();
+        // Under load most wakeups may find ping not yet switched out (a runnable wakeup):
+        // play until the path under test was taken often enough to count.
+        let (mut remote, mut queued) = (0, 0);
+        for _ in 0..20 {
+            runtime_util::pinned_ping_pong(&rt, 300);
+            let after = rt.stats();
+            // Worker 0 runs the hog: pong's wakeups of ping find it busy. (Some take other
+            // paths — ping still switching out, or still queued — so only the path that must
+            // not be taken is counted exactly.)
+            remote = diff(&before, &after, |w| w.wakeups_remote)[0];
+            queued = diff(&before, &after, |w| w.wakeups_queued)[0];
+            if remote.max(queued) >= 50 {
+                break;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap();
+        if wakelist {
+            assert!(
+                queued >= 50 && remote == 0,
+                "{features}: queued {queued}, remote {remote}"
+            );
+        } else {
+            assert!(
+                remote >= 50 && queued == 0,
+                "{features}: queued {queued}, remote {remote}"
+            );
+        }
+    }
+}
+
+/// A task parked on a busy worker, woken from outside while exactly one other worker is
+/// idle and the rest busy, with workers `n`: returns how the wakeup was placed (the change
+/// of `place_prev` and `place_idle_sibling`, summed) and where the task ran next. `ranks`
+/// are the workers' priorities; `idle` picks the idle workers from the task's first CPU.
+fn wake_among_busy(
+    n: usize,
+    features: &str,
+    ranks: &[u32],
+    idle: impl Fn(usize) -> Vec<usize>,
+) -> (u64, u64, usize, Vec<usize>) {
+    // SAFETY: the task keeps no thread-local state across its park.
+    let b = unsafe {
+        Runtime::builder()
+            .topology(one_llc(n))
+            .features(features)
+            .cpu_priorities(ranks.iter().enumerate().map(|(c, &r)| (c, r)))
+            .allow_migration()
+    };
+    let rt = b.build().unwrap();
+    let first = Arc::new(AtomicUsize::new(usize::MAX));
+    let parked = Arc::new(AtomicBool::new(false));
+    let go = Arc::new(AtomicBool::new(false));
+    let (f, p, g) = (Arc::clone(&first), Arc::clone(&parked), Arc::clone(&go));
+    let t = rt.spawn(move || {
+        f.store(task::current().unwrap().cpu, Ordering::Release);
+        p.store(true, Ordering::Release);
+        while !g.load(Ordering::Acquire) {
+            task::park();
+        }
+        task::current().unwrap().cpu
+    });
+    wait_for("the task to park", || parked.load(Ordering::Acquire));
+    let home = first.load(Ordering::Acquire);
+    let idle = idle(home);
+    let stop = Arc::new(AtomicBool::new(false));
+    let hogs: Vec<_> = (0..n)
+        .filter(|c| !idle.contains(c))
+        .map(|c| hog(&rt, c, &stop))
+        .collect();
+    // Let every hog start running (each on its own worker).
+    std::thread::sleep(Duration::from_millis(30));
+    let before = rt.stats();
+    go.store(true, Ordering::Release);
+    t.unparker().unpark();
+    let ran = t.join().unwrap();
+    let after = rt.stats();
+    stop.store(true, Ordering::Relaxed);
+    for h in hogs {
+        h.join().unwrap();
+    }
+    let prev: u64 = diff(&before, &after, |w| w.place_prev).iter().sum();
+    let sib: u64 = diff(&before, &after, |w| w.place_idle_sibling).iter().sum();
+    (prev, sib, ran, idle)
+}
+
+/// SIS_UTIL: in an LLC of 4 with 3 busy workers the scan budget is 0, so the wakee stays on
+/// its busy previous CPU; without SIS_UTIL the scan finds the idle one.
+#[test]
+fn sis_util_bounds_the_scan() {
+    let other = |home: usize| vec![(home + 2) % 4];
+    let (prev, sib, _, _) = wake_among_busy(4, "", &[0; 4], other);
+    assert_eq!((prev, sib), (1, 0), "SIS_UTIL: the previous CPU");
+    let (prev, sib, ran, idle) = wake_among_busy(4, "NO_SIS_UTIL", &[0; 4], other);
+    assert_eq!((prev, sib), (0, 1), "NO_SIS_UTIL: the idle sibling");
+    assert_eq!(ran, idle[0]);
+}
+
+/// WAKE_PREFER_RANK: two idle workers after the wakee's busy previous one; without the
+/// feature the first in scan order gets it, with it the higher-ranked.
+#[test]
+fn wake_prefer_rank_picks_the_higher_ranked_idle_cpu() {
+    let two = |home: usize| vec![(home + 1) % 4, (home + 2) % 4];
+    // Ranks are set per CPU before the task's home is known: give every CPU a rank such
+    // that for any home the second idle one ranks higher than the first — impossible for
+    // all homes at once, so run once per home until the task lands there.
+    for _ in 0..10 {
+        let ranks = [10, 20, 30, 40];
+        // NO_ITMT: with ranks, an idle preferred worker would ask for the hogs (active
+        // balance) and take the wakee at its placement instead.
+        let (_, _, plain, idle) = wake_among_busy(4, "NO_SIS_UTIL,NO_ITMT", &ranks, two);
+        let (a, b) = (idle[0], idle[1]);
+        if ranks[b] <= ranks[a] {
+            continue; // home 2 or 3: the wrap puts the lower rank second
+        }
+        assert_eq!(plain, a, "scan order without WAKE_PREFER_RANK");
+        let (_, _, ranked, idle2) = wake_among_busy(4, "NO_SIS_UTIL,WAKE_PREFER_RANK", &ranks, two);
+        if idle2 != idle {
+            continue;
+        }
+        assert_eq!(ranked, b, "the higher-ranked idle CPU");
+        return;
+    }
+    panic!("the task never started where the ranks could show a preference");
+}
+
+/// A task that sleeps delayed on a busy worker (a hog runs there) is woken from outside
+/// while the other worker is idle: requeued in place by default; dequeued and placed on the
+/// idle worker under DELAYED_WAKE_IDLE and TTWU_DEQUEUE when migration is opted in; kept in place by
+/// DELAYED_WAKE_IDLE under the migration contract; and with NO_DELAY_DEQUEUE it is not
+/// delayed at all.
+#[test]
+fn delayed_wakee_on_a_busy_cpu() {
+    struct Outcome {
+        dequeued: u64,
+        in_place: u64,
+        delayed: u64,
+        moved: bool,
+    }
+    let run = |features: &str, migrate: bool| -> Outcome {
+        let rt = runtime(2, features, migrate);
+        let stop = [
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        ];
+        // Heavy hogs (nice −19): their vruntime advances ~70 times slower than the task's,
+        // so the task, once ahead, stays ineligible (delayed) for seconds, however slowly
+        // this thread gets round to waking it on a loaded machine.
+        let hogs = [
+            hog_nice(&rt, 0, &stop[0], -19),
+            hog_nice(&rt, 1, &stop[1], -19),
+        ];
+        let home = Arc::new(AtomicUsize::new(usize::MAX));
+        let parked = Arc::new(AtomicBool::new(false));
+        let go = Arc::new(AtomicBool::new(false));
+        let woken = Arc::new(AtomicBool::new(false));
+        let (hm, p, g, wk) = (
+            Arc::clone(&home),
+            Arc::clone(&parked),
+            Arc::clone(&go),
+            Arc::clone(&woken),
+        );
+        let t = rt.spawn(move || {
+            while !g.load(Ordering::Acquire) {
+                task::yield_now();
+            }
+            // 30 ms without a call into lagom: far ahead of the hog, so not eligible when
+            // it parks (delayed, with DELAY_DEQUEUE), and still not when it is woken (a
+            // pick of the task once eligible would finish its dequeue, and the wakeup
+            // would not find it delayed).
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_millis(30) {
+                std::hint::spin_loop();
+            }
+            // Where it parks (balancing may have moved it while it yielded).
+            hm.store(task::current().unwrap().cpu, Ordering::Release);
+            p.store(true, Ordering::Release);
+            while !wk.load(Ordering::Acquire) {
+                task::park();
+            }
+            task::current().unwrap().cpu
+        });
+        let before = rt.stats();
+        go.store(true, Ordering::Release);
+        wait_for("the task to park", || parked.load(Ordering::Acquire));
+        let h = home.load(Ordering::Acquire);
+        let other = 1 - h;
+        std::thread::sleep(Duration::from_millis(1));
+        // Now the other worker goes idle: its hog ends.
+        stop[other].store(true, Ordering::Relaxed);
+        let [h0, h1] = hogs;
+        let (mine, theirs) = if other == 0 { (h1, h0) } else { (h0, h1) };
+        theirs.join().unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+        woken.store(true, Ordering::Release);
+        t.unparker().unpark();
+        let ran = t.join().unwrap();
+        let after = rt.stats();
+        stop[h].store(true, Ordering::Relaxed);
+        mine.join().unwrap();
+        eprintln!(
+            "{features} migrate={migrate} home {h}: in_place {:?} periodic {:?} balance_delayed {:?} pulls {:?} finished {:?} chased {:?}",
+            diff(&before, &after, |w| w.runnable_in_place),
+            diff(&before, &after, |w| w.balance_periodic),
+            diff(&before, &after, |w| w.balance_delayed),
+            diff(&before, &after, |w| w.balance_pulls),
+            diff(&before, &after, |w| w.delayed_finished),
+            diff(&before, &after, |w| w.wakeups()),
+        );
+        Outcome {
+            dequeued: diff(&before, &after, |w| w.runnable_dequeued)[h],
+            in_place: diff(&before, &after, |w| w.runnable_in_place)[h],
+            delayed: diff(&before, &after, |w| w.delayed_dequeues)[h],
+            moved: ran != h,
+        }
+    };
+    let o = run("", true);
+    assert_eq!(o.delayed, 1, "the task parks delayed");
+    // (Requeued in place behind the hog, it may still be pulled later by the idle worker's
+    // balance, as in the kernel: where it ran next is not the wakeup's doing.)
+    assert_eq!((o.dequeued, o.in_place), (0, 1), "default: in place");
+    for f in ["DELAYED_WAKE_IDLE", "TTWU_DEQUEUE"] {
+        let o = run(f, true);
+        assert_eq!(o.delayed, 1, "{f}");
+        assert_eq!((o.dequeued, o.moved), (1, true), "{f}: dequeued and moved");
+    }
+    let o = run("DELAYED_WAKE_IDLE", false);
+    assert_eq!(
+        (o.dequeued, o.in_place, o.moved),
+        (0, 1, false),
+        "DELAYED_WAKE_IDLE under the migration contract: in place"
+    );
+    let o = run("TTWU_DEQUEUE", false);
+    assert_eq!(
+        (o.dequeued, o.moved),
+        (1, false),
+        "TTWU_DEQUEUE under the contract: dequeued, placed where it ran"
+    );
+    let o = run("NO_DELAY_DEQUEUE,DELAYED_WAKE_IDLE", true);
+    assert_eq!(
+        (o.delayed, o.dequeued),
+        (0, 0),
+        "NO_DELAY_DEQUEUE: never delayed"
+    );
+}
+
+/// ITMT on 3 workers ranked 30, 20, 10: a storm of short tasks that sleep keeps the
+/// workers going idle next to queued work, and the preferred idle ones pull by asym
+/// packing (`balance_asym`); with NO_ITMT never.
+#[test]
+fn itmt_packs_onto_the_preferred_cpu() {
+    let storm = |features: &str| -> u64 {
+        // SAFETY: the tasks keep no thread-local state across blocking calls.
+        let rt = unsafe {
+            Runtime::builder()
+                .topology(one_llc(3))
+                .features(features)
+                .cpu_priorities([(0, 30), (1, 20), (2, 10)])
+                .allow_migration()
+                .build()
+                .unwrap()
+        };
+        let start = Instant::now();
+        let mut asym = 0;
+        while start.elapsed() < Duration::from_secs(3) && asym == 0 {
+            rt.block_on(|| {
+                let hs: Vec<_> = (0..24)
+                    .map(|i| {
+                        task::spawn(move || {
+                            for _ in 0..5 {
+                                let t0 = Instant::now();
+                                while t0.elapsed() < Duration::from_micros(300 + 50 * i) {
+                                    task::cond_resched();
+                                }
+                                task::sleep(Duration::from_micros(200));
+                            }
+                        })
+                    })
+                    .collect();
+                for h in hs {
+                    h.join().unwrap();
+                }
+            });
+            asym = rt.stats().total().balance_asym;
+            if features.contains("NO_ITMT") && start.elapsed() > Duration::from_secs(1) {
+                break;
+            }
+        }
+        asym
+    };
+    assert!(storm("") > 0, "ITMT: some pulls by asym packing");
+    assert_eq!(storm("NO_ITMT"), 0, "NO_ITMT: none");
+}
+
+/// `Unparker::unpark_sync` reaches CPU selection: a waker alone on its worker wakes a task
+/// whose previous worker is busy (a hog runs there). Plain `unpark`: `wake_affine_weight`
+/// keeps the previous CPU (the waker's CPU is no lighter with the wakee on it); with
+/// `WF_SYNC` the waker's CPU, which it is about to leave, takes the wakee (`place_affine`).
+#[test]
+fn unpark_sync_wakes_affine() {
+    let run = |sync: bool| -> (u64, u64) {
+        let rt = runtime(2, "", true);
+        let stop = Arc::new(AtomicBool::new(false));
+        // The wakee: free to move; it parks where it first ran.
+        let first = Arc::new(AtomicUsize::new(usize::MAX));
+        let parked2 = Arc::new(AtomicBool::new(false));
+        let go2 = Arc::new(AtomicBool::new(false));
+        let (f, p2, g2) = (Arc::clone(&first), Arc::clone(&parked2), Arc::clone(&go2));
+        let free = rt.spawn(move || {
+            f.store(task::current().unwrap().cpu, Ordering::Release);
+            p2.store(true, Ordering::Release);
+            while !g2.load(Ordering::Acquire) {
+                task::park();
+            }
+            task::current().unwrap().cpu
+        });
+        wait_for("the free task to park", || parked2.load(Ordering::Acquire));
+        let prev = first.load(Ordering::Acquire);
+        let waker_cpu = 1 - prev;
+        let h = hog(&rt, prev, &stop);
+        std::thread::sleep(Duration::from_millis(20));
+        let unparker = free.unparker();
+        let before = rt.stats();
+        let g2w = Arc::clone(&go2);
+        let waker = rt
+            .spawn_with(TaskBuilder::new().cpus([waker_cpu]), move || {
+                g2w.store(true, Ordering::Release);
+                if sync {
+                    unparker.unpark_sync();
+                } else {
+                    unparker.unpark();
+                }
+            })
+            .unwrap();
+        waker.join().unwrap();
+        let _ran = free.join().unwrap();
+        let after = rt.stats();
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap();
+        let affine: u64 = diff(&before, &after, |w| w.place_affine).iter().sum();
+        let prev_n: u64 = diff(&before, &after, |w| w.place_prev).iter().sum();
+        (affine, prev_n)
+    };
+    let (affine, prev) = run(false);
+    assert_eq!((affine, prev), (0, 1), "unpark: the previous CPU");
+    let (affine, prev) = run(true);
+    assert_eq!((affine, prev), (1, 0), "unpark_sync: the waker's CPU");
+}
