@@ -97,6 +97,9 @@ pub(crate) fn tick(wt: &WorkerThread, now: u64) {
 #[inline(never)]
 fn tick_due(wt: &WorkerThread, now: u64) {
     wt.next_balance.set(now.saturating_add(BALANCE_INTERVAL));
+    // The periodic balance switched off (runtime/tests/mutants.sh): only the nohz kick left.
+    #[cfg(lagom_mutant = "periodic_balance_off")]
+    let periodic_balance = |_: &_, _, _| 0;
     if wt.shared.workers.len() > 1 && periodic_balance(&wt.shared, wt.index, now) == 0 {
         nohz_kick(&wt.shared, wt.index);
     }
