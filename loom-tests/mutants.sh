@@ -39,6 +39,12 @@ MUTANTS=(
     "ttwu_held_any_target          exit_wake"
     "select_ignores_contract       contract"
     "balance_ignores_contract      contract"
+    "ttwu_queue_no_kick            idle_worker"
+    "idle_recheck_no_wakelist      idle_worker"
+    "remote_enqueue_no_kick        idle_worker"
+    "idle_recheck_no_nr_running    idle_worker"
+    "ttwu_claim_relaxed            two_wakers"
+    "finish_relaxed_on_cpu         two_wakers"
 )
 
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}

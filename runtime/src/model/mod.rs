@@ -30,8 +30,10 @@
 //! same decisions.
 
 mod exit;
+mod worker;
 
 pub use exit::{ExitWake, Exited, ModelExit};
+pub use worker::ModelWorker;
 
 /// The runtime's internal synchronization (`locking/`), for the models of its pieces.
 pub use crate::locking;

@@ -221,6 +221,19 @@ pub(crate) fn schedule(reason: Reason) {
 /// [`schedule`] on the calling worker thread `wt`, which the caller has just looked up (and
 /// not across a switch: a task may resume on another worker).
 fn schedule_on(wt: &WorkerThread, reason: Reason) {
+    let Some((prev_t, to)) = schedule_prepare(wt, reason) else {
+        return;
+    };
+    // SAFETY: `prev_t.ctx` is the running task's own context; `to` is a suspended context
+    // (a picked task whose previous switch-out completed, or this thread's idle context).
+    unsafe { switch(prev_t.ctx, to) };
+    finish_task_switch();
+}
+
+/// [`schedule_on`] up to the switch (steps 1–5 of the module doc): returns the running task
+/// and the context to switch to from it, or `None` if the pick chose the running task again
+/// (no switch). Split out so that a loom model runs it (`lagom::model`) and plays the switch.
+pub(crate) fn schedule_prepare(wt: &WorkerThread, reason: Reason) -> Option<(&Task, *mut Context)> {
     let prev = wt.curr.get();
     assert!(!prev.is_null(), "lagom: schedule from the idle task");
     // SAFETY: the registry keeps the running task alive.
@@ -238,7 +251,7 @@ fn schedule_on(wt: &WorkerThread, reason: Reason) {
     let kind = put_prev(w, &mut rq, prev_t, reason, now);
     let next = pick(w, &mut rq, now);
     if next == prev {
-        return;
+        return None;
     }
     w.stats.inc_owned(match kind {
         SwitchKind::Voluntary => &w.stats.switches_voluntary,
@@ -263,10 +276,7 @@ fn schedule_on(wt: &WorkerThread, reason: Reason) {
         // SAFETY: as above.
         unsafe { (*next).ctx }
     };
-    // SAFETY: `prev_t.ctx` is the running task's own context; `to` is a suspended context
-    // (a picked task whose previous switch-out completed, or this thread's idle context).
-    unsafe { switch(prev_t.ctx, to) };
-    finish_task_switch();
+    Some((prev_t, to))
 }
 
 /// Completes a switch on the new context's stack: clears the previous task's `on_cpu` with
@@ -274,6 +284,11 @@ fn schedule_on(wt: &WorkerThread, reason: Reason) {
 /// then frees the previous task if it died (`exit.rs`).
 pub(crate) fn finish_task_switch() {
     let Some(wt) = local() else { return };
+    finish_task_switch_on(wt);
+}
+
+/// [`finish_task_switch`] on worker thread `wt` (a loom model passes its own).
+pub(crate) fn finish_task_switch_on(wt: &WorkerThread) {
     let prev = wt.prev.replace(ptr::null());
     if !prev.is_null() {
         // SAFETY: the registry keeps the task alive until it is freed, which happens only on

@@ -52,7 +52,8 @@ pub(crate) fn enqueue_on(
         if !spawn {
             w.stats.inc(&w.stats.wakeups_remote);
         }
-        if w.kick.kick() {
+        // Mutant `remote_enqueue_no_kick` (loom model `idle_worker`): no kick after it.
+        if !cfg!(lagom_mutant = "remote_enqueue_no_kick") && w.kick.kick() {
             w.stats.inc(&w.stats.kicks);
         }
     }
@@ -72,7 +73,8 @@ pub(super) unsafe fn queue_wakelist(shared: &Shared, cpu: usize, t: &TaskRef) {
     // SAFETY: the task is claimed (or new) and on no list: this waker has it until the
     // owner's take_all, and the registry keeps it alive meanwhile (the caller's contract).
     unsafe { w.wakelist.push(NonNull::from(&**t)) };
-    if w.kick.kick() {
+    // Mutant `ttwu_queue_no_kick` (loom model `idle_worker`): the push without its kick.
+    if !cfg!(lagom_mutant = "ttwu_queue_no_kick") && w.kick.kick() {
         w.stats.inc(&w.stats.kicks);
     }
 }
