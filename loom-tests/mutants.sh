@@ -43,7 +43,7 @@ MUTANTS=(
     "idle_recheck_no_wakelist      idle_worker"
     "remote_enqueue_no_kick        idle_worker"
     "idle_recheck_no_nr_running    idle_worker"
-    "ttwu_claim_relaxed            two_wakers"
+    "ttwu_no_on_cpu_wait           two_wakers"
     "finish_relaxed_on_cpu         two_wakers"
 )
 

@@ -123,6 +123,7 @@ fn nohz_kick(shared: &Shared, me: usize) {
     if let Some(i) = idle
         && shared.workers[i].kick.kick()
     {
+        crate::locking::probe::probe!("sched/balance: the nohz kick wakes an idle worker");
         w.stats.inc(&w.stats.nohz_kicks);
     }
 }
@@ -181,7 +182,10 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
         w.publish(dst_rq);
         let counter = match who {
             Balancer::NewlyIdle => &w.stats.balance_pulls,
-            Balancer::Periodic => &w.stats.balance_periodic,
+            Balancer::Periodic => {
+                crate::locking::probe::probe!("sched/balance: the periodic balance pulls a task");
+                &w.stats.balance_periodic
+            }
         };
         counter.fetch_add(pulled as u64, Ordering::Relaxed);
     }

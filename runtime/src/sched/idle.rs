@@ -138,6 +138,7 @@ pub(crate) fn idle_step(wt: &WorkerThread, idle_since: &mut Option<u64>) -> Idle
             wt.curr.set(next);
             drop(rq);
             *idle_since = None;
+            crate::locking::probe::probe!("sched/idle: the idle loop picks a task");
             return IdleStep::Switch(next);
         }
         let empty = rq.nr_queued() == 0;
@@ -145,6 +146,9 @@ pub(crate) fn idle_step(wt: &WorkerThread, idle_since: &mut Option<u64>) -> Idle
         // Out of work: remove this worker's tasks that died on others (`tcb/registry.rs`).
         // Look first: the take is a locked swap, and the list is usually empty.
         if w.tasks.has_dead() {
+            crate::locking::probe::probe!(
+                "sched/idle: the idle loop reaps tasks that died elsewhere"
+            );
             // SAFETY: this is the registry's home worker thread.
             unsafe { w.tasks.reap(|s| wt.pool.borrow_mut().put(s)) };
         }
@@ -156,6 +160,7 @@ pub(crate) fn idle_step(wt: &WorkerThread, idle_since: &mut Option<u64>) -> Idle
             shutdown::sweep(wt);
         }
         if balance::newidle_balance(shared, wt.index, crate::sys::time::sched_clock()) {
+            crate::locking::probe::probe!("sched/idle: the newly idle balance pulls a task");
             return IdleStep::Again;
         }
         let has_work = || {
@@ -185,6 +190,7 @@ pub(crate) fn idle_step(wt: &WorkerThread, idle_since: &mut Option<u64>) -> Idle
         if timeout == Some(0) {
             return IdleStep::Again;
         }
+        crate::locking::probe::probe!("sched/idle: the idle loop waits on its kick word");
         if w.kick.idle_wait(has_work, timeout) != Idle::Work {
             w.stats.inc(&w.stats.idle_sleeps);
         }

@@ -58,7 +58,12 @@ pub(crate) fn pick(w: &Worker, rq: &mut RunQueue<QueuedTask>, now: u64) -> *cons
     let next = loop {
         match rq.pick_next(now) {
             Pick::Run(h) => break rq.payload(h).as_ptr(),
-            Pick::FinishedDelayed { se, payload } => finished_delayed(w, se, payload),
+            Pick::FinishedDelayed { se, payload } => {
+                crate::locking::probe::probe!(
+                    "sched/schedule: the pick finishes a delayed dequeue"
+                );
+                finished_delayed(w, se, payload)
+            }
             Pick::Idle => break ptr::null(),
         }
     };
@@ -182,12 +187,16 @@ pub(crate) fn put_prev(
     if prev_t.state.load(Ordering::Relaxed) != RUNNING {
         match rq.dequeue(h, DequeueKind::Sleep, now) {
             Dequeued::Delayed => {
+                crate::locking::probe::probe!(
+                    "sched/schedule: put_prev leaves a blocked task delayed"
+                );
                 // Release: a waker that reads it (Acquire) knows the task passed its block
                 // decision (spec §7.10, step 1).
                 prev_t.sched_delayed.store(true, Ordering::Release);
                 w.stats.inc_owned(&w.stats.delayed_dequeues);
             }
             Dequeued::Removed { se, .. } => {
+                crate::locking::probe::probe!("sched/schedule: put_prev dequeues a blocked task");
                 // SAFETY: as above.
                 unsafe {
                     prev_t.sched(|s| {
@@ -206,6 +215,7 @@ pub(crate) fn put_prev(
         }
         SwitchKind::Voluntary
     } else if reason == Reason::Yield {
+        crate::locking::probe::probe!("sched/schedule: put_prev yields");
         rq.yield_curr(now);
         SwitchKind::Voluntary
     } else {
@@ -251,6 +261,7 @@ pub(crate) fn schedule_prepare(wt: &WorkerThread, reason: Reason) -> Option<(&Ta
     let kind = put_prev(w, &mut rq, prev_t, reason, now);
     let next = pick(w, &mut rq, now);
     if next == prev {
+        crate::locking::probe::probe!("sched/schedule: the pick chooses the running task again");
         return None;
     }
     w.stats.inc_owned(match kind {
@@ -261,8 +272,10 @@ pub(crate) fn schedule_prepare(wt: &WorkerThread, reason: Reason) -> Option<(&Ta
         // SAFETY: picked from the runqueue: its registry keeps it alive (`tcb/queued.rs`).
         unsafe { &*next }
     }) {
+        crate::locking::probe::probe!("sched/schedule: switches to another task");
         prepare_switch_on(wt, n);
     } else {
+        crate::locking::probe::probe!("sched/schedule: switches to the idle task");
         wt.clear_signal_task();
     }
     // SAFETY: `next` is null or was picked from the runqueue: its registry keeps it alive (`tcb/queued.rs`).
@@ -291,6 +304,7 @@ pub(crate) fn finish_task_switch() {
 pub(crate) fn finish_task_switch_on(wt: &WorkerThread) {
     let prev = wt.prev.replace(ptr::null());
     if !prev.is_null() {
+        crate::locking::probe::probe!("sched/schedule: finish_task_switch clears on_cpu");
         // SAFETY: the registry keeps the task alive until it is freed, which happens only on
         // the idle context after its on_cpu is clear.
         clear_on_cpu(unsafe { &*prev });

@@ -321,15 +321,10 @@ impl<R: 'static> Task<R> {
     /// A waker's claim: `BLOCKED → WAKING`. Acquire on success: the waker then reads `on_rq`
     /// and `cpu` written before the task blocked (O1).
     pub(crate) fn claim(&self) -> Claim {
-        // Mutant `ttwu_claim_relaxed` (loom model `two_wakers`): the claim without Acquire.
-        #[cfg(not(lagom_mutant = "ttwu_claim_relaxed"))]
-        let acquire = Ordering::Acquire;
-        #[cfg(lagom_mutant = "ttwu_claim_relaxed")]
-        let acquire = Ordering::Relaxed;
         #[cfg(not(lagom_mutant = "ttwu_no_claim"))]
         let won = self
             .state
-            .compare_exchange(BLOCKED, WAKING, acquire, Ordering::Relaxed)
+            .compare_exchange(BLOCKED, WAKING, Ordering::Acquire, Ordering::Relaxed)
             .is_ok();
         // Mutant: a plain check then store; two wakers may both "win".
         #[cfg(lagom_mutant = "ttwu_no_claim")]

@@ -42,7 +42,10 @@ pub(crate) fn unpark_held<'a>(
     rq: RqGuard<'a>,
 ) -> Option<RqGuard<'a>> {
     match w {
-        Waiter::Task(t) if set_token(t) => try_to_wake_up_held(t, wt, rq),
+        Waiter::Task(t) if set_token(t) => {
+            crate::locking::probe::probe!("wake/unpark: a held-lock unpark of a task");
+            try_to_wake_up_held(t, wt, rq)
+        }
         Waiter::Task(_) => Some(rq),
         Waiter::Thread(p) => {
             // A futex wake is a system call: not under the runqueue lock.
