@@ -45,6 +45,7 @@ MUTANTS=(
     "idle_recheck_no_nr_running    idle_worker"
     "ttwu_no_on_cpu_wait           two_wakers"
     "finish_relaxed_on_cpu         two_wakers"
+    "drain_delayed_no_recheck      migrate"
 )
 
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}
