@@ -45,7 +45,8 @@ for row in "${MUTANTS[@]}"; do
     log=$CARGO_TARGET_DIR/logs/$name.$target.log
     export LAGOM_MUTANT=$name
     if ! bin=$(cargo test -q -p lagom --test "$target" --no-run --message-format=json 2>"$log" \
-        | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n1) || [ -z "$bin" ]; then
+        | grep '"test":true' | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n1) \
+        || [ -z "$bin" ]; then
         echo "ERROR   $name: the build of $target failed; log: $log"
         missed=$((missed + 1))
         continue
