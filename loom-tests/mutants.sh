@@ -6,7 +6,10 @@
 #   bash loom-tests/mutants.sh            # every mutant
 #   bash loom-tests/mutants.sh NAME...    # only these
 #
-# LOOM_MAX_PREEMPTIONS defaults to 2, as in CI.
+# LOOM_MAX_PREEMPTIONS defaults to 2, as in CI. The mutant is switched on by LAGOM_MUTANT
+# (runtime/build.rs turns it into `--cfg lagom_mutant="NAME"` for lagom alone), so loom and
+# the other dependencies are built once for all mutants; each mutant rebuilds lagom and one
+# model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,6 +39,13 @@ MUTANTS=(
     "ttwu_held_any_target          exit_wake"
     "select_ignores_contract       contract"
     "balance_ignores_contract      contract"
+    "ttwu_queue_no_kick            idle_worker"
+    "idle_recheck_no_wakelist      idle_worker"
+    "remote_enqueue_no_kick        idle_worker"
+    "idle_recheck_no_nr_running    idle_worker"
+    "ttwu_no_on_cpu_wait           two_wakers"
+    "finish_relaxed_on_cpu         two_wakers"
+    "drain_delayed_no_recheck      migrate"
 )
 
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}
@@ -51,7 +61,7 @@ for row in "${MUTANTS[@]}"; do
     t0=$SECONDS
     log=$CARGO_TARGET_DIR/$name.log
     mkdir -p "$CARGO_TARGET_DIR"
-    if RUSTFLAGS="--cfg loom --cfg lagom_mutant=\"$name\"" \
+    if RUSTFLAGS="--cfg loom" LAGOM_MUTANT=$name \
         cargo test -q -p loom-tests --release --test "$model" >"$log" 2>&1; then
         echo "MISSED  $name (model $model passed with the mutation; log: $log)"
         missed=$((missed + 1))

@@ -8,7 +8,9 @@
 //! ```
 //!
 //! `mutants.sh` beside this crate builds each model once more with the one-line mutation its
-//! doc comment names (`--cfg lagom_mutant="<name>"`) and reports whether loom caught it.
+//! doc comment names (`--cfg lagom_mutant="<name>"`, set for lagom alone through
+//! `LAGOM_MUTANT=<name>` and `runtime/build.rs`) and reports whether loom caught it;
+//! `coverage.sh` runs the suite and reports the protocol steps no model reached.
 
 use core::ptr::NonNull;
 

@@ -28,6 +28,9 @@
 //! * `ttwu_runnable_no_cpu_recheck` drops O4's re-check of `cpu` under the lock: the waker
 //!   requeues T's handle on the runqueue T just left (the default features).
 //!
+//! `migration_chase_new_owner_picks` adds the new owner's pick, concurrent with the old
+//! owner's drain (mutant `drain_delayed_no_recheck`).
+//!
 //! Run time at LOOM_MAX_PREEMPTIONS=2 (CI's bound), `--release`: about 0.2 s for both tests.
 #![cfg(loom)]
 
@@ -79,6 +82,57 @@ fn migration_chase() {
             assert_eq!(u_on, [0], "[{spec}] U, running, never moves");
         });
     }
+}
+
+/// The chase with the new owner picking (issue #21): worker 1's balancer pulls the delayed T
+/// and worker 1 then drains and picks at once (`Model::switch_in`), concurrently with the
+/// waker and with worker 0's drain of the wakeup the waker queued there (TTWU_QUEUE_DELAYED).
+/// Worker 1's pick may finish T's delayed dequeue (T alone there) under worker 1's lock while
+/// worker 0's drain, under its own lock, holds the wakeup the waker queued before the move:
+/// the drain must see that T is no longer queued and not finish a dequeue that happened
+/// elsewhere. Afterwards T is queued exactly once, where its `cpu` names, `RUNNING`; if
+/// worker 1 picked it, it runs there. Mutant `drain_delayed_no_recheck` (the drain assumes
+/// the delayed task still queued): it finishes T's dequeue again, on a runqueue that does not
+/// hold it.
+#[test]
+fn migration_chase_new_owner_picks() {
+    loom::model(|| {
+        // SAFETY: model tasks run no code of their own: nothing thread-local to break.
+        let m = Arc::new(unsafe { Model::with_migration(2, "TTWU_QUEUE_DELAYED") });
+        let t = m.running_task(0);
+        let u = m.queued_task(0);
+        assert_eq!(m.prepare_park(&t), Step::Sleep);
+        assert_eq!(m.schedule_at(&t, 0, 10 * MS), Some(u.id()));
+        assert!(m.is_delayed(&t), "T, not eligible, sleeps delayed");
+        let waker = {
+            let (m, t) = (Arc::clone(&m), t.clone());
+            thread::spawn(move || m.unpark(&t))
+        };
+        let worker1 = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                let pulled = m.periodic_balance(1, 11 * MS);
+                (pulled, m.switch_in(1, 12 * MS).map(|n| n.id()))
+            })
+        };
+        m.drain(0, 12 * MS);
+        waker.join().unwrap();
+        let (pulled, ran) = worker1.join().unwrap();
+        m.drain_all();
+        m.drain_all();
+        let (on, cpu) = m.whereabouts(&t);
+        assert_eq!(
+            on,
+            [cpu],
+            "T queued once, where its cpu says (pulled {pulled})"
+        );
+        assert!(m.is_running_state(&t), "T queued but not RUNNING");
+        assert!(!m.is_delayed(&t), "T woken but still delayed");
+        if ran == Some(t.id()) {
+            assert_eq!(cpu, 1, "worker 1 runs T");
+            assert!(m.is_on_cpu(&t), "T runs on worker 1");
+        }
+    });
 }
 
 /// The chase without the race, in the order that needs it: the waker queues T on worker 0,

@@ -177,6 +177,51 @@ fn no_delay_dequeue_removes_the_sleeper_at_once() {
     rq.check_invariants().unwrap();
 }
 
+/// Under the default features (DELAY_DEQUEUE on) an eligible sleeper is not delayed: it
+/// leaves the runqueue at once with its lag, whether that lag is positive (it was owed
+/// service) or exactly zero (eligible at V itself).
+#[test]
+fn an_eligible_sleeper_leaves_at_once() {
+    // Positive lag: the entity that did not run first, run for no time.
+    let (mut rq, first, other, now) = after_one_overrun(Features::DEFAULT);
+    rq.yield_curr(now);
+    let Pick::Run(h) = rq.pick_next(now) else {
+        panic!("nothing to run")
+    };
+    assert_eq!(
+        h, other,
+        "the eligible entity runs once the ineligible one yields"
+    );
+    let owed = lag(&mut rq, other);
+    assert!(owed > 0, "{owed}");
+    let Dequeued::Removed { se, .. } = rq.dequeue(other, DequeueKind::Sleep, now) else {
+        panic!("an eligible sleeper (lag {owed}) was delayed")
+    };
+    assert!(!se.on_rq && !se.sched_delayed);
+    assert_eq!(se.vlag, owed);
+    assert_eq!(
+        (rq.nr_queued(), rq.nr_runnable(), rq.nr_delayed()),
+        (1, 1, 0)
+    );
+    assert!(rq.entity(first).on_rq);
+    rq.check_invariants().unwrap();
+
+    // Zero lag: two entities placed together, the first picked sleeps before it ran.
+    let mut rq: RunQueue<u32> = RunQueue::new(RqConfig::for_cpus(1));
+    rq.enqueue(SchedEntity::new(0), 0, EnqueueKind::Wakeup, 0);
+    rq.enqueue(SchedEntity::new(0), 1, EnqueueKind::Wakeup, 0);
+    let Pick::Run(h) = rq.pick_next(0) else {
+        panic!("nothing to run")
+    };
+    assert_eq!(lag(&mut rq, h), 0);
+    let Dequeued::Removed { se, .. } = rq.dequeue(h, DequeueKind::Sleep, 0) else {
+        panic!("a sleeper at V was delayed")
+    };
+    assert_eq!(se.vlag, 0);
+    assert_eq!((rq.nr_queued(), rq.nr_delayed()), (1, 0));
+    rq.check_invariants().unwrap();
+}
+
 /// What the rest of a runqueue shows after an entity left it: the counts, the load, V and
 /// every remaining entity, then the next pick and the entities after it.
 fn rest(rq: &mut RunQueue<u32>, now: u64) -> String {

@@ -1,8 +1,13 @@
 //! Randomized property test of the runqueue: thousands of seeded random sequences of enqueue,
 //! dequeue, run, sleep, wake, migrate, reweight, custom slice, yield and exit, on random
-//! feature sets, with every invariant checked after every step.
+//! feature sets, with every invariant checked after every step, and the decisions checked
+//! against the reference of `policy_util/reference.rs` (recomputed from the public state, not
+//! from the runqueue's own eligibility and lag code): the charge of the running entity at
+//! every tick and operation, delayed-or-removed and the saved lag at every sleep, the lag
+//! (with its floor) of every delayed entity that leaves, and every pick.
 //!
-//! Replay a failure with `LAGOM_SEED=<seed printed on failure> cargo test --test policy_property`.
+//! Replay a failure with `LAGOM_SEED_RANDOM_SEQUENCES_KEEP_EVERY_INVARIANT=<seed printed on
+//! failure> cargo test -p lagom --test policy_property`.
 
 mod policy_util;
 
@@ -12,6 +17,7 @@ use lagom::policy::{
     DequeueKind, Dequeued, EnqueueKind, Feature, Features, RqConfig, SchedEntity, WakeFlags,
     weight_of_nice,
 };
+use policy_util::reference::{charge_ref, eligible_ref, lag_ref, queued as queued_ref, v_ref};
 use policy_util::{Rng, Sim, State};
 
 const SEQUENCES: u64 = 5_000;
@@ -59,21 +65,22 @@ fn check(sim: &mut Sim, step: usize, what: &str) {
         );
     }
     // Pick without protection is brute-force EEVDF: the earliest deadline among eligible
-    // entities (P5). With one entity queued the kernel hands it out regardless (short-cut).
+    // entities (P5), eligibility by the reference. With one entity queued the kernel hands
+    // it out regardless (short-cut).
     if sim.rq.nr_queued() >= 2 {
+        let q = queued_ref(&sim.rq);
         let picked = sim
             .rq
             .pick_eevdf(false)
             .expect("a non-empty queue always has a pick");
         assert!(
-            sim.rq.entity_eligible(picked),
+            eligible_ref(&q, sim.rq.entity(picked).vruntime),
             "step {step} ({what}): ineligible pick"
         );
-        let best = sim
-            .rq
+        let best = q
             .iter()
-            .filter(|(_, se, _)| sim.rq.vruntime_eligible(se.vruntime))
-            .map(|(_, se, _)| se.deadline)
+            .filter(|(_, se)| eligible_ref(&q, se.vruntime))
+            .map(|(_, se)| se.deadline)
             .min_by(|a, b| (a.wrapping_sub(*b) as i64).cmp(&0))
             .unwrap();
         assert_eq!(
@@ -82,6 +89,39 @@ fn check(sim: &mut Sim, step: usize, what: &str) {
             "step {step} ({what}): not the earliest eligible deadline"
         );
     }
+}
+
+/// Charges the running entity up to `sim.now` (`task_tick` with `tick`, else `update_curr`)
+/// and checks the charge against the reference: exactly the time since its last accounting
+/// point, weighted. Returns the need-resched.
+fn charge(sim: &mut Sim, tick: bool, step: usize) -> bool {
+    let Some(c) = sim.rq.curr() else {
+        return false;
+    };
+    let before = *sim.rq.entity(c);
+    let resched = if tick {
+        sim.rq.task_tick(sim.now)
+    } else {
+        sim.rq.update_curr(sim.now)
+    };
+    let after = sim.rq.entity(c);
+    assert_eq!(
+        (after.exec_start, after.sum_exec_runtime, after.vruntime),
+        charge_ref(&before, sim.now),
+        "step {step}: the running entity (weight {}) was charged wrongly",
+        before.weight
+    );
+    resched
+}
+
+/// The lag a queued entity `id` leaves with now, by the reference (the running entity
+/// charged first).
+fn leaving_lag(sim: &mut Sim, id: usize, step: usize) -> i64 {
+    charge(sim, false, step);
+    let q = queued_ref(&sim.rq);
+    let v = v_ref(&q).expect("queued").0;
+    let se = *sim.rq.entity(sim.handle(id));
+    lag_ref(&q, &se, v, sim.rq.features(), sim.tick)
 }
 
 fn random_entity(rng: &mut Rng) -> SchedEntity {
@@ -129,13 +169,48 @@ fn run_sequence(seed: u64, steps: usize) -> [u64; 3] {
             }
             0..=34 => {
                 what = "run";
+                // `Sim::run_until`, with every tick's charge checked.
                 let until = sim.now + rng.range(1, 6_000_000);
-                sim.run_until_with(until, |s| s.rq.check_invariants().unwrap());
+                while sim.now < until {
+                    let next_tick = (sim.now / sim.tick + 1) * sim.tick;
+                    if next_tick > until {
+                        sim.now = until;
+                        break;
+                    }
+                    sim.now = next_tick;
+                    if charge(&mut sim, true, step) || sim.curr.is_none() {
+                        sim.schedule();
+                    }
+                    sim.rq.check_invariants().unwrap();
+                }
             }
             35..=49 => {
                 what = "sleep";
-                if sim.curr.is_some() {
-                    sim.sleep_curr();
+                if let Some(id) = sim.curr {
+                    // Delayed iff DELAY_DEQUEUE and not eligible, by the reference; the
+                    // saved lag is the reference's either way.
+                    charge(&mut sim, false, step);
+                    let h = sim.handle(id);
+                    let q = queued_ref(&sim.rq);
+                    let v = v_ref(&q).expect("queued").0;
+                    let se = *sim.rq.entity(h);
+                    let delay = features.is_enabled(Feature::DelayDequeue)
+                        && !eligible_ref(&q, se.vruntime);
+                    let lag = lag_ref(&q, &se, v, features, sim.tick);
+                    match sim.rq.dequeue(h, DequeueKind::Sleep, sim.now) {
+                        Dequeued::Delayed => {
+                            assert!(delay, "step {step}: delayed an eligible sleeper");
+                            assert_eq!(sim.rq.entity(h).vlag, lag, "step {step}: lag on delay");
+                            sim.tasks[id] = State::Delayed(h);
+                        }
+                        Dequeued::Removed { se, payload } => {
+                            assert!(!delay, "step {step}: removed an ineligible sleeper");
+                            assert_eq!((payload, se.vlag), (id, lag), "step {step}: lag on sleep");
+                            sim.tasks[id] = State::Asleep(se);
+                        }
+                    }
+                    sim.curr = None;
+                    sim.schedule();
                 }
             }
             50..=64 => {
@@ -195,6 +270,7 @@ fn run_sequence(seed: u64, steps: usize) -> [u64; 3] {
                         })
                         .collect();
                     if let Some(id) = pick_one(&mut rng, &movable) {
+                        let lag = leaving_lag(&mut sim, id, step);
                         let h = sim.handle(id);
                         let was_delayed = matches!(sim.tasks[id], State::Delayed(_));
                         let Dequeued::Removed { se, payload } =
@@ -204,6 +280,7 @@ fn run_sequence(seed: u64, steps: usize) -> [u64; 3] {
                         };
                         assert_eq!(payload, id);
                         assert_eq!(se.sched_delayed, was_delayed);
+                        assert_eq!(se.vlag, lag, "step {step}: lag saved on migration");
                         sim.tasks[id] = State::Asleep(se);
                         away[id] = Some(se);
                     }
@@ -240,8 +317,13 @@ fn run_sequence(seed: u64, steps: usize) -> [u64; 3] {
                     .filter(|&i| matches!(sim.tasks[i], State::Delayed(_)))
                     .collect();
                 if let Some(id) = pick_one(&mut rng, &delayed) {
+                    let lag = leaving_lag(&mut sim, id, step);
                     let (se, payload) = sim.rq.finish_delayed(sim.handle(id), sim.now);
                     assert_eq!(payload, id);
+                    assert_eq!(
+                        se.vlag, lag,
+                        "step {step}: lag of a finished delayed entity"
+                    );
                     assert!(!se.on_rq && !se.sched_delayed);
                     sim.tasks[id] = State::Asleep(se);
                     if sim.curr == Some(id) {
@@ -270,10 +352,8 @@ fn run_sequence(seed: u64, steps: usize) -> [u64; 3] {
 /// eligible (or alone on the queue: the kernel's single-entity short-cut) and never delayed.
 #[test]
 fn random_sequences_keep_every_invariant() {
-    if let Some(seed) = std::env::var("LAGOM_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
+    const TEST: &str = "random_sequences_keep_every_invariant";
+    if let Some(seed) = policy_util::replay_seed(TEST) {
         eprintln!("replaying seed {seed}");
         let _ = run_sequence(seed, STEPS * 10);
         return;
@@ -286,7 +366,10 @@ fn random_sequences_keep_every_invariant() {
         match catch_unwind(AssertUnwindSafe(|| run_sequence(seed, STEPS))) {
             Ok(counts) => (0..3).for_each(|k| totals[k] += counts[k]),
             Err(p) => {
-                eprintln!("policy_property failed: replay with LAGOM_SEED={seed}");
+                eprintln!(
+                    "policy_property failed: replay with {}={seed}",
+                    policy_util::seed_var(TEST)
+                );
                 resume_unwind(p);
             }
         }

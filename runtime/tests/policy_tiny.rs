@@ -21,7 +21,8 @@
 //! fallbacks): a fast path that disagrees with the definition fails here. Some sequences use
 //! huge weights, so that the 64-bit products overflow and the fallbacks run.
 //!
-//! Replay a failure with `LAGOM_SEED=<seed> cargo test -p lagom --test policy_tiny`.
+//! Replay a failure with
+//! `LAGOM_SEED_TINY_QUEUES_MATCH_THE_REFERENCE=<seed> cargo test -p lagom --test policy_tiny`.
 
 mod policy_util;
 
@@ -32,86 +33,11 @@ use lagom::policy::{
     SchedEntity, WakeFlags, Wakeup, calc_delta_fair, weight_of_nice,
 };
 use policy_util::Rng;
+use policy_util::reference::{eligible_ref, lag_ref, place_ref, queued, v_ref, vd};
 
 const SEQUENCES: u64 = 3_000;
 const STEPS: usize = 200;
 const TASKS: usize = 3;
-
-fn vd(a: u64, b: u64) -> i128 {
-    a.wrapping_sub(b) as i64 as i128
-}
-
-/// The queued entities as (handle, entity), from the public iterator.
-fn queued(rq: &RunQueue<usize>) -> Vec<(Handle, SchedEntity)> {
-    rq.iter().map(|(h, se, _)| (h, *se)).collect()
-}
-
-/// The floor of the exact weighted mean vruntime, and the total weight.
-fn v_ref(q: &[(Handle, SchedEntity)]) -> Option<(u64, i128)> {
-    let r = q.first()?.1.vruntime;
-    let (s, w) = q.iter().fold((0i128, 0i128), |(s, w), (_, se)| {
-        (
-            s + vd(se.vruntime, r) * se.weight as i128,
-            w + se.weight as i128,
-        )
-    });
-    Some((r.wrapping_add(s.div_euclid(w) as i64 as u64), w))
-}
-
-/// `V ≥ v` exactly: `Σ w·(vⱼ − v) ≥ 0`.
-fn eligible_ref(q: &[(Handle, SchedEntity)], v: u64) -> bool {
-    q.iter()
-        .map(|(_, se)| vd(se.vruntime, v) * se.weight as i128)
-        .sum::<i128>()
-        >= 0
-}
-
-/// The saved lag of `se` leaving (or being delayed) at V = `v`.
-fn lag_ref(q: &[(Handle, SchedEntity)], se: &SchedEntity, v: u64, cfg: &RqConfig) -> i64 {
-    let max_slice = q.iter().map(|(_, e)| e.slice).max().unwrap_or(0);
-    let limit = calc_delta_fair(max_slice + cfg.tick, se.weight).min(i64::MAX as u64) as i64;
-    let raw = v.wrapping_sub(se.vruntime) as i64;
-    let mut vl = raw.clamp(-limit, limit);
-    if se.sched_delayed {
-        vl = vl.max(se.vlag);
-        if cfg.features.is_enabled(Feature::DelayZero) {
-            vl = vl.min(0);
-        }
-    }
-    vl
-}
-
-/// (vruntime, deadline) of `se` placed among `q` (which does not hold it); `v_empty` is V
-/// of an empty queue (the runqueue's zero point, which only the runqueue knows).
-fn place_ref(
-    q: &[(Handle, SchedEntity)],
-    se: &SchedEntity,
-    initial: bool,
-    cfg: &RqConfig,
-    v_empty: u64,
-) -> (u64, u64) {
-    let f = cfg.features;
-    let (v, w_all) = v_ref(q).unwrap_or((v_empty, 0));
-    let slice = if se.custom_slice {
-        se.slice
-    } else {
-        cfg.base_slice
-    };
-    let mut lag = 0i64;
-    if f.is_enabled(Feature::PlaceLag) && !q.is_empty() && se.vlag != 0 {
-        let l = se.vlag as i128 * (w_all + se.weight as i128) / w_all;
-        lag = l.clamp(i64::MIN as i128 / 2, i64::MAX as i128 / 2) as i64;
-    }
-    let vr = v.wrapping_sub(lag as u64);
-    if se.rel_deadline && f.is_enabled(Feature::PlaceRelDeadline) {
-        return (vr, se.deadline.wrapping_add(vr));
-    }
-    let mut vslice = calc_delta_fair(slice, se.weight);
-    if initial && f.is_enabled(Feature::PlaceDeadlineInitial) {
-        vslice /= 2;
-    }
-    (vr, vr.wrapping_add(vslice))
-}
 
 #[derive(Clone, Copy, Debug)]
 enum Task {
@@ -303,7 +229,7 @@ impl Run {
         let delay = !se.sched_delayed
             && self.cfg.features.is_enabled(Feature::DelayDequeue)
             && !eligible_ref(&q, se.vruntime);
-        let lag = lag_ref(&q, &se, v, &self.cfg);
+        let lag = lag_ref(&q, &se, v, self.cfg.features, self.cfg.tick);
         match self.rq.dequeue(h, DequeueKind::Sleep, self.now) {
             Dequeued::Delayed => {
                 assert!(delay, "delayed an eligible entity");
@@ -327,7 +253,13 @@ impl Run {
             Task::Queued(_) | Task::Away(_) => return,
             Task::Delayed(h) => {
                 let se = *self.rq.entity(h);
-                let vl = lag_ref(&q, &se, v.expect("queued"), &self.cfg);
+                let vl = lag_ref(
+                    &q,
+                    &se,
+                    v.expect("queued"),
+                    self.cfg.features,
+                    self.cfg.tick,
+                );
                 let raw = v.unwrap().wrapping_sub(se.vruntime) as i64;
                 let others: Vec<_> = q.iter().filter(|x| x.0 != h).copied().collect();
                 let v0 = self.v_empty(&others);
@@ -430,7 +362,7 @@ impl Run {
                 Task::Queued(h) | Task::Delayed(h) if self.rq.curr() != Some(h) => {
                     let (q, v) = self.snapshot();
                     let se = *self.rq.entity(h);
-                    let lag = lag_ref(&q, &se, v.unwrap(), &self.cfg);
+                    let lag = lag_ref(&q, &se, v.unwrap(), self.cfg.features, self.cfg.tick);
                     let Dequeued::Removed { se: out, .. } =
                         self.rq.dequeue(h, DequeueKind::Save, self.now)
                     else {
@@ -511,10 +443,8 @@ fn run_sequence(seed: u64) -> [u64; 4] {
 /// (see the module doc); the sizes the steps saw are reported and must cover 0 to 3.
 #[test]
 fn tiny_queues_match_the_reference() {
-    if let Some(seed) = std::env::var("LAGOM_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
+    const TEST: &str = "tiny_queues_match_the_reference";
+    if let Some(seed) = policy_util::replay_seed(TEST) {
         eprintln!("replaying seed {seed}");
         run_sequence(seed);
         return;
@@ -526,7 +456,10 @@ fn tiny_queues_match_the_reference() {
         match catch_unwind(AssertUnwindSafe(|| run_sequence(seed))) {
             Ok(s) => (0..4).for_each(|k| sizes[k] += s[k]),
             Err(p) => {
-                eprintln!("policy_tiny failed: replay with LAGOM_SEED={seed}");
+                eprintln!(
+                    "policy_tiny failed: replay with {}={seed}",
+                    policy_util::seed_var(TEST)
+                );
                 resume_unwind(p);
             }
         }

@@ -17,11 +17,10 @@ use lagom::Runtime;
 /// for it directly.
 #[test]
 fn spawned_work_spreads_to_the_idle_worker() {
-    let cpus = runtime_util::two_cpus();
-    if cpus.len() < 2 {
-        eprintln!("SKIPPED: needs two allowed CPUs");
+    let Some(cpus) = runtime_util::two_cpus_or_skip("spawned_work_spreads_to_the_idle_worker")
+    else {
         return;
-    }
+    };
     let rt = Runtime::builder().worker_cpus(cpus.clone());
     // Some of the tasks may have run before the idle worker wakes and pulls: the migration
     // opt-in lets it pull those too.
@@ -73,5 +72,102 @@ fn spawned_work_spreads_to_the_idle_worker() {
     assert!(
         total.balance_pulls + total.balance_periodic > 0,
         "work moved without a balance pull?"
+    );
+}
+
+/// The periodic balance, alone: both workers stay busy, so neither runs the newly idle
+/// balance or needs a nohz kick. Worker 1 runs one hog pinned to it; a task pinned to worker 0
+/// spawns three unpinned hogs there (CPU selection keeps them on the spawner's worker) and
+/// joins them. Only worker 1's periodic balance (from its tick, in its hog's `cond_resched`)
+/// can even the load, 3 + 1 into 2 + 2: a hog that started on worker 0 must run on worker 1
+/// within 10 s, and the pull must be counted as periodic.
+#[test]
+fn the_periodic_balance_evens_out_busy_workers() {
+    use lagom::task::Builder;
+    use std::sync::atomic::AtomicU64;
+    let Some(cpus) = runtime_util::two_cpus_or_skip("the_periodic_balance_evens_out_busy_workers")
+    else {
+        return;
+    };
+    let (w0, w1) = (cpus[0], cpus[1]);
+    // SAFETY: the hogs compute and call `cond_resched` and `current()` (the CPU number,
+    // which they only compare): they hold nothing thread-local across a switch.
+    let rt = unsafe {
+        Runtime::builder()
+            .worker_cpus(cpus.clone())
+            .allow_migration()
+    }
+    .build()
+    .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let pinned_runs = Arc::new(AtomicBool::new(false));
+    let (s, r) = (Arc::clone(&stop), Arc::clone(&pinned_runs));
+    let pinned = rt
+        .spawn_with(Builder::new().name("pinned").cpus([w1]), move || {
+            r.store(true, Ordering::Release);
+            while !s.load(Ordering::Relaxed) {
+                lagom::task::cond_resched();
+            }
+        })
+        .unwrap();
+    let t0 = Instant::now();
+    while !pinned_runs.load(Ordering::Acquire) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the pinned hog never ran"
+        );
+        std::thread::yield_now();
+    }
+    // The id of a hog that started on worker 0 and later ran on worker 1.
+    let moved = Arc::new(AtomicU64::new(0));
+    let (s, m) = (Arc::clone(&stop), Arc::clone(&moved));
+    let started_on = rt
+        .spawn_with(Builder::new().name("spawner").cpus([w0]), move || {
+            let hogs: Vec<_> = (0..3)
+                .map(|_| {
+                    let (stop, moved) = (Arc::clone(&s), Arc::clone(&m));
+                    lagom::task::spawn(move || {
+                        let first = lagom::task::current().unwrap().cpu;
+                        let t0 = Instant::now();
+                        while !stop.load(Ordering::Relaxed) {
+                            let me = lagom::task::current().unwrap();
+                            if first == w0 && me.cpu == w1 {
+                                moved.store(me.id, Ordering::Relaxed);
+                                stop.store(true, Ordering::Relaxed);
+                            }
+                            if t0.elapsed() > Duration::from_secs(10) {
+                                stop.store(true, Ordering::Relaxed);
+                            }
+                            for _ in 0..1000 {
+                                std::hint::black_box(first);
+                            }
+                            lagom::task::cond_resched();
+                        }
+                        first
+                    })
+                })
+                .collect();
+            hogs.into_iter()
+                .map(|h| h.join().unwrap())
+                .collect::<Vec<_>>()
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    pinned.join().unwrap();
+    let st = rt.shutdown();
+    println!("{st}");
+    assert!(
+        started_on.contains(&w0),
+        "no hog started on worker 0 (cpu {w0}): {started_on:?}"
+    );
+    assert_ne!(
+        moved.load(Ordering::Relaxed),
+        0,
+        "no hog moved from the busier worker 0 to the busy worker 1 (started on {started_on:?})\n{st}"
+    );
+    assert!(
+        st.total().balance_periodic > 0,
+        "moved, but not by the periodic balance\n{st}"
     );
 }

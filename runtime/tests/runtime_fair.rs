@@ -137,8 +137,7 @@ fn shares_follow_weights() {
         let want = feasible_shares(&weights, 1);
         check("one worker", &nices, &ran, &want, 0.05);
     }
-    if cpus.len() < 2 {
-        eprintln!("SKIPPED two workers: needs two allowed CPUs");
+    if runtime_util::two_cpus_or_skip("shares_follow_weights (two workers)").is_none() {
         return;
     }
     // Two workers, the tasks free to run on either: spawned round-robin (nice 0 and 5 on

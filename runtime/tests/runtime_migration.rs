@@ -214,11 +214,7 @@ fn two_workers(
     features: &str,
 ) -> Option<(Runtime, Vec<usize>, MutexGuard<'static, ()>)> {
     let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let cpus = runtime_util::two_cpus();
-    if cpus.len() < 2 {
-        eprintln!("SKIPPED: needs two allowed CPUs");
-        return None;
-    }
+    let cpus = runtime_util::two_cpus_or_skip("runtime_migration")?;
     let b = Runtime::builder()
         .worker_cpus(cpus.clone())
         .features(features);

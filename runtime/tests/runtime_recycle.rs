@@ -60,6 +60,7 @@ fn a_task_in_a_recycled_allocation_is_a_fresh_task() {
         ids
     });
     let mut sorted = ids.clone();
+    sorted.sort_unstable();
     sorted.dedup();
     assert_eq!(sorted.len(), ids.len(), "an id was reused");
     let st = rt.shutdown();

@@ -14,11 +14,11 @@ use lagom::{Runtime, task};
 #[test]
 fn tasks_that_die_on_another_worker_are_freed_by_their_home() {
     const N: u64 = 300;
-    let cpus = runtime_util::two_cpus();
-    if cpus.len() < 2 {
-        eprintln!("skipped: needs two allowed CPUs");
+    let Some(cpus) =
+        runtime_util::two_cpus_or_skip("tasks_that_die_on_another_worker_are_freed_by_their_home")
+    else {
         return;
-    }
+    };
     let (a, b) = (cpus[0], cpus[1]);
     let rt = Arc::new(Runtime::builder().worker_cpus([a, b]).build().unwrap());
     let rt2 = Arc::clone(&rt);

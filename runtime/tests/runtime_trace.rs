@@ -19,7 +19,8 @@ use trace_util::{check_json, instants, run_reasons, storm};
 /// by `schedule()` per counted switch and one per exit. And the switch sequences hold.
 #[test]
 fn storm_trace_agrees_with_the_counters() {
-    let seed = runtime_util::seed();
+    let test = "storm_trace_agrees_with_the_counters";
+    let seed = runtime_util::seed(test);
     for features in [
         "",
         "NO_TTWU_QUEUE",
@@ -33,9 +34,10 @@ fn storm_trace_agrees_with_the_counters() {
             .trace_capacity(1 << 20)
             .build()
             .unwrap();
-        storm(&rt, seed, 300);
+        let what = runtime_util::replay(test, seed);
+        runtime_util::storm(&rt, seed, &what, 32, 2, runtime_util::Stop::Rounds(300));
         let (st, trace) = rt.shutdown_with_trace();
-        let ctx = format!("[{features}] seed {seed}\n{st}");
+        let ctx = format!("[{features}] {what}\n{st}");
         assert!(trace.enabled());
         assert_eq!(trace.dropped(), 0, "{ctx}");
         for w in trace.workers() {
@@ -164,11 +166,9 @@ fn a_pinned_task_runs_only_on_its_workers_track() {
 /// The pull is a migrate event from worker 0 to worker 1.
 #[test]
 fn a_balance_pull_is_a_migrate_event() {
-    let cpus = runtime_util::two_cpus();
-    if cpus.len() < 2 {
-        eprintln!("skipped: balancing needs two allowed CPUs");
+    let Some(cpus) = runtime_util::two_cpus_or_skip("a_balance_pull_is_a_migrate_event") else {
         return;
-    }
+    };
     let rt = Runtime::builder()
         .worker_cpus(cpus.clone())
         .tracing(true)
@@ -301,7 +301,7 @@ fn tracing_off_records_nothing() {
         .worker_cpus(runtime_util::two_cpus())
         .build()
         .unwrap();
-    storm(&rt, runtime_util::seed(), 50);
+    storm(&rt, "tracing_off_records_nothing", 50);
     let (st, trace) = rt.shutdown_with_trace();
     assert!(st.total().wakeups() > 0, "the workload woke nobody\n{st}");
     assert!(!trace.enabled());
@@ -327,7 +327,7 @@ fn a_full_log_drops_and_counts() {
         .trace_capacity(CAP)
         .build()
         .unwrap();
-    storm(&rt, runtime_util::seed(), 100);
+    storm(&rt, "a_full_log_drops_and_counts", 100);
     let (st, trace) = rt.shutdown_with_trace();
     let t = st.total();
     for w in trace.workers() {
@@ -373,7 +373,7 @@ fn a_snapshot_while_running_is_a_prefix() {
         }
         snaps
     });
-    storm(&rt, runtime_util::seed(), 300);
+    storm(&rt, "a_snapshot_while_running_is_a_prefix", 300);
     let snaps = snapper.join().unwrap();
     let rt = Arc::into_inner(rt).expect("the snapper is done");
     let (_, last) = rt.shutdown_with_trace();

@@ -26,33 +26,29 @@ fn ping_pong(features: &str, n: u64) {
     assert_eq!((st.live_tasks, st.live_stacks), (0, 0), "{st}");
 }
 
-/// 64 tasks block and wake each other at random for `secs`; then the main thread wakes them
-/// until all have ended. Every block must have been ended by exactly one wakeup.
-fn storm(features: &str, dur: Duration) {
-    let seed = runtime_util::seed();
+/// 64 tasks block and wake each other at random for `dur`; then the main thread unparks each
+/// once and all must end within a bound (a lost wakeup fails the process, naming the seed of
+/// test `test`). Every block must have been ended by exactly one wakeup.
+fn storm(test: &str, features: &str, dur: Duration) {
+    let seed = runtime_util::seed(test);
+    let what = format!("[{features}] {}", runtime_util::replay(test, seed));
     let rt = Runtime::builder()
         .worker_cpus(runtime_util::two_cpus())
         .features(features)
         .build()
         .unwrap();
-    let rounds = runtime_util::storm(&rt, seed, 64, 3, runtime_util::Stop::After(dur));
+    let rounds = runtime_util::storm(&rt, seed, &what, 64, 3, runtime_util::Stop::After(dur));
     let st = rt.shutdown();
     let t = st.total();
     assert!(rounds > 0);
     assert_eq!(
         t.blocks,
         t.wakeups(),
-        "[{features}] seed {seed}: blocks and wakeups differ\n{st}"
+        "{what}: blocks and wakeups differ\n{st}"
     );
-    assert!(
-        t.blocks > 0,
-        "[{features}] seed {seed}: nothing ever blocked\n{st}"
-    );
-    assert_eq!((st.live_tasks, st.live_stacks), (0, 0), "seed {seed}\n{st}");
-    println!(
-        "[{features}] seed {seed}: {rounds} rounds, {} blocks\n{st}",
-        t.blocks
-    );
+    assert!(t.blocks > 0, "{what}: nothing ever blocked\n{st}");
+    assert_eq!((st.live_tasks, st.live_stacks), (0, 0), "{what}\n{st}");
+    println!("{what}: {rounds} rounds, {} blocks\n{st}", t.blocks);
 }
 
 #[test]
@@ -62,13 +58,13 @@ fn ping_pong_million_round_trips() {
 
 #[test]
 fn storm_three_seconds() {
-    storm("", Duration::from_secs(3));
+    storm("storm_three_seconds", "", Duration::from_secs(3));
 }
 
 #[test]
 fn every_feature_combination() {
     for f in runtime_util::feature_combinations() {
         ping_pong(&f, 10_000);
-        storm(&f, Duration::from_millis(200));
+        storm("every_feature_combination", &f, Duration::from_millis(200));
     }
 }

@@ -99,6 +99,7 @@ impl Kick {
         fence(Ordering::SeqCst);
         #[cfg(not(lagom_mutant = "kick_no_recheck"))]
         if has_work() {
+            super::probe::probe!("locking/kick: the idle re-check finds work");
             // A waker may have kicked meanwhile; its futex_wake then finds no sleeper, which
             // is harmless.
             word.store(ACTIVE, Ordering::Relaxed);
@@ -106,6 +107,7 @@ impl Kick {
         }
         #[cfg(lagom_mutant = "kick_no_recheck")]
         let _ = has_work;
+        super::probe::probe!("locking/kick: the idle worker sleeps");
         self.futex.wait(IDLE, timeout_ns);
         // Acquire: pairs with nothing the protocol needs (work is published through its own
         // Release/Acquire), but makes "kicked" imply the kicker's earlier writes are visible.
@@ -131,6 +133,7 @@ impl Kick {
         {
             return false;
         }
+        super::probe::probe!("locking/kick: a kick wakes the idle worker");
         self.futex.wake_all();
         true
     }

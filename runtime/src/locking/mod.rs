@@ -15,6 +15,7 @@
 //! * [`kick`] — the idle/kick protocol between an idle worker and the waker that gives it work.
 //! * [`lock`] — the runqueue lock: spins briefly, then sleeps on a futex.
 //! * [`spin_loop`] — the spin hint, which loom must see.
+//! * [`probe`] — the loom models' coverage probes (`probe!`), nothing outside `cfg(loom)`.
 //!
 //! The module is private; under `cfg(loom)` it is public (hidden) and re-exported as
 //! `lagom::model::locking`, so that the loom models reach the real code. Its items are building
@@ -33,6 +34,7 @@ pub mod futex;
 pub mod kick;
 pub mod llist;
 pub mod lock;
+pub mod probe;
 
 /// A hint that the caller is spinning: `core::hint::spin_loop` normally; under loom a yield,
 /// so that loom's scheduler lets the thread being waited for make progress.

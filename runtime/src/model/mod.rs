@@ -15,9 +15,19 @@
 //! `wake::try_to_wake_up_held`), which needs a worker thread: the seam builds a
 //! `WorkerThread` for the worker it plays (`WorkerThread::for_model`, cfg(loom): no signal
 //! stack, an empty stack pool, no timers), never installed as the thread's `LOCAL`.
-//! Nothing is copied: each method is a call into the functions the threaded runtime runs
-//! (the exit's dequeue of the dead task included: `sched::dequeue_dead`, which
-//! [`Model::exit`] calls as `exit_current` does).
+//! Each method is a call into the functions the threaded runtime runs (the exit's dequeue of
+//! the dead task included: `sched::dequeue_dead`, which [`Model::exit`] calls as
+//! `exit_current` does), but four of them still sequence those calls themselves, in the order
+//! the real caller does: [`Model::schedule_prev`] (the order of `schedule_on`), its
+//! [`Model::finish_task_switch`] (the `clear_on_cpu` of `finish_task_switch`, without
+//! `put_dead`), [`Model::switch_in`] (one round of the idle loop) and [`Model::exit`] (the
+//! order of `exit_current`). A reordering inside the real function is invisible to the models
+//! that use them. [`ModelWorker`] has none of that: it runs the real `schedule()` up to the
+//! switch (`sched::schedule_prepare`), the real `finish_task_switch` (`on_cpu` cleared, then
+//! `put_dead`) and the real idle loop's rounds (`sched::idle_step`), with only the switch
+//! itself played by the model; the models of issue #21 (`idle_worker`, `two_wakers`) use it.
+//! The older models keep the sequencing seams because they pass the time a switch-out charges
+//! (`now`), which the real `schedule()` reads from the clock, constant under loom.
 //!
 //! The asm switch cannot run under loom: a switch away from a task writes the task's
 //! loom-only `loom_ctx` cell (the registers it saves) before `clear_on_cpu`, and a switch
@@ -30,8 +40,10 @@
 //! same decisions.
 
 mod exit;
+mod worker;
 
 pub use exit::{ExitWake, Exited, ModelExit};
+pub use worker::ModelWorker;
 
 /// The runtime's internal synchronization (`locking/`), for the models of its pieces.
 pub use crate::locking;

@@ -82,7 +82,8 @@ impl<T> RunQueue<T> {
         let v_avg = self.avg_vruntime();
         if kind == DequeueKind::Sleep
             && self.feat(Feature::DelayDequeue)
-            && !Self::eligible_at(v_avg, vruntime)
+            // Every sleeper delayed (runtime/tests/mutants.sh) drops the eligibility test.
+            && (cfg!(lagom_mutant = "delay_every_sleeper") || !Self::eligible_at(v_avg, vruntime))
         {
             self.clear_buddies(i);
             self.update_entity_lag_at(i, v_avg);

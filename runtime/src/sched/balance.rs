@@ -132,6 +132,9 @@ pub(crate) fn tick(wt: &WorkerThread, now: u64) {
 #[inline(never)]
 fn tick_due(wt: &WorkerThread, now: u64) {
     wt.next_balance.set(now.saturating_add(BALANCE_INTERVAL));
+    // The periodic balance switched off (runtime/tests/mutants.sh): only the nohz kick left.
+    #[cfg(lagom_mutant = "periodic_balance_off")]
+    let periodic_balance = |_: &_, _, _| 0;
     if wt.shared.workers.len() > 1 && periodic_balance(&wt.shared, wt.index, now) == 0 {
         nohz_kick(&wt.shared, wt.index);
     }
@@ -155,6 +158,7 @@ fn nohz_kick(shared: &Shared, me: usize) {
     if let Some(i) = idle
         && shared.workers[i].kick.kick()
     {
+        crate::locking::probe::probe!("sched/balance: the nohz kick wakes an idle worker");
         w.stats.inc(&w.stats.nohz_kicks);
     }
 }
@@ -213,7 +217,10 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
         w.publish(dst_rq);
         let counter = match who {
             Balancer::NewlyIdle => &w.stats.balance_pulls,
-            Balancer::Periodic => &w.stats.balance_periodic,
+            Balancer::Periodic => {
+                crate::locking::probe::probe!("sched/balance: the periodic balance pulls a task");
+                &w.stats.balance_periodic
+            }
         };
         counter.fetch_add(pulled as u64, Ordering::Relaxed);
     }

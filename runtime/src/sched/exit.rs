@@ -78,6 +78,7 @@ pub(crate) fn exit_current() -> *const Context {
     // Deliver the outcome and wake the joiner, in the same lock section when the joiner
     // lands on this worker (step 3).
     let joiner = t.completion.complete(outcome.and_then(Result::err));
+    crate::locking::probe::probe!("sched/exit: exit_current runs");
     let mut rq = match joiner {
         Some(j) => {
             wt.clock.set(now);
@@ -126,6 +127,7 @@ pub(crate) fn dequeue_dead(w: &Worker, rq: &mut RunQueue<QueuedTask>, t: &Task, 
     );
     t.on_rq.store(false, Ordering::Release);
     w.publish(rq);
+    crate::locking::probe::probe!("sched/exit: the dead task leaves its runqueue");
 }
 
 /// Frees the task that died in the switch that just completed, if any (module doc); called by
@@ -141,6 +143,7 @@ pub(crate) fn put_dead(wt: &WorkerThread) {
     let slot = t.reg_slot.load(Ordering::Relaxed);
     let reg = &wt.shared.workers[home].tasks;
     if home != wt.index && slot & FOREIGN == 0 {
+        crate::locking::probe::probe!("sched/exit: put_dead hands the task to its home worker");
         // Another worker's own task: its home frees the fiber, keeps the stack in its own
         // pool and removes the task (`tcb/registry.rs`).
         // SAFETY: the task is dead, off every queue and CPU, on no list (a dead task cannot
@@ -156,6 +159,7 @@ pub(crate) fn put_dead(wt: &WorkerThread) {
     if let Some(stack) = fiber.and_then(|f| f.into_stack()) {
         wt.pool.borrow_mut().put(stack);
     }
+    crate::locking::probe::probe!("sched/exit: put_dead frees the task");
     // SAFETY: an own slot of this worker (this thread is its home), or a foreign one.
     let me = unsafe { reg.remove(slot) };
     // The registry's reference, dropped last: it may be the one that frees `t`.

@@ -122,11 +122,42 @@ pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
 }
 
 fn idle_loop(wt: &WorkerThread) {
-    let shared = &*wt.shared;
-    let w = wt.worker();
     // Since when the worker has had nothing to run (monotonic ns), for the pool's trim.
     let mut idle_since: Option<u64> = None;
     loop {
+        match idle_step(wt, &mut idle_since) {
+            IdleStep::Switch(n) => {
+                // SAFETY: the idle context is this thread's; `n` is suspended (see
+                // `prepare_switch`) and kept alive by its registry (`tcb/queued.rs`).
+                unsafe { switch(wt.idle_ctx(), (*n).ctx) };
+                // Back on the idle task: a task scheduled to idle or ended (`exit.rs`) with
+                // nothing runnable (curr is null, prev is set; a dead task is freed here).
+                finish_task_switch();
+            }
+            IdleStep::Again => {}
+            IdleStep::Exit => return,
+        }
+    }
+}
+
+/// How one round of the idle loop ended ([`idle_step`]).
+pub(crate) enum IdleStep {
+    /// A task was picked and marked running here: switch into it.
+    Switch(*const crate::worker::Task),
+    /// Nothing to switch to this round (work turned up, or the sleep ended): go round again.
+    Again,
+    /// The shutdown's EXIT phase with nothing left here: leave the loop.
+    Exit,
+}
+
+/// One round of the idle loop: fire timers, drain and pick (returning the task to switch
+/// into), else reap, balance, spin and sleep on the kick word. Everything of the loop but
+/// the switch itself, which the caller makes (under loom a model plays it: `lagom::model`).
+pub(crate) fn idle_step(wt: &WorkerThread, idle_since: &mut Option<u64>) -> IdleStep {
+    let shared = &*wt.shared;
+    let w = wt.worker();
+    // The body of the loop, as it was before this round was split out for the models.
+    {
         timer::fire(wt);
         let now = crate::sys::time::sched_clock();
         let mut rq = w.rq.lock();
@@ -139,40 +170,41 @@ fn idle_loop(wt: &WorkerThread) {
             trace::switch(wt, None, Some(n), SwitchReason::Idle);
             wt.curr.set(next);
             drop(rq);
-            idle_since = None;
-            // SAFETY: the idle context is this thread's; `n` is suspended (see `prepare_switch`).
-            unsafe { switch(wt.idle_ctx(), n.ctx) };
-            // Back on the idle task: a task scheduled to idle or ended (`exit.rs`) with
-            // nothing runnable (curr is null, prev is set; a dead task is freed here).
-            finish_task_switch();
-            continue;
+            *idle_since = None;
+            crate::locking::probe::probe!("sched/idle: the idle loop picks a task");
+            return IdleStep::Switch(next);
         }
         let empty = rq.nr_queued() == 0;
         drop(rq);
         // Out of work: remove this worker's tasks that died on others (`tcb/registry.rs`).
         // Look first: the take is a locked swap, and the list is usually empty.
         if w.tasks.has_dead() {
+            crate::locking::probe::probe!(
+                "sched/idle: the idle loop reaps tasks that died elsewhere"
+            );
             // SAFETY: this is the registry's home worker thread.
             unsafe { w.tasks.reap(|s| wt.pool.borrow_mut().put(s)) };
         }
         let phase = shared.phase();
         if phase == PHASE_EXIT && empty && w.wakelist.is_empty() {
-            return;
+            return IdleStep::Exit;
         }
         if (phase == PHASE_DRAIN && shared.looks_idle()) || phase == PHASE_FORCE {
             shutdown::sweep(wt);
         }
         if balance::newidle_balance(shared, wt.index, crate::sys::time::sched_clock()) {
-            continue;
+            crate::locking::probe::probe!("sched/idle: the newly idle balance pulls a task");
+            return IdleStep::Again;
         }
         let has_work = || {
-            !w.wakelist.is_empty()
-                || w.nr_running.load(Ordering::Relaxed) > 0
+            (!w.wakelist.is_empty() && !cfg!(lagom_mutant = "idle_recheck_no_wakelist"))
+                || (w.nr_running.load(Ordering::Relaxed) > 0
+                    && !cfg!(lagom_mutant = "idle_recheck_no_nr_running"))
                 || w.tasks.has_dead()
                 || shared.phase.load(Ordering::Relaxed) != phase
         };
         if spin(wt, &has_work) {
-            continue;
+            return IdleStep::Again;
         }
         let mut timeout = wt
             .timers
@@ -185,7 +217,7 @@ fn idle_loop(wt: &WorkerThread) {
             if t <= shared.timer_spin {
                 // Work or the deadline, either way round again.
                 spin_until_timer(wt, &has_work);
-                continue;
+                return IdleStep::Again;
             }
             timeout = Some(t - shared.timer_spin);
         }
@@ -195,16 +227,18 @@ fn idle_loop(wt: &WorkerThread) {
             let every = shutdown::SWEEP_EVERY.as_nanos() as u64;
             timeout = Some(timeout.map_or(every, |t| t.min(every)));
         }
-        if let Some(left) = trim_pool(wt, &mut idle_since) {
+        if let Some(left) = trim_pool(wt, idle_since) {
             timeout = Some(timeout.map_or(left, |t| t.min(left)));
         }
         if timeout == Some(0) {
-            continue;
+            return IdleStep::Again;
         }
+        crate::locking::probe::probe!("sched/idle: the idle loop waits on its kick word");
         if w.kick.idle_wait(has_work, timeout) != Idle::Work {
             w.stats.inc(&w.stats.idle_sleeps);
         }
     }
+    IdleStep::Again
 }
 
 /// The pool's trim (`arch/pool.rs`): once the worker has been idle for `TRIM_AFTER` without a

@@ -29,6 +29,10 @@ pub(crate) use balance::tick as balance_tick;
 pub(crate) use exit::dequeue_dead;
 pub(crate) use exit::exit_current;
 pub(crate) use idle::worker_main;
+#[cfg(loom)]
+pub(crate) use idle::{IdleStep, idle_step};
 pub(crate) use schedule::{Reason, block_current, finish_task_switch, schedule};
 #[cfg(loom)]
-pub(crate) use schedule::{clear_on_cpu, pick, prepare_switch, put_prev};
+pub(crate) use schedule::{
+    clear_on_cpu, finish_task_switch_on, pick, prepare_switch, put_prev, schedule_prepare,
+};

@@ -58,7 +58,12 @@ pub(crate) fn pick(w: &Worker, rq: &mut RunQueue<QueuedTask>, now: u64) -> *cons
     let next = loop {
         match rq.pick_next(now) {
             Pick::Run(h) => break rq.payload(h).as_ptr(),
-            Pick::FinishedDelayed { se, payload } => finished_delayed(w, se, payload),
+            Pick::FinishedDelayed { se, payload } => {
+                crate::locking::probe::probe!(
+                    "sched/schedule: the pick finishes a delayed dequeue"
+                );
+                finished_delayed(w, se, payload)
+            }
             Pick::Idle => break ptr::null(),
         }
     };
@@ -184,12 +189,16 @@ pub(crate) fn put_prev(
     if prev_t.state.load(Ordering::Relaxed) != RUNNING {
         match rq.dequeue(h, DequeueKind::Sleep, now) {
             Dequeued::Delayed => {
+                crate::locking::probe::probe!(
+                    "sched/schedule: put_prev leaves a blocked task delayed"
+                );
                 // Release: a waker that reads it (Acquire) knows the task passed its block
                 // decision (spec §7.10, step 1).
                 prev_t.sched_delayed.store(true, Ordering::Release);
                 w.stats.inc_owned(&w.stats.delayed_dequeues);
             }
             Dequeued::Removed { se, .. } => {
+                crate::locking::probe::probe!("sched/schedule: put_prev dequeues a blocked task");
                 // SAFETY: as above.
                 unsafe {
                     prev_t.sched(|s| {
@@ -208,6 +217,7 @@ pub(crate) fn put_prev(
         }
         SwitchKind::Voluntary
     } else if reason == Reason::Yield {
+        crate::locking::probe::probe!("sched/schedule: put_prev yields");
         rq.yield_curr(now);
         SwitchKind::Voluntary
     } else {
@@ -223,6 +233,19 @@ pub(crate) fn schedule(reason: Reason) {
 /// [`schedule`] on the calling worker thread `wt`, which the caller has just looked up (and
 /// not across a switch: a task may resume on another worker).
 fn schedule_on(wt: &WorkerThread, reason: Reason) {
+    let Some((prev_t, to)) = schedule_prepare(wt, reason) else {
+        return;
+    };
+    // SAFETY: `prev_t.ctx` is the running task's own context; `to` is a suspended context
+    // (a picked task whose previous switch-out completed, or this thread's idle context).
+    unsafe { switch(prev_t.ctx, to) };
+    finish_task_switch();
+}
+
+/// [`schedule_on`] up to the switch (steps 1–5 of the module doc): returns the running task
+/// and the context to switch to from it, or `None` if the pick chose the running task again
+/// (no switch). Split out so that a loom model runs it (`lagom::model`) and plays the switch.
+pub(crate) fn schedule_prepare(wt: &WorkerThread, reason: Reason) -> Option<(&Task, *mut Context)> {
     let prev = wt.curr.get();
     assert!(!prev.is_null(), "lagom: schedule from the idle task");
     // SAFETY: the registry keeps the running task alive.
@@ -240,7 +263,8 @@ fn schedule_on(wt: &WorkerThread, reason: Reason) {
     let kind = put_prev(w, &mut rq, prev_t, reason, now);
     let next = pick(w, &mut rq, now);
     if next == prev {
-        return;
+        crate::locking::probe::probe!("sched/schedule: the pick chooses the running task again");
+        return None;
     }
     w.stats.inc_owned(match kind {
         SwitchKind::Voluntary => &w.stats.switches_voluntary,
@@ -250,8 +274,10 @@ fn schedule_on(wt: &WorkerThread, reason: Reason) {
         // SAFETY: picked from the runqueue: its registry keeps it alive (`tcb/queued.rs`).
         unsafe { &*next }
     }) {
+        crate::locking::probe::probe!("sched/schedule: switches to another task");
         prepare_switch_on(wt, n);
     } else {
+        crate::locking::probe::probe!("sched/schedule: switches to the idle task");
         wt.clear_signal_task();
     }
     // SAFETY: `next` is null or was picked from the runqueue: its registry keeps it alive (`tcb/queued.rs`).
@@ -265,10 +291,7 @@ fn schedule_on(wt: &WorkerThread, reason: Reason) {
         // SAFETY: as above.
         unsafe { (*next).ctx }
     };
-    // SAFETY: `prev_t.ctx` is the running task's own context; `to` is a suspended context
-    // (a picked task whose previous switch-out completed, or this thread's idle context).
-    unsafe { switch(prev_t.ctx, to) };
-    finish_task_switch();
+    Some((prev_t, to))
 }
 
 /// Completes a switch on the new context's stack: clears the previous task's `on_cpu` with
@@ -276,8 +299,14 @@ fn schedule_on(wt: &WorkerThread, reason: Reason) {
 /// then frees the previous task if it died (`exit.rs`).
 pub(crate) fn finish_task_switch() {
     let Some(wt) = local() else { return };
+    finish_task_switch_on(wt);
+}
+
+/// [`finish_task_switch`] on worker thread `wt` (a loom model passes its own).
+pub(crate) fn finish_task_switch_on(wt: &WorkerThread) {
     let prev = wt.prev.replace(ptr::null());
     if !prev.is_null() {
+        crate::locking::probe::probe!("sched/schedule: finish_task_switch clears on_cpu");
         // SAFETY: the registry keeps the task alive until it is freed, which happens only on
         // the idle context after its on_cpu is clear.
         clear_on_cpu(unsafe { &*prev });

@@ -145,7 +145,10 @@ fn park_task(wt: &WorkerThread, task: &Task) {
         match prepare_park(task) {
             ParkStep::Return => return,
             ParkStep::Retry => {}
-            ParkStep::Sleep => block_current(wt.take()),
+            ParkStep::Sleep => {
+                crate::locking::probe::probe!("task/park: park_task blocks in schedule()");
+                block_current(wt.take())
+            }
         }
     }
 }

@@ -48,12 +48,15 @@ pub(crate) fn prepare_park<R: 'static>(task: &Task<R>) -> ParkStep {
     // token. A token set just after the look is found by the re-check below, as one set just
     // after the swap would be.
     if task.token.load(Ordering::Relaxed) && task.token.swap(false, Ordering::Acquire) {
+        crate::locking::probe::probe!("tcb/token: park consumes a token");
         return ParkStep::Return;
     }
     task.set_blocked();
     if task.token.load(Ordering::Relaxed) && task.cancel_block() {
+        crate::locking::probe::probe!("tcb/token: park cancels its sleep");
         return ParkStep::Retry;
     }
+    crate::locking::probe::probe!("tcb/token: park sleeps");
     ParkStep::Sleep
 }
 

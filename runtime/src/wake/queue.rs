@@ -57,13 +57,16 @@ pub(crate) fn enqueue_on(
         if !spawn {
             w.stats.inc_owned(&w.stats.wakeups_local);
         }
+        crate::locking::probe::probe!("wake/queue: enqueued on the waker's own worker");
     } else if wakelist {
+        crate::locking::probe::probe!("wake/queue: enqueued through the target's wakelist");
         if !spawn {
             w.stats.inc(&w.stats.wakeups_queued);
         }
         // SAFETY: `t` is new or claimed (the caller's), so alive in its registry.
         unsafe { queue_wakelist(shared, target, t) };
     } else {
+        crate::locking::probe::probe!("wake/queue: enqueued under the target's lock");
         let now = crate::sys::time::sched_clock();
         {
             let mut rq = w.rq.lock();
@@ -73,7 +76,11 @@ pub(crate) fn enqueue_on(
         if !spawn {
             w.stats.inc(&w.stats.wakeups_remote);
         }
-        if w.kick.kick() {
+        // Mutant `remote_enqueue_no_kick` (loom model `idle_worker`): no kick after it.
+        if !cfg!(lagom_mutant = "remote_enqueue_no_kick") && w.kick.kick() {
+            crate::locking::probe::probe!(
+                "wake/queue: a locked remote enqueue kicks an idle worker"
+            );
             w.stats.inc(&w.stats.kicks);
         }
     }
@@ -93,7 +100,9 @@ pub(super) unsafe fn queue_wakelist(shared: &Shared, cpu: usize, t: &TaskRef) {
     // SAFETY: the task is claimed (or new) and on no list: this waker has it until the
     // owner's take_all, and the registry keeps it alive meanwhile (the caller's contract).
     unsafe { w.wakelist.push(NonNull::from(&**t)) };
-    if w.kick.kick() {
+    // Mutant `ttwu_queue_no_kick` (loom model `idle_worker`): the push without its kick.
+    if !cfg!(lagom_mutant = "ttwu_queue_no_kick") && w.kick.kick() {
+        crate::locking::probe::probe!("wake/queue: a wakelist push kicks an idle worker");
         w.stats.inc(&w.stats.kicks);
     }
 }
@@ -123,6 +132,7 @@ pub(crate) fn drain(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, n
 fn drain_pending(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, now: u64) {
     let w = &shared.workers[me];
     for p in w.wakelist.take_all() {
+        crate::locking::probe::probe!("wake/queue: the drain takes an entry");
         // SAFETY: pushed by `queue_wakelist` from a live `TaskRef`, which its registry keeps
         // alive until it is activated (`tcb/queued.rs`). The entry owns no count: the `Arc`
         // rebuilt here is never dropped (`ManuallyDrop`).
@@ -141,6 +151,7 @@ fn drain_pending(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, now:
             #[cfg(lagom_mutant = "drain_no_chase")]
             let owner = me;
             if queued && owner != me {
+                crate::locking::probe::probe!("wake/queue: the drain chases a moved delayed task");
                 t.wake_delayed.store(true, Ordering::Relaxed);
                 w.stats.inc(&w.stats.wakeups_chased);
                 // SAFETY: the entry's task is claimed and alive (above); it moves lists.
@@ -150,6 +161,7 @@ fn drain_pending(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, now:
             #[cfg(lagom_mutant = "drain_delayed_no_recheck")]
             let queued = true;
             if queued {
+                crate::locking::probe::probe!("wake/queue: the drain finishes a delayed dequeue");
                 // SAFETY: the task is queued on this runqueue, whose lock is held.
                 let h = unsafe { t.sched(|s| s.handle) }.expect("queued task has a handle");
                 let (se, p) = rq.finish_delayed(h, now);
@@ -171,6 +183,9 @@ fn drain_pending(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, now:
                 },
             );
             if target != me {
+                crate::locking::probe::probe!(
+                    "wake/queue: the drain forwards a delayed wakeup to another worker"
+                );
                 trace::migrate(shared, &t, me, target, MigrateCause::Wakeup);
                 t.cpu.store(target, Ordering::Relaxed);
                 w.stats.inc(&w.stats.runnable_migrated);

@@ -48,6 +48,9 @@ pub(super) fn ttwu_runnable<'a>(
         // `ttwu_runnable_no_cpu_recheck`).
         #[cfg(not(lagom_mutant = "ttwu_runnable_no_cpu_recheck"))]
         if t.cpu.load(Ordering::Relaxed) != cpu {
+            crate::locking::probe::probe!(
+                "wake/runnable: the task moved before the lock: follow it"
+            );
             continue;
         }
         // The re-check under the lock: the owner's pick may have finished a delayed dequeue
@@ -55,6 +58,9 @@ pub(super) fn ttwu_runnable<'a>(
         // `ttwu_runnable_no_recheck`).
         #[cfg(not(lagom_mutant = "ttwu_runnable_no_recheck"))]
         if !t.on_rq.load(Ordering::Relaxed) {
+            crate::locking::probe::probe!(
+                "wake/runnable: the task left its runqueue before the lock"
+            );
             return false;
         }
         // SAFETY: the task is queued on this runqueue, whose lock is held.
@@ -67,6 +73,9 @@ pub(super) fn ttwu_runnable<'a>(
             // TTWU_DEQUEUE, or DELAYED_WAKE_IDLE with an idle CPU to go to: finish the
             // delayed dequeue and wake it like any sleeper, through CPU selection (the
             // caller's full path).
+            crate::locking::probe::probe!(
+                "wake/runnable: TTWU_DEQUEUE finishes the delayed dequeue"
+            );
             let (se, p) = rq.finish_delayed(h, now);
             finished_delayed(w, se, p);
             w.publish(rq);
@@ -74,11 +83,13 @@ pub(super) fn ttwu_runnable<'a>(
             return false;
         }
         if rq.entity(h).sched_delayed {
+            crate::locking::probe::probe!("wake/runnable: a delayed task requeued in place");
             t.sched_delayed.store(false, Ordering::Relaxed);
             rq.requeue_delayed(h, now);
             check_preempt(w, rq, h, WakeFlags::TTWU, now);
             w.publish(rq);
         }
+        crate::locking::probe::probe!("wake/runnable: woken in place");
         t.state.store(RUNNING, Ordering::Relaxed);
         trace::wakeup(shared, t, cpu, WakePath::RunnableInPlace);
         w.stats.inc_owned(&w.stats.runnable_in_place);
@@ -87,6 +98,7 @@ pub(super) fn ttwu_runnable<'a>(
         // kick is what wakes a sleeping worker). A waker on the owner itself is that worker,
         // running: no kick (whose fence is the dearest step of a local wakeup).
         if Some(cpu) != local_idx && w.kick.kick() {
+            crate::locking::probe::probe!("wake/runnable: kicks an idle owner");
             w.stats.inc(&w.stats.kicks);
         }
         return true;

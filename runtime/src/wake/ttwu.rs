@@ -72,6 +72,7 @@ fn ttwu<'a>(
     sync: bool,
 ) -> (Woken, Option<RqGuard<'a>>) {
     if t.claim() == Claim::NotBlocked {
+        crate::locking::probe::probe!("wake/ttwu: the claim finds the task not blocked");
         return (Woken::NotBlocked, held);
     }
     // Borrowed, not cloned: `t` keeps it alive, and a clone would bounce the count's cache
@@ -96,6 +97,9 @@ fn ttwu<'a>(
                 let w = &shared.workers[cpu];
                 trace::wakeup(shared, t, cpu, WakePath::DelayedQueued);
                 w.stats.inc(&w.stats.runnable_queued);
+                crate::locking::probe::probe!(
+                    "wake/ttwu: a delayed task handed to its worker's wakelist"
+                );
                 // SAFETY: claimed just above; a claimed task is alive in its registry.
                 unsafe { queue_wakelist(shared, cpu, t) };
                 return (Woken::Runnable, held);
@@ -104,6 +108,9 @@ fn ttwu<'a>(
         if ttwu_runnable(shared, t, local_wt, &mut held) {
             return (Woken::Runnable, held);
         }
+        crate::locking::probe::probe!(
+            "wake/ttwu: on_rq seen, but the task left its runqueue meanwhile"
+        );
     }
     // Off every runqueue; the sleeper's dequeue happened-before (O2).
     if t.on_cpu.load(Ordering::Acquire) {
@@ -129,6 +136,9 @@ fn ttwu<'a>(
                 let w = &shared.workers[cpu];
                 trace::wakeup(shared, t, cpu, WakePath::OnCpu);
                 w.stats.inc(&w.stats.wakeups_on_cpu);
+                crate::locking::probe::probe!(
+                    "wake/ttwu: a task still on_cpu handed to that worker's wakelist"
+                );
                 // SAFETY: claimed just above; a claimed task is alive in its registry.
                 unsafe { queue_wakelist(shared, cpu, t) };
                 return (Woken::Enqueued, held);
@@ -139,6 +149,7 @@ fn ttwu<'a>(
     // saving it (loom models `on_cpu_handoff` and `lost_wakeup`, mutant `ttwu_no_on_cpu_wait`).
     #[cfg(not(lagom_mutant = "ttwu_no_on_cpu_wait"))]
     while t.on_cpu.load(Ordering::Acquire) {
+        crate::locking::probe::probe!("wake/ttwu: the waker waits for on_cpu to clear");
         crate::locking::spin_loop();
     }
     // The switch away from the task is complete: its saved context is this waker's to hand
@@ -166,9 +177,11 @@ fn ttwu<'a>(
             // `tcb/queued.rs`), the caller's `t` keeps it alive meanwhile.
             unsafe { activate_wf(w, rq, t, wt.sched_now(), sync) };
             w.stats.inc_owned(&w.stats.wakeups_local);
+            crate::locking::probe::probe!("wake/ttwu: enqueued under the waker's held lock");
         }
         _ => {
             drop(held.take());
+            crate::locking::probe::probe!("wake/ttwu: enqueued through enqueue_on");
             enqueue_on(shared, local_wt, target, t, false, sync);
         }
     }

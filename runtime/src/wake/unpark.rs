@@ -9,6 +9,16 @@ use crate::worker::{RqGuard, TaskRef, Waiter, WorkerThread};
 /// Unparks task `task`: sets its token and, if it was clear, wakes the task.
 pub(crate) fn unpark_task(task: &TaskRef) {
     if set_token(task) {
+        // One unpark in a thousand dropped after its token step (runtime/tests/mutants.sh):
+        // the task keeps its token and never runs.
+        #[cfg(lagom_mutant = "unpark_drop_one_in_1000")]
+        {
+            use crate::locking::atomic::{AtomicU64, Ordering};
+            static UNPARKS: AtomicU64 = AtomicU64::new(0);
+            if UNPARKS.fetch_add(1, Ordering::Relaxed) % 1000 == 999 {
+                return;
+            }
+        }
         let _ = try_to_wake_up(task);
     }
 }
@@ -44,7 +54,10 @@ pub(crate) fn unpark_held<'a>(
     rq: RqGuard<'a>,
 ) -> Option<RqGuard<'a>> {
     match w {
-        Waiter::Task(t) if set_token(t) => try_to_wake_up_held(t, wt, rq),
+        Waiter::Task(t) if set_token(t) => {
+            crate::locking::probe::probe!("wake/unpark: a held-lock unpark of a task");
+            try_to_wake_up_held(t, wt, rq)
+        }
         Waiter::Task(_) => Some(rq),
         Waiter::Thread(p) => {
             // A futex wake is a system call: not under the runqueue lock.

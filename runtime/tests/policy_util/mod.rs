@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod reference;
+
 use lagom::policy::{
     DequeueKind, Dequeued, EnqueueKind, Feature, Features, Handle, NICE_0_LOAD, Pick, RqConfig,
     RunQueue, SchedEntity, WakeFlags, Wakeup,
@@ -81,9 +83,14 @@ impl Sim {
     /// Picks until something runs or the CPU idles, checking that every entity handed out as
     /// work is eligible (or alone) and not delayed, and that the pick is what
     /// `pick_eevdf` predicted.
+    ///
+    /// A delayed entity the pick finishes must leave with the lag the reference computes
+    /// (clamped, and no less than it was delayed with: the lag floor).
     pub fn schedule(&mut self) {
         loop {
             self.rq.update_curr(self.now);
+            let q = reference::queued(&self.rq);
+            let v = reference::v_ref(&q).map(|x| x.0);
             let predicted = self.rq.pick_eevdf(true);
             if let Some(p) = predicted
                 && !self.rq.entity_eligible(p)
@@ -106,7 +113,21 @@ impl Sim {
                     return;
                 }
                 Pick::FinishedDelayed { se, payload } => {
-                    assert!(matches!(self.tasks[payload], State::Delayed(_)));
+                    let State::Delayed(h) = self.tasks[payload] else {
+                        panic!("task {payload} was not delayed");
+                    };
+                    let before = q.iter().find(|x| x.0 == h).expect("queued").1;
+                    let lag = reference::lag_ref(
+                        &q,
+                        &before,
+                        v.expect("queued"),
+                        self.rq.features(),
+                        self.tick,
+                    );
+                    assert_eq!(
+                        se.vlag, lag,
+                        "lag saved by the pick that finished a delayed entity"
+                    );
                     assert_lag_clamped(&se, self.tick);
                     assert!(!se.on_rq && !se.sched_delayed);
                     self.tasks[payload] = State::Asleep(se);
@@ -242,12 +263,17 @@ impl Rng {
     }
 }
 
-/// The seed to use: `LAGOM_SEED` if set (to replay a failure), else `default`.
-pub fn seed(default: u64) -> u64 {
-    std::env::var("LAGOM_SEED")
+/// The seed to replay for test `test`, from `LAGOM_SEED_<TEST>` (the test's name in
+/// capitals; one variable per test, so that replaying one leaves the others whole).
+pub fn replay_seed(test: &str) -> Option<u64> {
+    std::env::var(seed_var(test))
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
+}
+
+/// The variable [`replay_seed`] reads for test `test`.
+pub fn seed_var(test: &str) -> String {
+    format!("LAGOM_SEED_{}", test.to_uppercase())
 }
 
 /// The features the randomized policy tests toggle; the rest keep their defaults.

@@ -5,14 +5,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Fails the test process if `progress` stops moving for `limit` while the guard lives.
+/// Fails the test process if `progress` stops moving for `limit` while the guard lives,
+/// printing `what` (which should name the seed to replay, where there is one).
 pub struct Watchdog {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Watchdog {
-    pub fn new(what: &'static str, progress: Arc<AtomicU64>, limit: Duration) -> Watchdog {
+    pub fn new(what: impl Into<String>, progress: Arc<AtomicU64>, limit: Duration) -> Watchdog {
+        let what = what.into();
         let stop = Arc::new(AtomicBool::new(false));
         let s = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
@@ -25,10 +27,9 @@ impl Watchdog {
                     last = now;
                     since = Instant::now();
                 } else if since.elapsed() > limit {
-                    eprintln!(
+                    fail(&format!(
                         "watchdog: {what}: no progress for {limit:?} (stuck at {now}): lost wakeup"
-                    );
-                    std::process::exit(99);
+                    ));
                 }
             }
         });
@@ -46,6 +47,15 @@ impl Drop for Watchdog {
             let _ = t.join();
         }
     }
+}
+
+/// Fails the whole test process with `msg`, for a hang that a panic could not end (the
+/// runtime's shutdown might wait on the stuck task). Written to the process's stderr itself:
+/// the test harness's capture, which `eprintln!` goes to, is lost on `exit`.
+pub fn fail(msg: &str) -> ! {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{msg}");
+    std::process::exit(99);
 }
 
 /// Every combination of the wakeup features the runtime implements, as feature strings.
@@ -83,6 +93,20 @@ pub fn two_cpus() -> Vec<usize> {
     cpus.into_iter().take(2).collect()
 }
 
+/// [`two_cpus`] for a test that needs two: `None` (after saying so) when only one CPU is
+/// allowed, but a failure under `CI=true`, where a skip would pass silently.
+pub fn two_cpus_or_skip(test: &str) -> Option<Vec<usize>> {
+    let cpus = two_cpus();
+    if cpus.len() >= 2 {
+        return Some(cpus);
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test} needs two allowed CPUs, and under CI=true it may not be skipped");
+    }
+    eprintln!("SKIPPED {test}: needs two allowed CPUs");
+    None
+}
+
 /// xorshift64*, seeded.
 pub struct Rng(pub u64);
 
@@ -99,9 +123,11 @@ impl Rng {
     }
 }
 
-/// A seed from the environment (`LAGOM_SEED`) or the clock; printed by the caller on failure.
-pub fn seed() -> u64 {
-    std::env::var("LAGOM_SEED")
+/// The seed of test `test`: from `LAGOM_SEED_<TEST>` (the test's name in capitals, printed
+/// by the test with the seed; one variable per test, so that replaying one test leaves the
+/// others as they are), else from the clock.
+pub fn seed(test: &str) -> u64 {
+    std::env::var(seed_var(test))
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| {
@@ -111,6 +137,16 @@ pub fn seed() -> u64 {
                 .as_nanos() as u64
                 | 1
         })
+}
+
+/// How to replay test `test` with `seed`, for failure messages.
+pub fn replay(test: &str, seed: u64) -> String {
+    format!("seed {seed} (replay with {}={seed})", seed_var(test))
+}
+
+/// The variable that replays test `test`'s seed: `LAGOM_SEED_<TEST>`.
+pub fn seed_var(test: &str) -> String {
+    format!("LAGOM_SEED_{}", test.to_uppercase())
 }
 
 /// Two tasks, "ping" pinned to the runtime's first worker and "pong" to its last, pass a
@@ -160,22 +196,42 @@ pub fn pinned_ping_pong(rt: &lagom::Runtime, n: u64) {
 /// When the tasks of a [`storm`] stop.
 #[derive(Clone, Copy, Debug)]
 pub enum Stop {
-    /// After this long (the calling thread then tells them).
+    /// After this long.
     After(Duration),
-    /// Each after this many rounds.
+    /// Once the tasks have run this many rounds each, on average.
     Rounds(u64),
 }
 
+/// How long the tasks of a [`storm`] may take to end once each was unparked the last time.
+pub const STORM_END: Duration = Duration::from_secs(10);
+
 /// `tasks` tasks wake up to `fanout` random others (unpark) each round and then park, yield
-/// or call `cond_resched` at random, seeded by `seed`, until `stop`; the calling thread (an
-/// outside waker) then unparks them until all have ended. A watchdog fails the process if
-/// no task makes progress for 5 s. Returns the rounds run, summed over the tasks.
-pub fn storm(rt: &lagom::Runtime, seed: u64, tasks: usize, fanout: u64, stop: Stop) -> u64 {
+/// or call `cond_resched` at random, seeded by `seed`, until `stop`. The storm never stalls by
+/// itself: a task unparks a peer (maybe itself) before it parks, so one is always runnable or
+/// holds a token. A watchdog counting only the tasks' rounds fails the process if none makes
+/// progress for 5 s. When the storm stops, the calling thread unparks each task exactly once,
+/// after the stop flag is set, so that each sees it at its next return from `park` at the
+/// latest; every task must then end within [`STORM_END`]. A task that does not lost a wakeup
+/// (the last unpark found a token set that no wakeup followed, or the wakeup went nowhere):
+/// the process fails, naming the tasks and `what` (the seed and how to replay it). Returns
+/// the rounds run, summed over the tasks.
+pub fn storm(
+    rt: &lagom::Runtime,
+    seed: u64,
+    what: &str,
+    tasks: usize,
+    fanout: u64,
+    stop: Stop,
+) -> u64 {
     use lagom::task::Unparker;
     use std::sync::OnceLock;
     let stopped = Arc::new(AtomicBool::new(false));
     let progress = Arc::new(AtomicU64::new(0));
-    let _dog = Watchdog::new("storm", Arc::clone(&progress), Duration::from_secs(5));
+    let dog = Watchdog::new(
+        format!("storm, {what}"),
+        Arc::clone(&progress),
+        Duration::from_secs(5),
+    );
     let peers: Arc<Vec<OnceLock<Unparker>>> =
         Arc::new((0..tasks).map(|_| OnceLock::new()).collect());
     let handles: Vec<_> = (0..tasks)
@@ -189,9 +245,7 @@ pub fn storm(rt: &lagom::Runtime, seed: u64, tasks: usize, fanout: u64, stop: St
                 peers[i].set(lagom::task::current_unparker()).unwrap();
                 let mut rng = Rng(seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9));
                 let mut rounds = 0u64;
-                while !stopped.load(Ordering::Relaxed)
-                    && !matches!(stop, Stop::Rounds(r) if rounds >= r)
-                {
+                while !stopped.load(Ordering::Relaxed) {
                     for _ in 0..=rng.below(fanout) {
                         if let Some(u) = peers[rng.below(tasks as u64) as usize].get() {
                             u.unpark();
@@ -209,20 +263,31 @@ pub fn storm(rt: &lagom::Runtime, seed: u64, tasks: usize, fanout: u64, stop: St
             })
         })
         .collect();
-    if let Stop::After(d) = stop {
-        let t0 = Instant::now();
-        while t0.elapsed() < d {
-            std::thread::sleep(Duration::from_millis(10));
+    match stop {
+        Stop::After(d) => std::thread::sleep(d),
+        Stop::Rounds(r) => {
+            while progress.load(Ordering::Relaxed) < r * tasks as u64 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
-        stopped.store(true, Ordering::Relaxed);
     }
-    let unparkers: Vec<Unparker> = handles.iter().map(|h| h.unparker()).collect();
+    stopped.store(true, Ordering::Relaxed);
+    // From here on the tasks make no more rounds that count: the bound below is the check.
+    drop(dog);
+    // The stop flag is published by these unparks (their token's Release, the parks'
+    // Acquire); a task still in its round sees the flag or consumes a token set after it.
+    for h in &handles {
+        h.unparker().unpark();
+    }
+    let t0 = Instant::now();
     while !handles.iter().all(|h| h.is_finished()) {
-        for u in &unparkers {
-            u.unpark();
+        if t0.elapsed() > STORM_END {
+            let stuck: Vec<usize> = (0..tasks).filter(|&i| !handles[i].is_finished()).collect();
+            fail(&format!(
+                "storm, {what}: tasks {stuck:?} did not end within {STORM_END:?} of their last unpark: lost wakeup"
+            ));
         }
         std::thread::sleep(Duration::from_millis(1));
-        progress.fetch_add(1, Ordering::Relaxed);
     }
     handles.into_iter().map(|h| h.join().unwrap()).sum()
 }

@@ -185,8 +185,12 @@ pub fn run_reasons(doc: &Value) -> BTreeMap<String, u64> {
     m
 }
 
-/// 32 tasks wake each other at random and block, yield or call `cond_resched`, `rounds`
-/// times each; the main thread (an outside waker) then unparks them until all have ended.
-pub fn storm(rt: &Runtime, seed: u64, rounds: u64) {
-    runtime_util::storm(rt, seed, 32, 2, runtime_util::Stop::Rounds(rounds));
+/// 32 tasks wake each other at random and block, yield or call `cond_resched`, about
+/// `rounds` times each, seeded by test `test`'s seed; the main thread then unparks each once
+/// and they must all end (`runtime_util::storm`). Returns the seed.
+pub fn storm(rt: &Runtime, test: &str, rounds: u64) -> u64 {
+    let seed = runtime_util::seed(test);
+    let what = runtime_util::replay(test, seed);
+    runtime_util::storm(rt, seed, &what, 32, 2, runtime_util::Stop::Rounds(rounds));
+    seed
 }

@@ -1,0 +1,104 @@
+//! Model 12 (issue #21), **two rounds of wakeup by two wakers**: a task blocked on worker 0
+//! is unparked by two threads outside the workers (each first makes the task's condition true
+//! by one), while a loom thread plays worker 0 through the real code only (`ModelWorker`: the
+//! idle loop's rounds up to the switch into the task, and the task's `park` loop —
+//! `prepare_park`, then the real `schedule()` up to the switch and `finish_task_switch` after
+//! it). The task runs and parks again until both wakers are done: it may be woken by one,
+//! run, block again and be woken by the other, racing with the worker that is still switching
+//! it out, so nothing but the wakeup protocol orders the second waker's claim after the
+//! first round's run (no thread spawn does: both wakers start before the task first runs).
+//!
+//! The race: a waker that claims the task (`BLOCKED → WAKING`, Acquire) must see everything
+//! the previous round wrote — the worker's dequeue (`on_rq = false`, the entity stored back)
+//! and, through the `on_cpu` wait or the hand-off to the wakelist, the switch's save of the
+//! task's context. Either unpark may be consumed as a token by a `park` that then returns,
+//! or wake the task from a real sleep; either way the task runs both rounds, and the worker
+//! never sleeps with the task runnable (a lost wakeup is a loom deadlock).
+//!
+//! Mutants: `ttwu_no_on_cpu_wait` (a waker that finds the task blocked but still `on_cpu`
+//! does not wait for its switch-out: it takes the context while the worker saves it) and
+//! `finish_relaxed_on_cpu` (the `on_cpu` clear without Release: the waker that sees it clear
+//! does not see the save). Both also break older models. No mutation that this model alone
+//! catches was found: the one tried, the claim without Acquire (`BLOCKED → WAKING` Relaxed),
+//! passes every model, since the waker's `on_rq` and `on_cpu` loads after it are Acquire
+//! themselves.
+#![cfg(loom)]
+
+use lagom::model::{Model, ModelTask, ModelWorker, Next, Step};
+use loom::sync::Arc;
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::thread;
+
+/// The task's `park()` on the worker `w` plays (`task/park.rs`'s loop): `prepare_park`, and
+/// on `Sleep` the worker's real `schedule()` and, if it switched to idle, its idle loop until
+/// it runs the task again; then round again, until a token is consumed.
+fn park(m: &Model, w: &ModelWorker, t: &ModelTask, spec: &str) {
+    loop {
+        match m.prepare_park(t) {
+            Step::Return => return,
+            Step::Retry => {}
+            Step::Sleep => match w.block() {
+                // Requeued by a waker before its dequeue: it runs on.
+                Next::Same => {}
+                Next::Idle => {
+                    let ran = w.idle_run();
+                    assert_eq!(ran.id(), t.id(), "[{spec}] the worker ran another task");
+                }
+                Next::Task(_) => panic!("[{spec}] the worker has one task"),
+            },
+        }
+    }
+}
+
+fn two_rounds(spec: &'static str) {
+    loom::model(move || {
+        let m = Arc::new(Model::new(1, spec));
+        // The task ran on worker 0 and blocked there, in `park`; the worker has nothing else.
+        let t = m.running_task(0);
+        assert_eq!(m.prepare_park(&t), Step::Sleep);
+        assert_eq!(m.schedule_at(&t, 0, 1), None);
+        // Each waker makes the task's condition true by one, then unparks it.
+        let done = Arc::new(AtomicUsize::new(0));
+        let wakers: Vec<_> = (0..2)
+            .map(|_| {
+                let (m, t, done) = (Arc::clone(&m), t.clone(), Arc::clone(&done));
+                thread::spawn(move || {
+                    done.fetch_add(1, Ordering::Release);
+                    m.unpark(&t);
+                })
+            })
+            .collect();
+        // Worker 0's thread: its idle loop runs the task, which goes on with its park and
+        // then parks until both wakers are done, as every caller of `park` re-checks.
+        let w = m.worker(0);
+        let ran = w.idle_run();
+        assert_eq!(ran.id(), t.id(), "[{spec}] the worker ran another task");
+        park(&m, &w, &t, spec);
+        while done.load(Ordering::Acquire) < 2 {
+            park(&m, &w, &t, spec);
+        }
+        for h in wakers {
+            h.join().unwrap();
+        }
+        assert!(
+            m.is_running_state(&t),
+            "[{spec}] not RUNNING after its wakeups"
+        );
+        assert_eq!(m.queued_count(&t), 1, "[{spec}] queued other than once");
+    });
+}
+
+#[test]
+fn two_wakers_wakelist() {
+    two_rounds("TTWU_QUEUE,NO_TTWU_QUEUE_ON_CPU");
+}
+
+#[test]
+fn two_wakers_on_cpu_wakelist() {
+    two_rounds("TTWU_QUEUE,TTWU_QUEUE_ON_CPU");
+}
+
+#[test]
+fn two_wakers_locked_enqueue() {
+    two_rounds("NO_TTWU_QUEUE");
+}

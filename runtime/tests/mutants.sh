@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The ordinary tests' mutants (issue #21): builds the runtime once per mutant, with the
+# one deliberately broken line that `--cfg lagom_mutant="NAME"` switches on in the policy or
+# the driver, and runs the test that must catch it. A test that passes with its mutant
+# checks nothing, so a survivor fails this script. The loom models' mutants are in
+# loom-tests/mutants.sh.
+#
+#   bash runtime/tests/mutants.sh            # every mutant
+#   bash runtime/tests/mutants.sh NAME...    # only these
+#
+# The mutant is switched on by LAGOM_MUTANT (runtime/build.rs turns it into the cfg for
+# lagom alone), so all mutants share one target directory ($MUTANTS_TARGET_DIR, default
+# target/mutants) and its dependencies: each mutant rebuilds only lagom and the one test
+# binary that must catch it. Each run is bounded by
+# a timeout of $MUTANT_TIMEOUT s (default 120): the tests fail by themselves (an assertion,
+# or a watchdog that exits the process), so a run that reaches the timeout is reported as
+# HUNG and counts as missed.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+# mutant name               test target (runtime/tests/)  test name (exact)
+MUTANTS=(
+    "charge_weight_blind       policy_property  random_sequences_keep_every_invariant"
+    "pick_eligibility_blind    policy_property  random_sequences_keep_every_invariant"
+    "delay_every_sleeper       policy_property  random_sequences_keep_every_invariant"
+    "delay_every_sleeper       policy_delay     an_eligible_sleeper_leaves_at_once"
+    "delayed_no_lag_floor      policy_property  random_sequences_keep_every_invariant"
+    "unpark_drop_one_in_1000   runtime_wake     storm_three_seconds"
+    "periodic_balance_off      runtime_balance  the_periodic_balance_evens_out_busy_workers"
+)
+
+export CARGO_TARGET_DIR=${MUTANTS_TARGET_DIR:-target/mutants}
+timeout_s=${MUTANT_TIMEOUT:-120}
+wanted=("$@")
+caught=0
+missed=0
+t_all=$SECONDS
+for row in "${MUTANTS[@]}"; do
+    read -r name target test <<<"$row"
+    if [ ${#wanted[@]} -gt 0 ] && [[ ! " ${wanted[*]} " =~ " $name " ]]; then
+        continue
+    fi
+    t0=$SECONDS
+    mkdir -p "$CARGO_TARGET_DIR/logs"
+    log=$CARGO_TARGET_DIR/logs/$name.$target.log
+    export LAGOM_MUTANT=$name
+    if ! bin=$(cargo test -q -p lagom --test "$target" --no-run --message-format=json 2>"$log" \
+        | grep '"test":true' | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n1) \
+        || [ -z "$bin" ]; then
+        echo "ERROR   $name: the build of $target failed; log: $log"
+        missed=$((missed + 1))
+        continue
+    fi
+    rc=0
+    timeout "$timeout_s" "$bin" --exact "$test" --test-threads 1 >>"$log" 2>&1 || rc=$?
+    took=$((SECONDS - t0))
+    if [ "$rc" -eq 0 ]; then
+        echo "MISSED  $name: $target::$test passed with the mutation (${took} s; log: $log)"
+        missed=$((missed + 1))
+    elif [ "$rc" -eq 124 ]; then
+        echo "HUNG    $name: $target::$test ran past ${timeout_s} s instead of failing (log: $log)"
+        missed=$((missed + 1))
+    else
+        reason=$(grep -m1 -E "panicked|watchdog|lost wakeup|failed" "$log" | cut -c1-160 || true)
+        echo "caught  $name by $target::$test (exit $rc) in ${took} s: $reason"
+        caught=$((caught + 1))
+    fi
+done
+echo "$caught caught, $missed missed in $((SECONDS - t_all)) s"
+[ "$missed" -eq 0 ]
