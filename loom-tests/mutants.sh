@@ -36,6 +36,8 @@ MUTANTS=(
     "ttwu_held_any_target          exit_wake"
     "select_ignores_contract       contract"
     "balance_ignores_contract      contract"
+    "waiters_validate_unlocked     waiters"
+    "waiters_count_late            waiters"
 )
 
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}
