@@ -31,8 +31,12 @@
 //!   loop, load balancing, timer expiry;
 //!
 //! and the user-facing API above them: [`task`] (spawn, join, park/unpark, sleep, yield,
-//! `cond_resched`, `spawn_blocking`) and [`Runtime`] (builder, `block_on`, a shutdown that
-//! unwinds what it cancels, statistics). [`trace`]
+//! `cond_resched`, `spawn_blocking`, timed parks and joins, `task_local!`), [`sync`] (the
+//! blocking primitives — `Mutex`, `RwLock`, `Condvar`, `Barrier`, `Semaphore`, `mpsc` and
+//! `oneshot` channels — with std's names, which block the task, not its worker; std's would
+//! block the worker thread and every task on it) and [`Runtime`] (builder, `block_on`, a
+//! shutdown that unwinds what it cancels, statistics). [`time::Instant`] is the monotonic
+//! clock's deadline type (`no_std` has no `std::time::Instant`). [`trace`]
 //! records switch / wakeup / migrate events per worker, when asked to, and exports them as
 //! Chrome/Perfetto trace JSON.
 //!
