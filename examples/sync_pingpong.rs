@@ -77,14 +77,6 @@ fn main() {
         .build()
         .unwrap();
     let (a, b) = (cpus[0], cpus[cpus.len() - 1]);
-    if std::env::args().nth(2).as_deref() == Some("channel") {
-        println!(
-            "channel ping-pong, one worker: {:8.0} ns per round trip",
-            channel(&rt, a, a, n)
-        );
-        println!("{}", rt.shutdown());
-        return;
-    }
     println!(
         "channel ping-pong, one worker: {:8.0} ns per round trip",
         channel(&rt, a, a, n)

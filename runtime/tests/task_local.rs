@@ -85,3 +85,17 @@ fn outside_a_task() {
     let (rt, _) = rt2();
     assert_eq!(rt.block_on(|| COUNT.with(|c| c.get() + 1)), 1);
 }
+
+/// A task that panics drops its values while it unwinds, before its join sees the panic.
+#[test]
+fn values_drop_when_the_task_panics() {
+    let (rt, cpus) = rt2();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let d = drops.clone();
+    let h = on(&rt, cpus[0], move || {
+        TRACK.with(|t| *t.0.lock().unwrap() = Some(d));
+        panic!("a task-local's owner panics");
+    });
+    assert!(h.join().is_err());
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}

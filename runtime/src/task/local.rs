@@ -3,9 +3,10 @@
 //! shares it, and a task that may migrate (`allow_migration`) finds another thread's after a
 //! blocking call. A `task_local!` value belongs to one task: made from its initialiser on the
 //! task's first access, kept in the task control block (`Task::locals`), and dropped when the
-//! task's closure returns (still inside the task, so a destructor may block or use other
-//! task-locals; a value that one of them sets up again is dropped too, up to a few rounds).
-//! If the closure panics, the values are dropped with the task, wherever that is freed.
+//! task's closure returns or unwinds (a panic, a shutdown's cancellation) — still inside the
+//! task, so a destructor may block or use other task-locals; a value that one of them sets up
+//! again is dropped too, up to a few rounds; what is left after those is dropped with the
+//! task. A destructor that panics while the closure unwinds aborts, as with `thread_local!`.
 //!
 //! **Outside a task** (a plain OS thread, `block_on`'s caller — `block_on`'s closure itself
 //! runs as a task, so it has task-locals of its own) there is no task to hold the value:
@@ -109,8 +110,18 @@ fn find<T: 'static>(t: &Task, key: usize) -> Option<*const T> {
     })
 }
 
+/// Drops the calling task's task-locals when dropped: made before a task's closure runs, it
+/// drops them when the closure returns or unwinds (module doc).
+pub(crate) struct DropOnExit;
+
+impl Drop for DropOnExit {
+    fn drop(&mut self) {
+        drop_current();
+    }
+}
+
 /// Drops the calling task's task-locals, at the end of its closure (module doc).
-pub(crate) fn drop_current() {
+fn drop_current() {
     for _ in 0..DROP_ROUNDS {
         let taken = worker::with_current_task(|t| {
             // SAFETY: the running task's own locals; its closure has returned, so no

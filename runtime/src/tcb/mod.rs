@@ -215,8 +215,8 @@ pub(crate) struct Task<R: 'static> {
     /// into it, so a task never moves once in its `Arc`.
     pub(crate) packet_store: PacketStore,
     /// The task's `task_local!` values (`task/local.rs`), made on first use. Touched only
-    /// by the task itself while it runs, and emptied by it when its closure returns; what a
-    /// panicking task leaves is dropped with the task.
+    /// by the task itself while it runs, and emptied by it when its closure returns or
+    /// unwinds; what is left is dropped with the task.
     pub(crate) locals: UnsafeCell<Locals>,
 }
 
