@@ -46,6 +46,8 @@ MUTANTS=(
     "ttwu_no_on_cpu_wait           two_wakers"
     "finish_relaxed_on_cpu         two_wakers"
     "drain_delayed_no_recheck      migrate"
+    "waiters_validate_unlocked     waiters"
+    "waiters_count_late            waiters"
 )
 
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}

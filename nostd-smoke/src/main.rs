@@ -16,9 +16,10 @@ use alloc::format;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::alloc::{GlobalAlloc, Layout};
-use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 use lagom::Runtime;
+use lagom::sync::Mutex;
 use lagom::task::{self, Unparker};
 use lagom::topology::Topology;
 
@@ -83,35 +84,25 @@ const ROUNDS: usize = 20;
 struct Ring {
     /// Turns taken so far: task `turn % TASKS` holds the next one.
     turn: AtomicUsize,
-    /// Every task's unparker, published once after spawning (null before); freed by `run`
-    /// after every task has been joined.
-    unparkers: AtomicPtr<Vec<Unparker>>,
-}
-
-impl Ring {
-    /// The unparkers, once published.
-    fn unparkers(&self) -> Option<&[Unparker]> {
-        let p = self.unparkers.load(Ordering::Acquire);
-        // SAFETY: a non-null pointer came from `Box::into_raw` in `run`, whose Release store
-        // published the vector's contents; it is freed only after every task was joined, and
-        // `&self` is borrowed from a task.
-        (!p.is_null()).then(|| unsafe { (*p).as_slice() })
-    }
+    /// Every task's unparker, published once after spawning (empty before), behind a
+    /// `lagom::sync::Mutex` (which, without `std`, blocks the task that waits for it).
+    unparkers: Mutex<Vec<Unparker>>,
 }
 
 /// Task `i`: waits (parked) for its turn, takes it, wakes the next task; `ROUNDS` times.
 fn member(ring: &Ring, i: usize) -> usize {
     let mut sum = 0;
     for round in 0..ROUNDS {
-        let unparkers = loop {
+        let next = loop {
             let turn = ring.turn.load(Ordering::Acquire);
-            match ring.unparkers() {
+            let next = ring.unparkers.lock().unwrap().get((i + 1) % TASKS).cloned();
+            match next {
                 Some(u) if turn == round * TASKS + i => break u,
                 _ => task::park(),
             }
         };
         sum += ring.turn.fetch_add(1, Ordering::AcqRel);
-        unparkers[(i + 1) % TASKS].unpark();
+        next.unpark();
     }
     sum
 }
@@ -125,7 +116,7 @@ fn run() -> Result<(), lagom::Error> {
     let total = rt.block_on(|| {
         let ring = Arc::new(Ring {
             turn: AtomicUsize::new(0),
-            unparkers: AtomicPtr::new(core::ptr::null_mut()),
+            unparkers: Mutex::new(Vec::new()),
         });
         let handles: Vec<_> = (0..TASKS)
             .map(|i| {
@@ -133,16 +124,11 @@ fn run() -> Result<(), lagom::Error> {
                 task::spawn(move || member(&ring, i))
             })
             .collect();
-        let unparkers: Vec<Unparker> = handles.iter().map(|h| h.unparker()).collect();
-        let published = alloc::boxed::Box::into_raw(alloc::boxed::Box::new(unparkers));
-        ring.unparkers.store(published, Ordering::Release);
+        *ring.unparkers.lock().unwrap() = handles.iter().map(|h| h.unparker()).collect();
         for h in &handles {
             h.unparker().unpark();
         }
         let sums: Vec<usize> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        // SAFETY: every task that could read the vector has been joined, so this is its only
-        // user; it came from `Box::into_raw` above.
-        drop(unsafe { alloc::boxed::Box::from_raw(published) });
         assert_eq!(ring.turn.load(Ordering::Acquire), TASKS * ROUNDS);
         sums
     });

@@ -31,11 +31,15 @@
 //!   loop, load balancing, timer expiry;
 //!
 //! and the user-facing API above them: [`task`] (spawn, join, park/unpark, sleep, yield,
-//! `cond_resched`, `spawn_blocking`), [`scope`] and [`join`] (tasks that borrow from their
-//! caller's stack, as `std::thread::scope` and rayon's `join`), [`Runtime`] (builder,
-//! `block_on`, `scope` from any thread, a shutdown that unwinds what it cancels, statistics)
-//! and [`TaskGraph`] ([`graph`]: a DAG of blocking closures, each node a task that receives its
-//! predecessors' outputs). [`trace`]
+//! `cond_resched`, `spawn_blocking`, timed parks and joins, `task_local!`), [`sync`] (the
+//! blocking primitives — `Mutex`, `RwLock`, `Condvar`, `Barrier`, `Semaphore`, `mpsc` and
+//! `oneshot` channels — with std's names, which block the task, not its worker; std's would
+//! block the worker thread and every task on it), [`scope`] and [`join`] (tasks that borrow
+//! from their caller's stack, as `std::thread::scope` and rayon's `join`), [`Runtime`]
+//! (builder, `block_on`, `scope` from any thread, a shutdown that unwinds what it cancels,
+//! statistics) and [`TaskGraph`] ([`graph`]: a DAG of blocking closures, each node a task that
+//! receives its predecessors' outputs). [`time::Instant`] is the monotonic clock's deadline
+//! type (`no_std` has no `std::time::Instant`). [`trace`]
 //! records switch / wakeup / migrate events per worker, when asked to, and exports them as
 //! Chrome/Perfetto trace JSON.
 //!

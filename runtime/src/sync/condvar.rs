@@ -79,7 +79,7 @@ impl Condvar {
         let raw = guard.raw();
         let r = self
             .queue
-            .wait(0, deadline, || true, || raw.unlock(), |_| {}, || {});
+            .wait(0, deadline, || true, || raw.unlock(), |_| {}, |_| {});
         raw.lock();
         r == Wait::TimedOut
     }

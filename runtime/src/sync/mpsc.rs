@@ -118,7 +118,7 @@ impl<T> Chan<T> {
                         || {},
                         |_| {},
                         // Woken for room, then cancelled: the room is another sender's.
-                        || {
+                        |_| {
                             self.send_q.wake_one(false, |_| {});
                         },
                     );
@@ -153,7 +153,7 @@ impl<T> Chan<T> {
                 },
                 || {},
                 |_| {},
-                || {},
+                |_| {},
             );
             let mut s = self.state.lock();
             if s.taken >= n {
@@ -243,7 +243,7 @@ impl<T> Chan<T> {
                 || {},
                 |_| {},
                 // Woken for a message, then cancelled: it is another receiver's.
-                || {
+                |_| {
                     self.recv_q.wake_one(false, |_| {});
                 },
             );

@@ -1,31 +1,38 @@
 //! [`Mutex`]: mutual exclusion that blocks the calling *task* (its worker runs others) or, on
 //! a plain OS thread, the thread; with `std::sync::Mutex`'s API and poisoning.
 //!
-//! Invariant: *at most one guard exists at a time, and a waiter is never overtaken by a
-//! holder that unlocks and locks again: the lock passes to the longest waiter.*
+//! Invariant: *at most one guard exists at a time, and a waiter is overtaken at most once
+//! per wait: the second time its turn comes, the lock is handed to it.*
 //!
 //! ## The protocol
 //!
 //! The lock word has two bits: `LOCKED` and `PARKED` (someone is, or is about to be, in the
 //! waiter queue, `waiters.rs`).
 //!
-//! * **lock**: `compare_exchange(0, LOCKED, Acquire)`. Failing that, spin a little (a few
-//!   hundred pause hints, [`SPIN_LIMIT`] tries) while the holder runs and nobody is parked —
-//!   a short critical section on another worker ends sooner than a park round; then set
-//!   `PARKED` and queue, with `validate` = "the word is still `LOCKED | PARKED`". A lock that
-//!   became free meanwhile fails the validation, and the locker retries.
+//! * **lock**: `compare_exchange(0, LOCKED, Acquire)`. Failing that, spin a little (some
+//!   200 pause hints, [`SPIN_LIMIT`] tries) while the holder runs and nobody is parked — a
+//!   short critical section on another worker ends sooner than a park round; a task that
+//!   finds the lock held by a task of its own worker does not spin (that holder cannot run
+//!   while it spins; the lock keeps a hint of where its holder runs). Then set `PARKED` and
+//!   queue, with `validate` = "the word is still `LOCKED | PARKED`": a lock that became free
+//!   meanwhile fails the validation, and the locker retries.
 //! * **unlock**: `compare_exchange(LOCKED, 0, Release)`. If `PARKED` is set, the slow path
-//!   wakes the front waiter and **hands it the lock**: under the queue's lock the word stays
-//!   `LOCKED` (with `PARKED` kept only if more wait), and the woken waiter returns from
-//!   `lock` owning it. With no waiter left (one whose validation failed, one that timed
-//!   out), the word goes to 0.
+//!   pops the front waiter under the queue's lock and either
+//!   - **wakes it to compete**: the word is released (`PARKED` kept if more wait) and the
+//!     waiter retries `lock`, where a running locker may get there first; or
+//!   - **hands it the lock**, if it was woken to compete before and lost (its queue tag
+//!     says so): the word stays `LOCKED`, and the waiter returns from `lock` owning it.
 //!
-//! The hand-off is what makes it fair: a holder that unlocks and at once locks again finds
-//! the word still `LOCKED` (handed to the waiter) and queues behind it, instead of barging
-//! ahead of a waiter that is still being woken, which a task re-locking in a loop on one
-//! worker would otherwise do for ever. The price is a lock convoy under heavy contention:
-//! the lock is idle while its next owner wakes up. (parking_lot hands off only when a waiter
-//! waited over 0.5 ms; std's futex mutex never does.)
+//!   With no waiter left (one whose validation failed), the word goes to 0.
+//!
+//! So a holder that unlocks and locks again at once (a task re-locking in a loop) cannot
+//! starve a waiter, and a waiter that is slow to wake (a thread the OS has not run yet, a
+//! task behind others on its worker) does not hold up the lockers that are running, as a
+//! hand-off at every unlock would (a lock convoy: the lock idle while its next owner wakes
+//! up). The kernel's mutex hands off once a woken waiter failed to get the lock
+//! (`MUTEX_FLAG_HANDOFF`), which is the rule here; parking_lot once a waiter waited 0.5 ms;
+//! std's futex mutex never. A waiter woken to compete and then cancelled by a shutdown
+//! wakes the next one instead.
 //!
 //! The hand-off's happens-before: the unlocker's writes under the lock precede its
 //! `notified` store (Release), which the woken waiter's load (Acquire) reads.
@@ -40,21 +47,35 @@ use core::ops::{Deref, DerefMut};
 
 use super::poison::{self, LockResult, TryLockError, TryLockResult};
 use super::waiters::{Wait, WaitQueue};
-use crate::locking::atomic::{AtomicU32, Ordering};
+use crate::locking::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 /// Held.
 const LOCKED: u32 = 1;
 /// Someone is queued, or about to queue.
 const PARKED: u32 = 2;
 
-/// How many times a contended `lock` re-tries before it queues.
-const SPIN_LIMIT: u32 = if cfg!(loom) { 1 } else { 64 };
+/// How many times a contended `lock` re-tries before it queues (with 2, 4, 8, then 16
+/// pause hints between tries: some 200 in all, a few hundred ns to a few µs).
+const SPIN_LIMIT: u32 = if cfg!(loom) { 1 } else { 16 };
+
+/// Who the caller is, for [`RawMutex::owner`]: the OS CPU + 1 of the worker whose task
+/// calls, or 0 on a plain thread.
+#[inline]
+fn whoami() -> usize {
+    crate::worker::local().map_or(0, |wt| wt.worker().os_cpu + 1)
+}
 
 /// The lock word and its queue, without data or poisoning (the `Condvar` and `RwLock` use
 /// it too).
 #[derive(Debug)]
 pub(crate) struct RawMutex {
     state: AtomicU32,
+    /// A hint of where the holder runs ([`whoami`]'s answer for it): a task that finds the
+    /// lock held by a task of its own worker does not spin, since that holder cannot run
+    /// while it spins (the kernel's mutex spins only while its owner runs on another CPU).
+    /// Written Relaxed after each acquisition; a stale value costs a needless spin or park,
+    /// never correctness.
+    owner: AtomicUsize,
     queue: WaitQueue,
 }
 
@@ -63,6 +84,7 @@ impl RawMutex {
     pub(crate) fn new() -> RawMutex {
         RawMutex {
             state: AtomicU32::new(0),
+            owner: AtomicUsize::new(0),
             queue: WaitQueue::new(),
         }
     }
@@ -77,22 +99,37 @@ impl RawMutex {
         {
             self.lock_slow();
         }
+        self.owner.store(whoami(), Ordering::Relaxed);
+    }
+
+    /// Whether a spin may see the lock freed: not when the holder is a task of the caller's
+    /// own worker (`owner`).
+    #[inline]
+    fn spin_may_help(&self) -> bool {
+        let me = whoami();
+        me == 0 || self.owner.load(Ordering::Relaxed) != me
     }
 
     /// Takes the lock if it is free now.
     #[inline]
     pub(crate) fn try_lock(&self) -> bool {
         let s = self.state.load(Ordering::Relaxed);
-        s & LOCKED == 0
+        let got = s & LOCKED == 0
             && self
                 .state
                 .compare_exchange(s, s | LOCKED, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
+                .is_ok();
+        if got {
+            self.owner.store(whoami(), Ordering::Relaxed);
+        }
+        got
     }
 
     #[cold]
     fn lock_slow(&self) {
         let mut spins = 0;
+        // The queue tag: 1 once this locker was woken to compete and lost (module doc).
+        let mut overtaken = 0;
         loop {
             let s = self.state.load(Ordering::Relaxed);
             if s & LOCKED == 0 {
@@ -106,7 +143,7 @@ impl RawMutex {
                 continue;
             }
             if s & PARKED == 0 {
-                if spins < SPIN_LIMIT {
+                if spins < SPIN_LIMIT && self.spin_may_help() {
                     spins += 1;
                     for _ in 0..(1u32 << spins.min(4)) {
                         crate::locking::spin_loop();
@@ -122,23 +159,36 @@ impl RawMutex {
                 }
             }
             let r = self.queue.wait(
-                0,
+                overtaken,
                 None,
                 || self.state.load(Ordering::Relaxed) == LOCKED | PARKED,
                 || {},
                 |_| {},
-                // Handed the lock, then cancelled: pass it on.
-                || self.unlock(),
+                |how| {
+                    if how == Wait::Handed {
+                        // Handed the lock, then cancelled: pass it on.
+                        self.unlock();
+                    } else if self.try_lock() {
+                        // Woken to compete, then cancelled: wake the next one instead.
+                        self.unlock();
+                    }
+                },
             );
             match r {
                 // Handed the lock (module doc).
-                Wait::Woken => return,
+                Wait::Handed => return,
+                // Woken to compete for a released lock: the next wait, if it loses, is
+                // handed the lock at its turn.
+                Wait::Woken => {
+                    overtaken = 1;
+                    spins = 0;
+                }
                 Wait::Invalid | Wait::TimedOut => spins = 0,
             }
         }
     }
 
-    /// Releases the lock; hands it to the front waiter if one is parked (module doc).
+    /// Releases the lock; wakes the front waiter if one is parked (module doc).
     #[inline]
     pub(crate) fn unlock(&self) {
         if self
@@ -152,13 +202,12 @@ impl RawMutex {
 
     #[cold]
     fn unlock_slow(&self) {
-        self.queue.wake_one(false, |w| {
-            let s = match (w.count, w.more) {
-                (0, _) => 0,
-                (_, true) => LOCKED | PARKED,
-                (_, false) => LOCKED,
-            };
+        self.queue.wake_one_handing(false, |w, overtaken| {
+            let more = if w.more { PARKED } else { 0 };
+            let hand_off = w.count == 1 && overtaken != 0;
+            let s = if hand_off { LOCKED | more } else { more };
             self.state.store(s, Ordering::Release);
+            hand_off
         });
     }
 }

@@ -130,7 +130,7 @@ impl<T> Receiver<T> {
                 },
                 || {},
                 |_| {},
-                || {},
+                |_| {},
             );
             if r == Wait::TimedOut {
                 return match self.take() {

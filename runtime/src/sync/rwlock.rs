@@ -41,7 +41,8 @@ const TAG_READ: usize = 0;
 /// The queue tag of a writer.
 const TAG_WRITE: usize = 1;
 
-const SPIN_LIMIT: u32 = if cfg!(loom) { 1 } else { 64 };
+/// As the mutex's spin (`mutex.rs`).
+const SPIN_LIMIT: u32 = if cfg!(loom) { 1 } else { 16 };
 
 /// A reader-writer lock for tasks and threads (module doc).
 pub struct RwLock<T: ?Sized> {
@@ -172,7 +173,7 @@ impl<T: ?Sized> RwLock<T> {
                 || {},
                 |_| {},
                 // Handed the lock, then cancelled: give it back.
-                || {
+                |_| {
                     if tag == TAG_READ {
                         self.read_unlock();
                     } else {
@@ -181,7 +182,7 @@ impl<T: ?Sized> RwLock<T> {
                 },
             );
             match r {
-                Wait::Woken => return,
+                Wait::Woken | Wait::Handed => return,
                 Wait::Invalid | Wait::TimedOut => spins = 0,
             }
         }

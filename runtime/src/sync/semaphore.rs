@@ -92,10 +92,10 @@ impl Semaphore {
                 || {},
                 |_| {},
                 // Handed the permits, then cancelled: give them back.
-                || self.release(n),
+                |_| self.release(n),
             );
             match r {
-                Wait::Woken => return true,
+                Wait::Woken | Wait::Handed => return true,
                 Wait::TimedOut => return false,
                 Wait::Invalid => {}
             }

@@ -82,7 +82,7 @@
 use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 
-use crate::locking::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::locking::atomic::{AtomicU32, AtomicUsize, Ordering};
 use crate::locking::lock::Lock;
 use crate::task::Unparker;
 use crate::worker::Waiter;
@@ -133,11 +133,26 @@ fn park_as(me: &Unparker, deadline: Option<u64>) {
 /// One waiting task or thread.
 struct Node {
     unparker: Unparker,
-    /// Set (Release) by the releaser that popped the node, under the queue's lock.
-    notified: AtomicBool,
+    /// Set (Release) by the releaser that popped the node, under the queue's lock: [`WOKEN`]
+    /// or [`HANDED`]; 0 before.
+    notified: AtomicU32,
     /// The primitive's word about the waiter (a semaphore: the permits it wants; a rwlock:
     /// reader or writer), which the releaser's pick reads.
     tag: usize,
+}
+
+/// `Node::notified`: popped and woken.
+const WOKEN: u32 = 1;
+/// `Node::notified`: popped, woken, and handed what it waited for ([`WaitQueue::wake_one_handing`]).
+const HANDED: u32 = 2;
+
+/// What the waiter reads from its node's `notified`.
+fn outcome(n: u32) -> Wait {
+    if n == HANDED {
+        Wait::Handed
+    } else {
+        Wait::Woken
+    }
 }
 
 /// How a [`WaitQueue::wait`] ended.
@@ -146,6 +161,10 @@ struct Node {
 pub(crate) enum Wait {
     /// A releaser popped and woke the waiter.
     Woken,
+    /// A releaser popped and woke the waiter, handing it what it waited for (a mutex's lock:
+    /// [`WaitQueue::wake_one_handing`]); the other wakes of this queue hand off implicitly
+    /// and say [`Woken`](Wait::Woken).
+    Handed,
     /// `validate` found the condition true: nothing was queued; retry.
     Invalid,
     /// The deadline passed first; the waiter is out of the queue.
@@ -193,7 +212,7 @@ fn remove(wq: &WaitQueue, q: &mut VecDeque<Arc<Node>>, node: &Arc<Node>) -> Opti
 
 /// Removes the node of a waiter that unwinds out of its park (a shutdown's cancellation),
 /// or passes on the wakeup it was given (module doc, "Timeouts and cancellation").
-struct Abandon<'a, T: FnOnce(bool), U: FnOnce()> {
+struct Abandon<'a, T: FnOnce(bool), U: FnOnce(Wait)> {
     wq: &'a WaitQueue,
     node: &'a Arc<Node>,
     timed_out: Option<T>,
@@ -202,7 +221,7 @@ struct Abandon<'a, T: FnOnce(bool), U: FnOnce()> {
     armed: bool,
 }
 
-impl<T: FnOnce(bool), U: FnOnce()> Drop for Abandon<'_, T, U> {
+impl<T: FnOnce(bool), U: FnOnce(Wait)> Drop for Abandon<'_, T, U> {
     fn drop(&mut self) {
         if !self.armed {
             return;
@@ -217,7 +236,7 @@ impl<T: FnOnce(bool), U: FnOnce()> Drop for Abandon<'_, T, U> {
             None => {
                 drop(q);
                 if let Some(f) = self.undo.take() {
-                    f();
+                    f(outcome(self.node.notified.load(Ordering::Acquire)));
                 }
             }
         }
@@ -244,7 +263,8 @@ impl WaitQueue {
     /// Blocks the caller until a releaser pops it (module doc). Under the queue's lock:
     /// `validate()` (false: return [`Wait::Invalid`] at once); after queueing:
     /// `before_sleep()`; when `deadline` (monotonic ns) passes first: `timed_out(empty)`
-    /// under the queue's lock; when the caller unwinds after it was woken: `undo()`.
+    /// under the queue's lock; when the caller unwinds after it was woken: `undo(how)`, with
+    /// [`Wait::Woken`] or [`Wait::Handed`].
     pub(crate) fn wait(
         &self,
         tag: usize,
@@ -252,11 +272,11 @@ impl WaitQueue {
         validate: impl FnOnce() -> bool,
         before_sleep: impl FnOnce(),
         timed_out: impl FnOnce(bool),
-        undo: impl FnOnce(),
+        undo: impl FnOnce(Wait),
     ) -> Wait {
         let node = Arc::new(Node {
             unparker: current(),
-            notified: AtomicBool::new(false),
+            notified: AtomicU32::new(0),
             tag,
         });
         #[cfg(lagom_mutant = "waiters_validate_unlocked")]
@@ -284,9 +304,10 @@ impl WaitQueue {
         };
         before_sleep();
         loop {
-            if node.notified.load(Ordering::Acquire) {
+            let n = node.notified.load(Ordering::Acquire);
+            if n != 0 {
                 guard.armed = false;
-                return Wait::Woken;
+                return outcome(n);
             }
             if let Some(d) = deadline
                 && crate::sys::time::monotonic_ns() >= d
@@ -307,7 +328,7 @@ impl WaitQueue {
                 Wait::TimedOut
             }
             // Popped, so `notified` was set under the lock just taken: woken after all.
-            None => Wait::Woken,
+            None => outcome(node.notified.load(Ordering::Acquire)),
         };
         drop(q);
         r
@@ -338,7 +359,7 @@ impl WaitQueue {
                 more: !q.is_empty(),
             });
             for n in &taken {
-                n.notified.store(true, Ordering::Release);
+                n.notified.store(WOKEN, Ordering::Release);
             }
         }
         for n in &taken {
@@ -350,16 +371,32 @@ impl WaitQueue {
     /// Wakes the front waiter, if any, running `update` under the queue's lock.
     /// (As `wake_front_while` taking one, without its list of taken nodes.)
     pub(crate) fn wake_one(&self, sync: bool, update: impl FnOnce(Woke)) -> bool {
+        self.wake_one_handing(sync, |w, _| {
+            update(w);
+            false
+        })
+    }
+
+    /// As [`wake_one`](Self::wake_one), where `update` also sees the front waiter's tag and
+    /// returns whether it hands the waiter what it waits for: its `wait` then returns
+    /// [`Wait::Handed`] instead of [`Wait::Woken`] (a mutex's hand-off).
+    pub(crate) fn wake_one_handing(
+        &self,
+        sync: bool,
+        update: impl FnOnce(Woke, usize) -> bool,
+    ) -> bool {
         let n = {
             let mut q = self.q.lock();
             let n = q.pop_front();
             self.len.store(q.len(), Ordering::Release);
-            update(Woke {
+            let woke = Woke {
                 count: usize::from(n.is_some()),
                 more: !q.is_empty(),
-            });
+            };
+            let handed = update(woke, n.as_ref().map_or(0, |n| n.tag));
             if let Some(n) = &n {
-                n.notified.store(true, Ordering::Release);
+                let how = if handed { HANDED } else { WOKEN };
+                n.notified.store(how, Ordering::Release);
             }
             n
         };

@@ -250,7 +250,12 @@ where
     let mut fiber = Fiber::new(fiber_name, id, stack, move || {
         // First run: complete the switch that brought us here.
         finish_task_switch();
-        let v = f();
+        // Its task-locals end with its closure, inside the task, also when it unwinds
+        // (`local.rs`).
+        let v = {
+            let _locals = super::local::DropOnExit;
+            f()
+        };
         // SAFETY: the task's one store, just before its closure ends; the fiber's exit hook
         // (`sched::exit_current`) then calls `complete` on this OS thread. The task, and so
         // its completion, which owns the packet, outlives its closure.
@@ -301,5 +306,10 @@ where
     let target = select_cpu(shared, &task, prev, local_idx, Placing::New);
     task.cpu.store(target, Ordering::Relaxed);
     enqueue_on(shared, local, target, &task, true, false);
-    Ok(JoinHandle { packet, id, task })
+    Ok(JoinHandle {
+        packet,
+        id,
+        task,
+        registered: None,
+    })
 }

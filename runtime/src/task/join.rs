@@ -3,8 +3,9 @@
 
 use alloc::sync::Arc;
 use core::ptr::NonNull;
+use core::time::Duration;
 
-use super::park::{current_waiter, park};
+use super::park::{current_waiter, park, park_until};
 use crate::JoinError;
 use crate::tcb::Outcome;
 use crate::worker::{Packet, TaskRef};
@@ -17,6 +18,10 @@ pub struct JoinHandle<T> {
     pub(crate) packet: NonNull<Packet<T>>,
     pub(crate) id: u64,
     pub(crate) task: TaskRef,
+    /// Set when a [`join_timeout`](Self::join_timeout) timed out: the waiter it left
+    /// registered in the packet, which keeps it until the task ends (`tcb/packet.rs`). A
+    /// later join from another task or thread cannot register itself, so it polls.
+    pub(crate) registered: Option<crate::worker::Waiter>,
 }
 
 // SAFETY: as if it held an `Arc<Packet<T>>` (which it reaches through its task): the packet
@@ -39,6 +44,7 @@ impl<T> JoinHandle<T> {
             packet: Self::packet_of(packet),
             id,
             task,
+            registered: None,
         }
     }
 
@@ -79,6 +85,11 @@ impl<T> JoinHandle<T> {
     /// [`crate::Runtime::shutdown_timeout`]). It never panics. A joining task that is
     /// itself cancelled unwinds from here.
     pub fn join(self) -> Result<T, JoinError> {
+        if self.registered_elsewhere() {
+            return self
+                .join_polling(None)
+                .unwrap_or_else(|_| unreachable!("no deadline"));
+        }
         let r = loop {
             if let Some(r) = self.try_take(current_waiter) {
                 break r;
@@ -88,6 +99,73 @@ impl<T> JoinHandle<T> {
         // The outcome is out of the packet: the task's allocation may serve the next spawn.
         super::recycle::recycle(self.task);
         r
+    }
+
+    /// As [`join`](Self::join), giving up after `timeout` (inside a task, on its worker's
+    /// timer): `Ok` with the task's outcome, or `Err` with the handle back, to join again
+    /// later.
+    ///
+    /// The packet keeps the first waiter that registered in it; a handle that timed out here
+    /// and is then joined from *another* task or thread has no way to register that one, so
+    /// that join waits by looking every millisecond instead of being woken (from the same
+    /// task or thread it is woken as usual).
+    ///
+    /// # Errors
+    /// The handle, if the task has not ended in time.
+    pub fn join_timeout(
+        mut self,
+        timeout: Duration,
+    ) -> Result<Result<T, JoinError>, JoinHandle<T>> {
+        let deadline = crate::time::Instant::now()
+            .add_saturating(timeout)
+            .as_nanos();
+        if self.registered_elsewhere() {
+            return self.join_polling(Some(deadline));
+        }
+        loop {
+            if let Some(r) = self.try_take(current_waiter) {
+                super::recycle::recycle(self.task);
+                return Ok(r);
+            }
+            if crate::sys::time::monotonic_ns() >= deadline {
+                self.registered = Some(current_waiter());
+                return Err(self);
+            }
+            park_until(deadline);
+        }
+    }
+
+    /// Whether a timed-out `join_timeout` left a waiter other than the caller registered.
+    fn registered_elsewhere(&self) -> bool {
+        use crate::worker::Waiter;
+        match (&self.registered, current_waiter()) {
+            (None, _) => false,
+            (Some(Waiter::Task(a)), Waiter::Task(b)) => !Arc::ptr_eq(a, &b),
+            (Some(Waiter::Thread(a)), Waiter::Thread(b)) => !Arc::ptr_eq(a, &b),
+            (Some(_), _) => true,
+        }
+    }
+
+    /// A join that looks every millisecond (see [`join_timeout`](Self::join_timeout)),
+    /// until `deadline` if one is given.
+    fn join_polling(self, deadline: Option<u64>) -> Result<Result<T, JoinError>, JoinHandle<T>> {
+        const POLL_NS: u64 = 1_000_000;
+        loop {
+            if self.is_finished() {
+                // DONE: `try_take` takes the outcome without touching the waiter.
+                let r = self
+                    .try_take(current_waiter)
+                    .expect("a finished task's outcome");
+                super::recycle::recycle(self.task);
+                return Ok(r);
+            }
+            let now = crate::sys::time::monotonic_ns();
+            if deadline.is_some_and(|d| now >= d) {
+                return Err(self);
+            }
+            let next = now.saturating_add(POLL_NS);
+            park_until(deadline.map_or(next, |d| d.min(next)));
+        }
     }
 
     /// One round of [`join`](Self::join): take the outcome if it is there, else register

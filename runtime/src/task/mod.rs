@@ -7,6 +7,7 @@
 //!   function that arms a worker's timer for them (`arm_timer`);
 //! * `current.rs` — [`current`], [`runtime`], [`yield_now`], [`cond_resched`], [`sleep`],
 //!   [`sleep_until`];
+//! * `local.rs` — [`task_local!`](crate::task_local), [`LocalKey`]: storage that follows the task;
 //! * `recycle.rs` — a joined task's allocation kept for its worker's next spawn;
 //! * `cancel.rs` — the cancellation points where a shutdown unwinds a task;
 //! * `scope.rs` — [`scope`], [`join`]: tasks that borrow from their caller's stack;
@@ -18,6 +19,7 @@ mod builder;
 mod cancel;
 mod current;
 mod join;
+mod local;
 mod park;
 mod pool;
 mod recycle;
@@ -28,6 +30,7 @@ pub(crate) use builder::spawn_inner;
 pub use builder::{Builder, spawn};
 pub use current::{CurrentTask, cond_resched, current, runtime, sleep, sleep_until, yield_now};
 pub use join::JoinHandle;
+pub use local::{AccessError, LocalKey};
 pub(crate) use park::park_until;
 pub use park::{Unparker, current_unparker, park, park_timeout};
 pub use pool::{

@@ -221,7 +221,14 @@ pub(crate) struct Task<R: 'static> {
     /// Where `completion`'s packet lives when it fits (`completion.rs`); `completion` points
     /// into it, so a task never moves once in its `Arc`.
     pub(crate) packet_store: PacketStore,
+    /// The task's `task_local!` values (`task/local.rs`), made on first use. Touched only
+    /// by the task itself while it runs, and emptied by it when its closure returns or
+    /// unwinds; what is left is dropped with the task.
+    pub(crate) locals: UnsafeCell<Locals>,
 }
+
+/// The `task_local!` values of a task: each key's address, and its value.
+pub(crate) type Locals = Vec<(usize, alloc::boxed::Box<dyn core::any::Any + Send>)>;
 
 // SAFETY: every field shared between threads is an atomic or sits in `sched`, whose access
 // discipline (module doc) makes one thread at a time its owner; `ctx` points into the fiber,
@@ -298,6 +305,7 @@ impl<R: 'static> Task<R> {
             shared,
             completion: completion.into(),
             packet_store: PacketStore::new(),
+            locals: UnsafeCell::new(Vec::new()),
         }
     }
 

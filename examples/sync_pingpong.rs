@@ -1,0 +1,96 @@
+//! Round trips over `lagom::sync` between two tasks, printed as ns per round trip: a channel
+//! ping-pong (one message each way over two `mpsc` channels) and a mutex hand-off (two tasks
+//! that each yield while holding a `Mutex`), on one worker and across two.
+//!
+//! ```text
+//! cargo run --release -p lagom-examples --example sync_pingpong -- [ROUNDS]
+//! ```
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use lagom::Runtime;
+use lagom::sync::{Mutex, mpsc};
+use lagom::task::{self, Builder};
+
+/// ns per round trip of `n` channel round trips between a task on `a` and one on `b`.
+fn channel(rt: &Runtime, a: usize, b: usize, n: u64) -> f64 {
+    rt.block_on(move || {
+        let (to_b, from_a) = mpsc::channel::<u64>();
+        let (to_a, from_b) = mpsc::channel::<u64>();
+        let echo = Builder::new()
+            .cpus([b])
+            .spawn(move || from_a.iter().for_each(|v| to_a.send(v).unwrap()))
+            .unwrap();
+        let ns = Builder::new()
+            .cpus([a])
+            .spawn(move || {
+                let t0 = Instant::now();
+                for i in 0..n {
+                    to_b.send(i).unwrap();
+                    assert_eq!(from_b.recv().unwrap(), i);
+                }
+                t0.elapsed().as_nanos() as f64 / n as f64
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        echo.join().unwrap();
+        ns
+    })
+}
+
+/// ns per lock of `n` locks by two tasks on `a` and `b` that yield while holding the lock.
+fn handoff(rt: &Runtime, a: usize, b: usize, n: u64) -> f64 {
+    let m = Arc::new(Mutex::new(0u64));
+    let t0 = Instant::now();
+    let hs: Vec<_> = [a, b]
+        .into_iter()
+        .map(|cpu| {
+            let m = m.clone();
+            rt.spawn_with(Builder::new().cpus([cpu]), move || {
+                for _ in 0..n / 2 {
+                    let mut g = m.lock().unwrap();
+                    *g += 1;
+                    task::yield_now();
+                }
+            })
+            .unwrap()
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    t0.elapsed().as_nanos() as f64 / n as f64
+}
+
+fn main() {
+    let n: u64 = std::env::args()
+        .nth(1)
+        .map_or(200_000, |s| s.parse().expect("ROUNDS: a number"));
+    let cpus: Vec<usize> = {
+        let probe = Runtime::builder().build().unwrap();
+        probe.worker_cpus().into_iter().take(2).collect()
+    };
+    let rt = Runtime::builder()
+        .worker_cpus(cpus.clone())
+        .build()
+        .unwrap();
+    let (a, b) = (cpus[0], cpus[cpus.len() - 1]);
+    println!(
+        "channel ping-pong, one worker: {:8.0} ns per round trip",
+        channel(&rt, a, a, n)
+    );
+    println!(
+        "channel ping-pong, two workers: {:7.0} ns per round trip",
+        channel(&rt, a, b, n)
+    );
+    println!(
+        "mutex hand-off, one worker:    {:8.0} ns per lock",
+        handoff(&rt, a, a, n)
+    );
+    println!(
+        "mutex hand-off, two workers:   {:8.0} ns per lock",
+        handoff(&rt, a, b, n)
+    );
+}
