@@ -76,9 +76,9 @@ fn spawned_work_spreads_to_the_idle_worker() {
 }
 
 /// The periodic balance, alone: both workers stay busy, so neither runs the newly idle
-/// balance or needs a nohz kick. Worker 1 runs one hog pinned to it; a task pinned to worker 0
-/// spawns three unpinned hogs there (CPU selection keeps them on the spawner's worker) and
-/// joins them. Only worker 1's periodic balance (from its tick, in its hog's `cond_resched`)
+/// balance or needs a nohz kick. Worker 1 runs one hog pinned to it, and four more pinned
+/// "blockers" while a task pinned to worker 0 spawns three unpinned hogs: fork placement
+/// (the idlest CPU) puts them all on worker 0, the blockers then end, and the spawner joins. Only worker 1's periodic balance (from its tick, in its hog's `cond_resched`)
 /// can even the load, 3 + 1 into 2 + 2: a hog that started on worker 0 must run on worker 1
 /// within 10 s, and the pull must be counted as periodic.
 #[test]
@@ -118,16 +118,32 @@ fn the_periodic_balance_evens_out_busy_workers() {
         );
         std::thread::yield_now();
     }
+    // Four blockers keep worker 1 the busier while the hogs are placed (fork placement would
+    // otherwise spread them, 2 + 2 from the start); they end once every hog has started.
+    let release = Arc::new(AtomicBool::new(false));
+    let blockers: Vec<_> = (0..4)
+        .map(|_| {
+            let r = Arc::clone(&release);
+            rt.spawn_with(Builder::new().name("blocker").cpus([w1]), move || {
+                while !r.load(Ordering::Acquire) {
+                    lagom::task::cond_resched();
+                }
+            })
+            .unwrap()
+        })
+        .collect();
+    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     // The id of a hog that started on worker 0 and later ran on worker 1.
     let moved = Arc::new(AtomicU64::new(0));
-    let (s, m) = (Arc::clone(&stop), Arc::clone(&moved));
+    let (s, m, go) = (Arc::clone(&stop), Arc::clone(&moved), Arc::clone(&started));
     let started_on = rt
         .spawn_with(Builder::new().name("spawner").cpus([w0]), move || {
             let hogs: Vec<_> = (0..3)
                 .map(|_| {
-                    let (stop, moved) = (Arc::clone(&s), Arc::clone(&m));
+                    let (stop, moved, go) = (Arc::clone(&s), Arc::clone(&m), Arc::clone(&go));
                     lagom::task::spawn(move || {
                         let first = lagom::task::current().unwrap().cpu;
+                        go.fetch_add(1, Ordering::AcqRel);
                         let t0 = Instant::now();
                         while !stop.load(Ordering::Relaxed) {
                             let me = lagom::task::current().unwrap();
@@ -151,9 +167,16 @@ fn the_periodic_balance_evens_out_busy_workers() {
                 .map(|h| h.join().unwrap())
                 .collect::<Vec<_>>()
         })
-        .unwrap()
-        .join()
         .unwrap();
+    let t0 = Instant::now();
+    while started.load(Ordering::Acquire) < 3 && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    release.store(true, Ordering::Release);
+    for b in blockers {
+        b.join().unwrap();
+    }
+    let started_on = started_on.join().unwrap();
     pinned.join().unwrap();
     let st = rt.shutdown();
     println!("{st}");

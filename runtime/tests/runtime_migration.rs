@@ -178,7 +178,11 @@ fn scenario(rt: &Runtime, cpus: &[usize], t: Builder, rounds: u64, partner: bool
                     std::hint::spin_loop();
                 }
                 s2.go.store(i, Ordering::Release);
-                t_unparker.unpark();
+                // WF_SYNC: P blocks right after, so wake_affine weighs its own CPU without
+                // P's load and prefers it over T's busier previous CPU (the pull a
+                // kernel-faithful selection exerts; a plain wakeup, weighed by runnable
+                // counts, keeps T where it was).
+                t_unparker.unpark_sync();
             }
         })
         .unwrap();
@@ -294,7 +298,7 @@ fn opted_in_the_balancer_moves_a_started_task() {
     let Some((rt, cpus, _one)) = two_workers(true, "") else {
         return;
     };
-    let seen = scenario(&rt, &cpus, Builder::new(), 2_000, false);
+    let seen = scenario(&rt, &cpus, Builder::new(), 6_000, false);
     let st = rt.stats().total();
     assert!(
         seen.threads.len() > 1,
