@@ -17,8 +17,9 @@ export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/loom}
 mkdir -p "$CARGO_TARGET_DIR"
 hits=$CARGO_TARGET_DIR/probes.hit
+case $hits in /*) ;; *) hits=$PWD/$hits ;; esac
 : >"$hits"
-LAGOM_PROBE_FILE=$PWD/$hits RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release
+LAGOM_PROBE_FILE=$hits RUSTFLAGS="--cfg loom" cargo test -p loom-tests --release
 
 # Every probe of the source, comments left out; a call that rustfmt wrapped has its name on
 # the next line, so the lines are joined first.
