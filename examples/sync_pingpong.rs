@@ -3,7 +3,7 @@
 //! that each yield while holding a `Mutex`), on one worker and across two.
 //!
 //! ```text
-//! cargo run --release -p lagom-examples --example sync_pingpong -- [ROUNDS]
+//! cargo run --release -p lagom-examples --example sync_pingpong -- [-n ROUNDS] [--features SPEC]
 //! ```
 
 use std::sync::Arc;
@@ -12,6 +12,45 @@ use std::time::Instant;
 use lagom::Runtime;
 use lagom::sync::{Mutex, mpsc};
 use lagom::task::{self, Builder};
+use lagom_examples::{default_sigpipe, features_arg, usage_error};
+
+const USAGE: &str = "usage: sync_pingpong [-n ROUNDS] [--features SPEC]
+
+Round trips over lagom::sync between two tasks, in ns: a channel ping-pong (one message each
+way over two mpsc channels) and a mutex hand-off (two tasks that yield while holding a
+Mutex), on one worker and across two (the first two allowed CPUs).
+  -n ROUNDS        round trips (locks) per case (default 200000, at least 2)
+  --features SPEC  scheduler features on top of the defaults, e.g. NO_DELAY_DEQUEUE
+                   (default: $LAGOM_FEATURES)";
+
+struct Args {
+    n: u64,
+    features: Option<String>,
+}
+
+fn parse_args() -> Result<Args, lexopt::Error> {
+    use lexopt::prelude::*;
+    let mut args = Args {
+        n: 200_000,
+        features: None,
+    };
+    let mut parser = lexopt::Parser::from_env();
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Short('n') => args.n = parser.value()?.parse()?,
+            Long("features") => args.features = Some(features_arg(parser.value()?)?),
+            Short('h') | Long("help") => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    if args.n < 2 {
+        return Err(format!("-n: {} round trips; at least 2", args.n).into());
+    }
+    Ok(args)
+}
 
 /// ns per round trip of `n` channel round trips between a task on `a` and one on `b`.
 fn channel(rt: &Runtime, a: usize, b: usize, n: u64) -> f64 {
@@ -65,17 +104,21 @@ fn handoff(rt: &Runtime, a: usize, b: usize, n: u64) -> f64 {
 }
 
 fn main() {
-    let n: u64 = std::env::args()
-        .nth(1)
-        .map_or(200_000, |s| s.parse().expect("ROUNDS: a number"));
+    default_sigpipe();
+    let args = parse_args().unwrap_or_else(|e| usage_error(e, USAGE));
+    let n = args.n;
+    let builder = || match &args.features {
+        Some(f) => Runtime::builder().features(f.clone()),
+        None => Runtime::builder(),
+    };
     let cpus: Vec<usize> = {
-        let probe = Runtime::builder().build().unwrap();
+        let probe = builder().build().unwrap_or_else(|e| usage_error(e, USAGE));
         probe.worker_cpus().into_iter().take(2).collect()
     };
-    let rt = Runtime::builder()
+    let rt = builder()
         .worker_cpus(cpus.clone())
         .build()
-        .unwrap();
+        .unwrap_or_else(|e| usage_error(e, USAGE));
     let (a, b) = (cpus[0], cpus[cpus.len() - 1]);
     println!(
         "channel ping-pong, one worker: {:8.0} ns per round trip",

@@ -109,7 +109,8 @@ impl Builder {
 
     /// Overrides the priority (preferred-core ranking) of the CPUs named, `(cpu, rank)`;
     /// higher is preferred. Used by ITMT asym packing and WAKE_PREFER_RANK. A CPU named twice
-    /// takes its last rank; CPUs without workers are ignored.
+    /// takes its last rank; an allowed CPU without a worker is ignored, and a CPU outside the
+    /// allowed set is an error at [`build`](Builder::build) ([`Error::CpuNotAllowed`]).
     pub fn cpu_priorities(mut self, ranks: impl IntoIterator<Item = (usize, u32)>) -> Builder {
         self.ranks.extend(ranks);
         self
@@ -309,6 +310,9 @@ impl Builder {
             if !allowed.contains(&cpu) || cpus[..i].contains(&cpu) {
                 return Err(Error::CpuNotAllowed { cpu, allowed });
             }
+        }
+        if let Some(&(cpu, _)) = self.ranks.iter().find(|(c, _)| !allowed.contains(c)) {
+            return Err(Error::CpuNotAllowed { cpu, allowed });
         }
         let spec = self.features.or_else(env_features).unwrap_or_default();
         let features = Features::parse(&spec)?;

@@ -43,6 +43,27 @@ fn cpu_outside_the_allowed_set_lists_the_allowed_ones() {
 }
 
 #[test]
+fn a_rank_for_a_cpu_outside_the_allowed_set_is_refused() {
+    let allowed = Runtime::builder().build().unwrap().worker_cpus();
+    let err = Runtime::builder()
+        .cpu_priorities([(allowed[0], 200), (100_000, 100)])
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        err,
+        Error::CpuNotAllowed {
+            cpu: 100_000,
+            allowed: allowed.clone()
+        }
+    );
+    // An allowed CPU's rank is taken, twice named or not.
+    Runtime::builder()
+        .cpu_priorities([(allowed[0], 200), (allowed[0], 300)])
+        .build()
+        .unwrap();
+}
+
+#[test]
 fn unknown_feature_lists_the_valid_ones() {
     let err = Runtime::builder()
         .features("TTWU_QUEUE,NO_SUCH_FEATURE")
