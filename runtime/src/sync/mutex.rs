@@ -277,11 +277,7 @@ impl<T> Mutex<T> {
     pub fn into_inner(self) -> LockResult<T> {
         let poisoned = self.poison.get();
         let data = self.data.into_inner();
-        if poisoned {
-            Err(poison::PoisonError::new(data))
-        } else {
-            Ok(data)
-        }
+        poison::Flag::result(poisoned, data)
     }
 }
 
@@ -331,13 +327,7 @@ impl<T: ?Sized> Mutex<T> {
     /// # Errors
     /// The reference inside a `PoisonError` if the mutex is poisoned.
     pub fn get_mut(&mut self) -> LockResult<&mut T> {
-        let poisoned = self.poison.get();
-        let data = self.data.get_mut();
-        if poisoned {
-            Err(poison::PoisonError::new(data))
-        } else {
-            Ok(data)
-        }
+        self.poison.map(self.data.get_mut())
     }
 }
 

@@ -65,10 +65,17 @@ impl Flag {
     /// `Ok(guard)`, or `Err(PoisonError(guard))` if poisoned.
     #[inline]
     pub(crate) fn map<G>(&self, guard: G) -> LockResult<G> {
-        if self.get() {
-            Err(PoisonError::new(guard))
+        Flag::result(self.get(), guard)
+    }
+
+    /// `Ok(value)`, or `Err(PoisonError(value))` if `poisoned` (for a lock consumed before
+    /// its value is taken out, whose flag is read first).
+    #[inline]
+    pub(crate) fn result<G>(poisoned: bool, value: G) -> LockResult<G> {
+        if poisoned {
+            Err(PoisonError::new(value))
         } else {
-            Ok(guard)
+            Ok(value)
         }
     }
 }

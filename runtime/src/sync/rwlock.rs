@@ -101,11 +101,7 @@ impl<T> RwLock<T> {
     pub fn into_inner(self) -> LockResult<T> {
         let poisoned = self.poison.get();
         let data = self.data.into_inner();
-        if poisoned {
-            Err(poison::PoisonError::new(data))
-        } else {
-            Ok(data)
-        }
+        poison::Flag::result(poisoned, data)
     }
 }
 
@@ -309,13 +305,7 @@ impl<T: ?Sized> RwLock<T> {
     /// # Errors
     /// The reference inside a `PoisonError` if poisoned.
     pub fn get_mut(&mut self) -> LockResult<&mut T> {
-        let poisoned = self.poison.get();
-        let data = self.data.get_mut();
-        if poisoned {
-            Err(poison::PoisonError::new(data))
-        } else {
-            Ok(data)
-        }
+        self.poison.map(self.data.get_mut())
     }
 }
 
