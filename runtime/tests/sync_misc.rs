@@ -102,6 +102,15 @@ fn rwlock_readers_and_writers() {
         .is_err()
     );
     assert!(l.is_poisoned() && l.read().is_err());
+    // Owning the lock: the data comes out through the error while poisoned, plainly after.
+    drop((write, read));
+    let mut l = Arc::try_unwrap(l).expect("every task is done with it");
+    assert_eq!(
+        l.get_mut().map_err(|e| *e.into_inner()),
+        Err((60_000, 60_000))
+    );
+    l.clear_poison();
+    assert_eq!(l.into_inner().ok(), Some((60_000, 60_000)));
 }
 
 /// 4 tasks and 2 threads pass a barrier of 6 for 2000 generations: in each, everyone

@@ -135,6 +135,18 @@ fn panic_while_locked_poisons() {
     .join();
     let m4 = m.clone();
     assert!(on(&rt, cpus[0], move || m4.lock().is_err()).join().unwrap());
+    // Owning the mutex: the data comes out through the error while poisoned, plainly after.
+    let mut m = Arc::try_unwrap(m).expect("every task is done with it");
+    assert_eq!(m.get_mut().map_err(|e| *e.into_inner()), Err(6));
+    m.clear_poison();
+    assert_eq!(m.get_mut().map(|v| *v).ok(), Some(6));
+    assert_eq!(m.into_inner().ok(), Some(6));
+    let poisoned = Mutex::new(7);
+    let _ = std::panic::catch_unwind(|| {
+        let _g = poisoned.lock().unwrap();
+        panic!("boom on this thread");
+    });
+    assert_eq!(poisoned.into_inner().map_err(|e| e.into_inner()), Err(7));
 }
 
 /// `try_lock` fails with `WouldBlock` while a task holds the lock, and succeeds after.

@@ -247,6 +247,9 @@ pub struct Mutex<T: ?Sized> {
 unsafe impl<T: ?Sized + Send> Sync for Mutex<T> {}
 // SAFETY: owning the mutex is owning the data.
 unsafe impl<T: ?Sized + Send> Send for Mutex<T> {}
+// As std's: a panic while the data is held is not hidden from the next holder, since the mutex poisons.
+impl<T: ?Sized> core::panic::UnwindSafe for Mutex<T> {}
+impl<T: ?Sized> core::panic::RefUnwindSafe for Mutex<T> {}
 
 /// The proof of holding a [`Mutex`]: derefs to the data; unlocks on drop (as
 /// `std::sync::MutexGuard`). Not `Send`: it is released where it was taken.

@@ -57,6 +57,9 @@ pub struct RwLock<T: ?Sized> {
 unsafe impl<T: ?Sized + Send + Sync> Sync for RwLock<T> {}
 // SAFETY: owning the lock is owning the data.
 unsafe impl<T: ?Sized + Send> Send for RwLock<T> {}
+// As std's: a panic while the data is held is not hidden from the next holder, since a writer's panic poisons the lock.
+impl<T: ?Sized> core::panic::UnwindSafe for RwLock<T> {}
+impl<T: ?Sized> core::panic::RefUnwindSafe for RwLock<T> {}
 
 /// A shared hold of a [`RwLock`] (as `std::sync::RwLockReadGuard`).
 #[must_use = "if unused the RwLock will immediately unlock"]
