@@ -54,7 +54,7 @@ use crate::locking::atomic::Ordering;
 use crate::policy::{
     BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Feature, Imbalance, LoadView,
     PullReason, RunQueue, WakeFlags, asym_active_balance, can_migrate, moved,
-    newidle_imbalance_domains, periodic_imbalance,
+    newidle_imbalance_domains, nohz_kick_target, periodic_imbalance,
 };
 use crate::trace::MigrateCause;
 use crate::wake::check_preempt;
@@ -140,22 +140,17 @@ fn tick_due(wt: &WorkerThread, now: u64) {
     }
 }
 
-/// The kernel's `nohz_balancer_kick`: a worker with tasks waiting wakes a sleeping idle
-/// worker, whose idle loop then runs the newly idle balance and pulls one. Without it a
-/// worker that went to sleep stays asleep while tasks spawned on (or woken to) another one
-/// wait there, since only the newly idle balance runs on idle workers and it runs before
-/// they sleep.
+/// The kernel's `nohz_balancer_kick`: a busy worker wakes the sleeping idle worker the
+/// policy names (`nohz_kick_target`: with tasks waiting here, the first idle worker; with
+/// ITMT, a preferred idle worker of this one's LLC while this one runs a task), whose idle
+/// loop then runs the newly idle balance and pulls a task, or asks for the running one by
+/// active balance. Without it a worker that went to sleep stays asleep while tasks spawned
+/// on (or woken to) another one wait there, since only the newly idle balance runs on idle
+/// workers and it runs before they sleep.
 fn nohz_kick(shared: &Shared, me: usize) {
     let w = &shared.workers[me];
-    if w.nr_running.load(Ordering::Relaxed) < 2 {
-        return;
-    }
-    let idle = (0..shared.workers.len()).find(|&i| {
-        i != me
-            && shared.workers[i].nr_running.load(Ordering::Relaxed) == 0
-            && shared.workers[i].load.load(Ordering::Relaxed) == 0
-    });
-    if let Some(i) = idle
+    let target = nohz_kick_target(&shared.cpus, me, view(shared), shared.features);
+    if let Some(i) = target
         && shared.workers[i].kick.kick()
     {
         crate::locking::probe::probe!("sched/balance: the nohz kick wakes an idle worker");
