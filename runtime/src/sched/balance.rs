@@ -95,8 +95,18 @@ pub(crate) fn newidle_balance(shared: &Shared, me: usize, now: u64) -> bool {
         // ITMT active balance: a less preferred worker runs one task that should be here.
         // lagom cannot move a running task (its registers are its worker's until it
         // switches out), so the request waits for the task's next wakeup placement.
+        // The request names the task running there now (read under its lock), so that only
+        // that task's next placement honours it (`wake/select.rs`).
         if let Some(src) = asym_active_balance(&shared.cpus, me, view(shared), shared.features) {
-            shared.workers[src].active_push.store(me, Ordering::Relaxed);
+            let w = &shared.workers[src];
+            let running = {
+                let rq = w.rq.lock();
+                rq.curr().map(|h| rq.payload(h).id)
+            };
+            if let Some(id) = running {
+                w.active_push_task.store(id, Ordering::Relaxed);
+                w.active_push.store(me, Ordering::Relaxed);
+            }
         }
         return false;
     };

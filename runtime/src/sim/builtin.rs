@@ -10,7 +10,8 @@
 //! | `pipe` | the threaded runtime's `pipe` example: two tasks ping-pong on one CPU | `cpus-2` |
 //! | `pipe_cross` | `pipe --cross`: one task on each CPU | `cpus-2` |
 //! | `hogs` | four CPU-bound tasks at nice 0, 0, 5, −5 on two CPUs (`runtime/tests/runtime_fair.rs`) | `cpus-2` |
-//! | `scale` | one task per CPU computing and sleeping in exponential gaps, plus one waker per CPU waking a random-ish partner: the cost per event as the CPU count grows | any (`--topology cpus-N`) |
+//! | `scale` | one task per CPU computing and sleeping in exponential gaps (each wakes on its own idle CPU): the cost per event as the CPU count grows | any (`--topology cpus-N`) |
+//! | `scale_wake` | per CPU a waker that computes, wakes its partner and sleeps, and the partner that runs a while and blocks, about 75 % busy: wakeups whose previous CPU is often busy, so `select_idle_sibling` scans the LLC | any (`--topology cpus-N`) |
 
 /// The built-in scenarios' names.
 pub const BUILTIN: &[&str] = &[
@@ -22,6 +23,7 @@ pub const BUILTIN: &[&str] = &[
     "pipe_cross",
     "hogs",
     "scale",
+    "scale_wake",
 ];
 
 /// The text of built-in scenario `name` (module doc), or `None`; parse it with
@@ -43,6 +45,7 @@ pub fn builtin(name: &str) -> Option<&'static str> {
         "pipe_cross" => PIPE_CROSS,
         "hogs" => HOGS,
         "scale" => SCALE,
+        "scale_wake" => SCALE_WAKE,
         _ => return None,
     })
 }
@@ -216,6 +219,31 @@ task t count=cpus
   loop
     run exp(200us)
     sleep exp(100us)
+  end
+end
+";
+
+const SCALE_WAKE: &str = "\
+# Cost per event with real CPU selection: per CPU a waker that computes, wakes its partner
+# and sleeps, and the partner, which runs a while and blocks. About 75 % of the CPUs are
+# busy, so a partner's previous CPU is often taken and select_idle_sibling scans the LLC
+# (bounded by SIS_UTIL); wake_affine weighs the waker's CPU against the previous one.
+scenario scale_wake
+duration 200ms
+resched 20us
+
+task w count=cpus
+  loop
+    run exp(100us)
+    wake s[i]
+    sleep exp(100us)
+  end
+end
+
+task s count=cpus
+  loop
+    block
+    run exp(50us)
   end
 end
 ";
