@@ -1,30 +1,35 @@
 //! The wakeup path in virtual time: unpark, `try_to_wake_up`, `ttwu_runnable`, the
 //! wakelist and its drain, `activate`, and spawning — the steps of the threaded driver's
-//! `wake/` (`ttwu.rs`, `runnable.rs`, `queue.rs`, `activate.rs`) and `task/builder.rs`, with
-//! each decision made by the same `policy/` call (`select_task_rq`, `requeue_delayed`,
-//! `finish_delayed`, `enqueue`, `wakeup_preempt`).
+//! `wake/` (`ttwu.rs`, `runnable.rs`, `queue.rs`, `select.rs`, `activate.rs`) and
+//! `task/builder.rs`, with each decision made by the same `policy/` call
+//! (`select_task_rq_fair`, `ttwu_queue_cond`, `delayed_wake`, `requeue_delayed`,
+//! `finish_delayed`, `enqueue`, `wakeup_preempt`) over the machine's `CpuMap`.
 //!
 //! The waker's CPU is what the policy and the wakelist rules see as "local". Locks and
 //! atomics have no counterpart: a step happens at one instant. What takes time is what the
 //! threaded runtime spends time on: a wakelist entry waits for its CPU's next scheduling
 //! point (or a spinning idle CPU's look, `wakelist` ns, or a sleeping one's kick, `kick`
 //! ns), and a waker that finds its wakee still switching out (`on_cpu`) either hands it to
-//! that CPU's wakelist (TTWU_QUEUE_ON_CPU) or waits for the switch to complete.
+//! that CPU's wakelist (TTWU_QUEUE_ON_CPU, where `ttwu_queue_cond` allows) or waits for the
+//! switch to complete.
 //!
 //! Paths, and the counter each bumps on the target CPU (as the threaded runtime's):
 //!
 //! * delayed wakee on another CPU, TTWU_QUEUE_DELAYED: its CPU's wakelist (`runnable_queued`);
 //!   the drain finishes the dequeue, selects a CPU and activates or forwards it
 //!   (`runnable_migrated`), or follows a task that balancing moved (`wakeups_chased`);
-//! * delayed wakee, TTWU_DEQUEUE: the dequeue is finished and the wakeup goes on as for a
-//!   sleeper;
+//! * delayed wakee that `delayed_wake` dequeues (TTWU_DEQUEUE; DELAYED_WAKE_IDLE when an
+//!   allowed CPU of its LLC is idle and waiting would cost more than moving): the dequeue is
+//!   finished (`runnable_dequeued`) and the wakeup goes on as for a sleeper;
 //! * delayed wakee otherwise: requeued in place with the preemption check
 //!   (`runnable_in_place`);
-//! * sleeper still switching out, TTWU_QUEUE_ON_CPU, on another CPU: that CPU's wakelist
-//!   (`wakeups_on_cpu`); without the feature the waker waits for the switch;
-//! * sleeper: `select_task_rq`, then the waker's own runqueue (`wakeups_local`), the
-//!   target's wakelist with TTWU_QUEUE (`wakeups_queued`), or the target's runqueue directly
-//!   (`wakeups_remote`).
+//! * sleeper still switching out, TTWU_QUEUE_ON_CPU, on another CPU, where `ttwu_queue_cond`
+//!   would use the wakelist: that CPU's wakelist (`wakeups_on_cpu`); otherwise the waker
+//!   waits for the switch;
+//! * sleeper: `select_task_rq_fair` (`place_*`), then the waker's own runqueue
+//!   (`wakeups_local`), the target's wakelist where `ttwu_queue_cond` says so
+//!   (`wakeups_queued`; always for a spawn under TTWU_QUEUE), or the target's runqueue under
+//!   its lock (`wakeups_remote`).
 
 use super::engine::{NONE, Sim};
 use super::queue::Event;
