@@ -103,6 +103,7 @@ pub mod arch;
 mod error;
 pub mod graph;
 mod join_error;
+mod layout;
 #[cfg(not(loom))]
 mod locking;
 #[cfg(loom)]

@@ -29,6 +29,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "mechanisms and policy",
         &["locking", "arch", "policy", "topology"],
     ),
+    ("CPU layout", &["layout"]),
     ("trace data", &["trace"]),
     ("simulator", &["sim"]),
     ("task data", &["tcb"]),

@@ -6,13 +6,15 @@
 //! | `DELAY_DEQUEUE` | `delay_dequeue_keeps_ineligible_sleepers_queued` |
 //! | `TTWU_QUEUE_DELAYED` | `ttwu_queue_delayed_moves_delayed_wakees_to_idle_cpus` |
 //! | `TTWU_DEQUEUE` | `ttwu_dequeue_sends_delayed_wakees_through_selection` |
+//! | `DELAYED_WAKE_IDLE` | `delayed_wake_idle_dequeues_only_with_an_idle_cpu_to_go_to` |
 //! | `TTWU_QUEUE` | `no_ttwu_queue_enqueues_under_the_remote_lock` |
+//! | `TTWU_QUEUE_DEFAULT` | `ttwu_queue_default_queues_to_a_busy_cpu_of_the_llc` |
 //! | `TTWU_QUEUE_ON_CPU` | `ttwu_queue_on_cpu_hands_off_to_the_switching_cpu` |
+//! | `ITMT` | `sim_placement.rs`: `itmt_packs_busy_tasks_onto_the_top_ranked_cpus` |
 //!
-//! The policy's own features (`PLACE_LAG`, `RUN_TO_PARITY`, `DELAY_ZERO`, …) act inside
-//! `policy/`, which the simulator calls unchanged; their tests are the policy's. `ITMT`,
-//! `SIS_UTIL` and `TTWU_QUEUE_DEFAULT` are parsed but read by no code yet, in the threaded
-//! runtime as here (issue #18 gives them their decisions).
+//! The policy's own features (`PLACE_LAG`, `RUN_TO_PARITY`, `DELAY_ZERO`, `SIS_UTIL`,
+//! `WAKE_PREFER_RANK`, …) act inside `policy/`, which the simulator calls unchanged; their
+//! tests are the policy's.
 
 use lagom::policy::Features;
 use lagom::sim::{Counters, Machine, Options, Report, Sim, parse};
@@ -58,19 +60,29 @@ fn delay_dequeue_keeps_ineligible_sleepers_queued() {
     );
 }
 
-/// The same two tasks, allowed on CPUs 0-1, with CPU 1 idle: a delayed wakee sits on the
-/// busy CPU.
+/// A task allowed on CPUs 0-1 shares each in turn with a pinned task that runs 3 ms and
+/// sleeps 3 ms, the two pinned tasks in opposite phases: a delayed wakee sits on a busy CPU
+/// while the other allowed CPU is idle.
 const MOVABLE: &str = "\
 duration 200ms
-task t count=2 cpus=0-1
+task t cpus=0-1
   loop
     run 700us
     wake self after 20us from 2
     block
   end
 end
-task pin cpus=0 measure=no
-  run 10s
+task p0 cpus=0 measure=no
+  loop
+    run 3ms
+    sleep 3ms
+  end
+end
+task p1 cpus=1 measure=no
+  loop
+    sleep 3ms
+    run 3ms
+  end
 end
 ";
 
@@ -102,11 +114,52 @@ fn ttwu_dequeue_sends_delayed_wakees_through_selection() {
         d.delayed_finished > b.delayed_finished,
         "the wakeup finishes the dequeue: {b:?} {d:?}"
     );
-    // What was requeued in place is now an ordinary wakeup: selected and queued to the
-    // chosen CPU's wakelist (the waker, CPU 2, is no allowed CPU).
     assert!(
-        d.wakeups_queued >= b.wakeups_queued + b.runnable_in_place / 2,
+        d.runnable_dequeued > 0 && b.runnable_dequeued == 0,
         "{b:?}\n{d:?}"
+    );
+    // What was requeued in place is now an ordinary wakeup: selected and enqueued on the
+    // chosen CPU (the waker, CPU 2, is no allowed CPU), through its wakelist or its lock as
+    // `ttwu_queue_cond` says.
+    let plain = |c: &Counters| c.wakeups_queued + c.wakeups_remote;
+    assert!(
+        plain(&d) >= plain(&b) + b.runnable_in_place / 2,
+        "{b:?}\n{d:?}"
+    );
+}
+
+#[test]
+fn delayed_wake_idle_dequeues_only_with_an_idle_cpu_to_go_to() {
+    let b = total(MOVABLE, "cpus-4", "");
+    let w = total(MOVABLE, "cpus-4", "DELAYED_WAKE_IDLE");
+    let d = total(MOVABLE, "cpus-4", "TTWU_DEQUEUE");
+    assert_eq!(b.runnable_dequeued, 0, "{b:?}");
+    assert!(w.runnable_dequeued > 0, "{w:?}");
+    // Unlike TTWU_DEQUEUE, it keeps in place a wakee whose CPU has nothing else to run
+    // or no idle CPU to send it to.
+    assert!(
+        w.runnable_in_place > 0 && d.runnable_in_place == 0,
+        "{w:?}\n{d:?}"
+    );
+    assert!(w.runnable_dequeued < d.runnable_dequeued, "{w:?}\n{d:?}");
+}
+
+#[test]
+fn ttwu_queue_default_queues_to_a_busy_cpu_of_the_llc() {
+    // The waker (CPU 1) shares the LLC with the target (CPU 0), which runs the other task:
+    // the lock by default, the wakelist with TTWU_QUEUE_DEFAULT (the RFC's rule).
+    let base = total(SHARED_CPU, "cpus-4", "NO_DELAY_DEQUEUE");
+    let def = total(SHARED_CPU, "cpus-4", "NO_DELAY_DEQUEUE,TTWU_QUEUE_DEFAULT");
+    assert!(base.wakeups_remote > 50, "{base:?}");
+    assert!(
+        def.wakeups_queued > 50 && def.wakeups_remote == 0,
+        "{def:?}"
+    );
+    // Across LLCs the wakelist either way.
+    let far = total(SHARED_CPU, "cpus-4-llcs-4", "NO_DELAY_DEQUEUE");
+    assert!(
+        far.wakeups_queued > 50 && far.wakeups_remote == 0,
+        "{far:?}"
     );
 }
 

@@ -78,6 +78,12 @@ fn mistakes_name_their_line_and_field() {
             "from -20 to 19",
         ),
         (
+            "task a\n  run 1ms\n  wake self after 1us sync\nend\n",
+            3,
+            "sync",
+            "only for a wake made now",
+        ),
+        (
             "durashun 1s\ntask a\nend\n",
             1,
             "durashun",

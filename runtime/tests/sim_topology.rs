@@ -62,3 +62,31 @@ fn recorded_256_cpu_tree_runs() {
         "8 sleepers wake about every ms: {ticks}"
     );
 }
+
+/// The simulator's virtual CPUs and their `CpuMap` are the threaded runtime's workers and map
+/// on the same topology (one `layout` function builds both): the worker order, every domain
+/// span and every priority, on the 7950X (SMT, two LLCs, rankings) and a recorded NUMA tree.
+#[test]
+fn virtual_cpus_are_the_workers_of_a_runtime_on_that_machine() {
+    let mut machines = vec![Machine::named("ryzen-7950x").unwrap()];
+    if let Some(dir) = topology_util::fixtures_dir() {
+        let fx = topology_util::fixture(&dir, "x86_64-epyc_7451");
+        let t = Topology::from_sysfs(fx.root.to_str().unwrap()).unwrap();
+        machines.push(Machine::new("x86_64-epyc_7451", t).unwrap());
+    }
+    for m in machines {
+        // Given in reverse: the order comes from the topology, not from the caller.
+        let mut cpus: Vec<usize> = m.topology().allowed_cpus().iter().collect();
+        cpus.reverse();
+        let (order, map) = lagom::Runtime::layout(m.topology(), &cpus);
+        let ids: Vec<usize> = (0..m.cpus()).map(|i| m.os_id(i)).collect();
+        assert_eq!(ids, order, "{}", m.name());
+        assert_eq!(m.cpu_map(), &map, "{}", m.name());
+        assert!(map.levels().len() >= 2, "{}: {:?}", m.name(), map.levels());
+    }
+    let m = Machine::named("ryzen-7950x").unwrap();
+    // SMT siblings are neighbours: OS CPUs 0 and 16 are virtual CPUs 0 and 1.
+    assert_eq!((m.os_id(0), m.os_id(1)), (0, 16));
+    assert_eq!(m.cpu_map().smt_siblings(0), 0..2);
+    assert_eq!(m.cpu_map().llc(0), 0..16);
+}

@@ -56,6 +56,7 @@ mod cpumap;
 mod delay;
 mod entity;
 mod features;
+mod nohz;
 mod pick;
 mod place;
 mod preempt;
@@ -76,13 +77,14 @@ pub use cpumap::{CpuMap, MapLevel};
 pub use delay::{DequeueKind, Dequeued};
 pub use entity::{MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, SchedEntity};
 pub use features::{Feature, Features};
+pub use nohz::nohz_kick_target;
 pub use pick::Pick;
 pub use place::EnqueueKind;
 pub use preempt::{WakeFlags, Wakeup};
 pub use runqueue::{Handle, RunQueue};
 pub use select::{
     CpuView, DelayedWake, DelayedWakeView, Placement, WakeCtx, curr_protection_left, delayed_wake,
-    select_task_rq, select_task_rq_fair, sis_util_scan, ttwu_queue_cond,
+    idle_in_llc, select_task_rq, select_task_rq_fair, sis_util_scan, ttwu_queue_cond,
 };
 pub use weight::{
     MAX_NICE, MIN_NICE, NICE_0_LOAD, SCHED_FIXEDPOINT_SHIFT, SCHED_PRIO_TO_WEIGHT,

@@ -17,6 +17,27 @@ pub struct CpuView {
     pub nr_running: usize,
 }
 
+impl CpuView {
+    /// What selection reads of a CPU with `nr_running` runnable entities and a wakelist
+    /// that is (`pending`) or is not empty, as both drivers publish it: idle only when
+    /// nothing is runnable and nothing waits on the wakelist (the kernel's `idle_cpu` also
+    /// checks `ttwu_pending`), and a non-empty wakelist counts as one more runnable entity,
+    /// so that a burst of spawns does not pile onto a CPU that has not drained yet.
+    ///
+    /// ```
+    /// use lagom::policy::CpuView;
+    /// assert_eq!(CpuView::of(0, false), CpuView { idle: true, nr_running: 0 });
+    /// assert_eq!(CpuView::of(0, true), CpuView { idle: false, nr_running: 1 });
+    /// assert_eq!(CpuView::of(2, false), CpuView { idle: false, nr_running: 2 });
+    /// ```
+    pub fn of(nr_running: usize, pending: bool) -> CpuView {
+        CpuView {
+            idle: nr_running == 0 && !pending,
+            nr_running: nr_running + usize::from(pending),
+        }
+    }
+}
+
 /// Chooses the CPU (an index below `n`) for a waking task that last ran on `prev`, woken
 /// from `waker` (`None`: from outside the runtime). `view(i)` describes CPU `i`;
 /// `allowed(i)` says whether the task may run there; at least one CPU must be allowed. A
@@ -420,6 +441,52 @@ pub struct DelayedWakeView {
     /// An allowed CPU in its LLC is idle, and the task may move there (the migration
     /// contract: a started task that did not opt in may not).
     pub idle_elsewhere: bool,
+}
+
+impl DelayedWakeView {
+    /// The view of the delayed entity `h` of `rq` woken at `now` (`hot`: it ran within the
+    /// migration cost; `runs_next`: nothing runs on `rq`; `wait`: [`curr_protection_left`]),
+    /// with `idle_elsewhere` as the driver found it ([`idle_in_llc`], restricted by the
+    /// migration contract where the driver has one).
+    pub fn of<T>(
+        rq: &super::RunQueue<T>,
+        h: super::Handle,
+        now: u64,
+        idle_elsewhere: bool,
+    ) -> Self {
+        let se = rq.entity(h);
+        DelayedWakeView {
+            hot: now.saturating_sub(se.exec_start) < super::balance::MIGRATION_COST,
+            runs_next: rq.curr().is_none(),
+            wait: curr_protection_left(rq),
+            idle_elsewhere,
+        }
+    }
+}
+
+/// Whether a CPU of `cpu`'s LLC other than `cpu` is idle and `allowed` (the
+/// `idle_elsewhere` of [`DelayedWakeView`]).
+///
+/// ```
+/// use lagom::policy::{CpuMap, CpuView, MapLevel, idle_in_llc};
+/// let map = CpuMap::new(
+///     vec![0; 4],
+///     vec![MapLevel { name: "MC", smt: false, share_llc: true, spans: vec![0..2, 2..4] }],
+/// )
+/// .unwrap();
+/// let nr = [1, 1, 0, 0];
+/// let view = |i: usize| CpuView::of(nr[i], false);
+/// assert!(!idle_in_llc(&map, 0, |_| true, view), "CPUs 2 and 3 are idle, but in the other LLC");
+/// assert!(idle_in_llc(&map, 2, |_| true, view));
+/// assert!(!idle_in_llc(&map, 2, |i| i != 3, view));
+/// ```
+pub fn idle_in_llc(
+    map: &CpuMap,
+    cpu: usize,
+    allowed: impl Fn(usize) -> bool,
+    view: impl Fn(usize) -> CpuView,
+) -> bool {
+    map.llc(cpu).any(|i| i != cpu && allowed(i) && view(i).idle)
 }
 
 /// The runnable wakeup of a delayed task: TTWU_DEQUEUE always dequeues; lagom's

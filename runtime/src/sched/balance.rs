@@ -54,7 +54,7 @@ use crate::locking::atomic::Ordering;
 use crate::policy::{
     BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Feature, Imbalance, LoadView,
     PullReason, RunQueue, WakeFlags, asym_active_balance, can_migrate, moved,
-    newidle_imbalance_domains, periodic_imbalance,
+    newidle_imbalance_domains, nohz_kick_target, periodic_imbalance,
 };
 use crate::trace::MigrateCause;
 use crate::wake::check_preempt;
@@ -95,8 +95,18 @@ pub(crate) fn newidle_balance(shared: &Shared, me: usize, now: u64) -> bool {
         // ITMT active balance: a less preferred worker runs one task that should be here.
         // lagom cannot move a running task (its registers are its worker's until it
         // switches out), so the request waits for the task's next wakeup placement.
+        // The request names the task running there now (read under its lock), so that only
+        // that task's next placement honours it (`wake/select.rs`).
         if let Some(src) = asym_active_balance(&shared.cpus, me, view(shared), shared.features) {
-            shared.workers[src].active_push.store(me, Ordering::Relaxed);
+            let w = &shared.workers[src];
+            let running = {
+                let rq = w.rq.lock();
+                rq.curr().map(|h| rq.payload(h).id)
+            };
+            if let Some(id) = running {
+                w.active_push_task.store(id, Ordering::Relaxed);
+                w.active_push.store(me, Ordering::Relaxed);
+            }
         }
         return false;
     };
@@ -140,22 +150,17 @@ fn tick_due(wt: &WorkerThread, now: u64) {
     }
 }
 
-/// The kernel's `nohz_balancer_kick`: a worker with tasks waiting wakes a sleeping idle
-/// worker, whose idle loop then runs the newly idle balance and pulls one. Without it a
-/// worker that went to sleep stays asleep while tasks spawned on (or woken to) another one
-/// wait there, since only the newly idle balance runs on idle workers and it runs before
-/// they sleep.
+/// The kernel's `nohz_balancer_kick`: a busy worker wakes the sleeping idle worker the
+/// policy names (`nohz_kick_target`: with tasks waiting here, the first idle worker; with
+/// ITMT, a preferred idle worker of this one's LLC while this one runs a task), whose idle
+/// loop then runs the newly idle balance and pulls a task, or asks for the running one by
+/// active balance. Without it a worker that went to sleep stays asleep while tasks spawned
+/// on (or woken to) another one wait there, since only the newly idle balance runs on idle
+/// workers and it runs before they sleep.
 fn nohz_kick(shared: &Shared, me: usize) {
     let w = &shared.workers[me];
-    if w.nr_running.load(Ordering::Relaxed) < 2 {
-        return;
-    }
-    let idle = (0..shared.workers.len()).find(|&i| {
-        i != me
-            && shared.workers[i].nr_running.load(Ordering::Relaxed) == 0
-            && shared.workers[i].load.load(Ordering::Relaxed) == 0
-    });
-    if let Some(i) = idle
+    let target = nohz_kick_target(&shared.cpus, me, view(shared), shared.features);
+    if let Some(i) = target
         && shared.workers[i].kick.kick()
     {
         crate::locking::probe::probe!("sched/balance: the nohz kick wakes an idle worker");

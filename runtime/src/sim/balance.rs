@@ -1,7 +1,7 @@
 //! Load balancing in virtual time: the periodic balance from a busy CPU's tick, the nohz
 //! kick, and the newly idle balance — the steps of the threaded driver's `sched/balance.rs`,
-//! with every decision made by `policy/balance.rs` (`newidle_imbalance`,
-//! `periodic_imbalance`, `can_migrate`, `moved`).
+//! with every decision made by `policy/balance.rs` (`newidle_imbalance_domains` over the
+//! machine's `CpuMap`, `asym_active_balance`, `periodic_imbalance`, `can_migrate`, `moved`).
 //!
 //! A pull walks the busiest CPU's runqueue in slot order and moves each entity the policy
 //! allows (`DequeueKind::Save` there, `EnqueueKind::Restore` here), at most [`NR_MIGRATE`]
@@ -10,10 +10,11 @@
 //! (a sleeper leaves the runqueue before its switch-out starts), so no `on_cpu` test is
 //! needed here.
 
-use super::engine::Sim;
+use super::engine::{NONE, Sim};
 use crate::policy::{
     BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Feature, Imbalance, LoadView,
-    WakeFlags, can_migrate, moved, newidle_imbalance, periodic_imbalance,
+    PullReason, WakeFlags, asym_active_balance, can_migrate, moved, newidle_imbalance_domains,
+    nohz_kick_target, periodic_imbalance,
 };
 use crate::trace::MigrateCause;
 
@@ -55,29 +56,49 @@ impl Sim {
         }
     }
 
-    /// Newly idle balance of CPU `me`; returns whether it pulled a task.
+    /// Newly idle balance of CPU `me` (`sched/balance.rs`'s `newidle_balance`): the policy
+    /// walks `me`'s domains bottom-up (`newidle_imbalance_domains`: SMT, LLC, then up, ITMT
+    /// asym packing first where it applies); when it finds nothing to pull, ITMT active
+    /// balance may ask for the running task of a less preferred CPU (`asym_active_balance`),
+    /// a request honoured at that task's next wakeup placement (`wake.rs`'s `select_cpu`),
+    /// as in the threaded runtime, which cannot move a running task either. Returns whether
+    /// it pulled a task.
     pub(super) fn newidle_balance(&mut self, me: usize) -> bool {
-        let n = self.cpus.len();
-        match newidle_imbalance(n, me, |i| self.load_view(i)) {
-            Some(imb) => {
+        let features = self.options.features;
+        let map = self.machine.cpu_map();
+        match newidle_imbalance_domains(map, me, |i| self.load_view(i), features) {
+            Some((imb, why)) => {
                 let pulled = self.pull(me, imb, MigrateCause::Balance);
-                self.cpus[me].counters.balance_pulls += pulled as u64;
+                let counters = &mut self.cpus[me].counters;
+                counters.balance_pulls += pulled as u64;
+                if why == PullReason::AsymPacking {
+                    counters.balance_asym += pulled as u64;
+                }
                 pulled > 0
             }
-            None => false,
+            None => {
+                if let Some(src) = asym_active_balance(map, me, |i| self.load_view(i), features) {
+                    let curr = self.cpus[src].curr;
+                    if curr != NONE {
+                        self.cpus[src].active_push = Some((me, curr));
+                    }
+                }
+                false
+            }
         }
     }
 
-    /// The nohz kick: a CPU with tasks waiting wakes the first CPU that looks idle, if it
-    /// sleeps, to run its newly idle balance.
+    /// The nohz kick: CPU `me` wakes the sleeping idle CPU the policy names
+    /// (`nohz_kick_target`: with tasks waiting, the first idle CPU; with ITMT, a preferred
+    /// idle CPU of its LLC while it runs one task), which then runs its newly idle balance.
     fn nohz_kick(&mut self, me: usize) {
-        if self.cpus[me].rq.nr_runnable() < 2 {
-            return;
-        }
-        let idle = (0..self.cpus.len()).find(|&i| {
-            i != me && self.cpus[i].rq.nr_runnable() == 0 && self.cpus[i].rq.load_weight() == 0
-        });
-        if let Some(i) = idle
+        let target = nohz_kick_target(
+            self.machine.cpu_map(),
+            me,
+            |i| self.load_view(i),
+            self.options.features,
+        );
+        if let Some(i) = target
             && self.kick(i)
         {
             self.cpus[me].counters.nohz_kicks += 1;

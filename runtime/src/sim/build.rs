@@ -99,7 +99,9 @@ pub(super) fn tasks(s: &Scenario, m: &Machine) -> Result<Vec<Task>, ScenarioErro
                         target,
                         after,
                         from,
+                        sync,
                     } => ROp::Wake {
+                        sync: *sync,
                         target: resolve(target, line, "wake")?,
                         after: *after,
                         from: match from {

@@ -4,19 +4,18 @@
 //! | name | what | machine |
 //! |---|---|---|
 //! | `asym_stall` | seed 001: two tasks with 1 ms bursts on CPUs 4–7, woken 10 µs after each burst from a busy-polling waker on CPU 2; a handoff ≥ 0.5 ms is a stall | `ryzen-7950x` |
-//! | `asym_stall_packed` | the same, with both tasks started on CPU 6 (the top-ranked of 4–7), where the kernel's ITMT asym packing puts them and lagom's topology-blind placement never does | `ryzen-7950x` |
 //! | `schbench` | seeds 000/004: schbench's message/worker pattern (`-m 2 -t 64 -n 0`: the request is the 100 µs sleep), RPS = workers' loops per second | recorded `20em64t-hybrid-1p6c2t+2ca4co1t` (20 CPUs, one LLC) |
 //! | `schbench_server` | Chris Mason's `-m 4 -t 128 -n 0` on a multi-LLC server | recorded `x86_64-epyc_7451` (96 CPUs, 16 LLCs) |
 //! | `delay_zero` | seed 003: 15 pipe pairs (will-it-scale `context_switch1_threads -t 15`), 1 µs of work before and after each wakeup, handoffs per second and the share of involuntary switches | `cpus-16` |
 //! | `pipe` | the threaded runtime's `pipe` example: two tasks ping-pong on one CPU | `cpus-2` |
 //! | `pipe_cross` | `pipe --cross`: one task on each CPU | `cpus-2` |
 //! | `hogs` | four CPU-bound tasks at nice 0, 0, 5, −5 on two CPUs (`runtime/tests/runtime_fair.rs`) | `cpus-2` |
-//! | `scale` | one task per CPU computing and sleeping in exponential gaps, plus one waker per CPU waking a random-ish partner: the cost per event as the CPU count grows | any (`--topology cpus-N`) |
+//! | `scale` | one task per CPU computing and sleeping in exponential gaps (each wakes on its own idle CPU): the cost per event as the CPU count grows | any (`--topology cpus-N`) |
+//! | `scale_wake` | per CPU a waker that computes, wakes its partner and sleeps, and the partner that runs a while and blocks, about 75 % busy: wakeups whose previous CPU is often busy, so `select_idle_sibling` scans the LLC | any (`--topology cpus-N`) |
 
 /// The built-in scenarios' names.
 pub const BUILTIN: &[&str] = &[
     "asym_stall",
-    "asym_stall_packed",
     "schbench",
     "schbench_server",
     "delay_zero",
@@ -24,6 +23,7 @@ pub const BUILTIN: &[&str] = &[
     "pipe_cross",
     "hogs",
     "scale",
+    "scale_wake",
 ];
 
 /// The text of built-in scenario `name` (module doc), or `None`; parse it with
@@ -38,7 +38,6 @@ pub const BUILTIN: &[&str] = &[
 pub fn builtin(name: &str) -> Option<&'static str> {
     Some(match name {
         "asym_stall" => ASYM_STALL,
-        "asym_stall_packed" => ASYM_STALL_PACKED,
         "schbench" => SCHBENCH,
         "schbench_server" => SCHBENCH_SERVER,
         "delay_zero" => DELAY_ZERO,
@@ -46,6 +45,7 @@ pub fn builtin(name: &str) -> Option<&'static str> {
         "pipe_cross" => PIPE_CROSS,
         "hogs" => HOGS,
         "scale" => SCALE,
+        "scale_wake" => SCALE_WAKE,
         _ => return None,
     })
 }
@@ -56,6 +56,9 @@ const ASYM_STALL: &str = "\
 # bursts and block; a busy-polling waker thread on CPU 2 (outside the runtime's tasks: only
 # its CPU matters, as the waker's CPU that selection and the wakelist rules see) wakes each
 # 10 us after its burst ends. A handoff (wake call to running) of 0.5 ms or more is a stall.
+# Fork placement starts the tasks on the idlest allowed CPUs (4 and 5); with ITMT the busy
+# CPUs' ticks kick the idle preferred CPUs 6 and 7 (nohz_kick_target), whose newly idle
+# balance asks for each task by active balance, honoured at its next wakeup.
 scenario asym_stall
 topology ryzen-7950x
 duration 1000s
@@ -64,32 +67,6 @@ stall 500us
 resched 10us
 
 task worker count=2 cpus=4-7
-  loop
-    run 1ms
-    wake self after 10us from 2
-    block
-  end
-end
-";
-
-const ASYM_STALL_PACKED: &str = "\
-# asym_stall with the packing seed 001 gets from ITMT: a parent pinned to CPU 6 (the
-# top-ranked of CPUs 4-7) spawns both tasks there, as asym packing would move them there.
-# lagom's placement does not rank CPUs yet (issue #18), so this is how the simulator starts
-# from the kernel's state; what follows is lagom's own policy.
-scenario asym_stall_packed
-topology ryzen-7950x
-duration 1000s
-wakeups 300000
-stall 500us
-resched 10us
-
-task parent cpus=6 measure=no
-  spawn worker[0]
-  spawn worker[1]
-end
-
-task worker count=2 cpus=4-7 start=no
   loop
     run 1ms
     wake self after 10us from 2
@@ -242,6 +219,31 @@ task t count=cpus
   loop
     run exp(200us)
     sleep exp(100us)
+  end
+end
+";
+
+const SCALE_WAKE: &str = "\
+# Cost per event with real CPU selection: per CPU a waker that computes, wakes its partner
+# and sleeps, and the partner, which runs a while and blocks. About 75 % of the CPUs are
+# busy, so a partner's previous CPU is often taken and select_idle_sibling scans the LLC
+# (bounded by SIS_UTIL); wake_affine weighs the waker's CPU against the previous one.
+scenario scale_wake
+duration 200ms
+resched 20us
+
+task w count=cpus
+  loop
+    run exp(100us)
+    wake s[i]
+    sleep exp(100us)
+  end
+end
+
+task s count=cpus
+  loop
+    block
+    run exp(50us)
   end
 end
 ";

@@ -88,6 +88,9 @@ pub(super) struct Cpu {
     /// Since when the current task runs (valid while `curr` is a task).
     pub(super) busy_since: u64,
     pub(super) counters: Counters,
+    /// An ITMT active-balance request on this CPU: (the idle preferred CPU, the task that
+    /// ran here when it asked), honoured at that task's next wakeup placement.
+    pub(super) active_push: Option<(usize, u32)>,
 }
 
 impl Cpu {
@@ -107,6 +110,7 @@ impl Cpu {
             measured_busy: 0,
             busy_since: 0,
             counters: Counters::default(),
+            active_push: None,
         }
     }
 

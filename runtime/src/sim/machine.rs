@@ -2,9 +2,12 @@
 //! machines the simulator knows by name, described in code as sysfs trees held in memory
 //! ([`Topology::from_files`]) so that the same reader builds them as it builds a recording.
 //!
-//! Virtual CPUs are numbered `0..n` in ascending order of their OS CPU ids, as the threaded
-//! runtime numbers its workers; scenarios name CPUs by OS id (`cpus=4-7`), and the machine
-//! maps between the two.
+//! Virtual CPUs are numbered `0..n` in the order the threaded runtime gives its workers on
+//! that topology, and their [`CpuMap`] (domains, LLC spans, SMT siblings, priorities) is the
+//! one it would build: both come from one function (`crate::layout`), so placement and
+//! balancing decide alike in both drivers. SMT siblings and LLC members are adjacent (on the
+//! 7950X, virtual CPUs 0 and 1 are OS CPUs 0 and 16). Scenarios name CPUs by OS id
+//! (`cpus=4-7`), and the machine maps between the two.
 //!
 //! Named machines:
 //!
@@ -23,6 +26,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::Error;
+use crate::policy::CpuMap;
 use crate::topology::{CpuId, Topology};
 
 /// The virtual CPUs of a simulation (module doc).
@@ -34,8 +38,10 @@ pub struct Machine {
     ids: Vec<CpuId>,
     /// Virtual CPU of each OS CPU id (`u32::MAX`: none).
     index: Vec<u32>,
-    /// Per virtual CPU, a number shared by exactly the CPUs of its LLC.
-    llc: Vec<u32>,
+    /// The domains and priorities over the virtual CPUs.
+    map: CpuMap,
+    /// Why the map is flat or lost a level, if the layout fell back.
+    fallback: Option<&'static str>,
 }
 
 impl Machine {
@@ -44,24 +50,23 @@ impl Machine {
     /// # Errors
     /// [`Error::NoCpus`] if the topology allows no CPU.
     pub fn new(name: &str, topology: Topology) -> Result<Machine, Error> {
-        let ids: Vec<CpuId> = topology.allowed_cpus().iter().collect();
-        if ids.is_empty() {
+        let allowed: Vec<CpuId> = topology.allowed_cpus().iter().collect();
+        let Some(&last) = allowed.last() else {
             return Err(Error::NoCpus);
-        }
-        let mut index = alloc::vec![u32::MAX; ids.last().map_or(0, |l| l + 1)];
+        };
+        let lay = crate::layout::layout(&topology, &allowed, &[]);
+        let ids = lay.cpus;
+        let mut index = alloc::vec![u32::MAX; last + 1];
         for (i, &id) in ids.iter().enumerate() {
             index[id] = i as u32;
         }
-        let llc = ids
-            .iter()
-            .map(|&id| topology.llc(id).and_then(|s| s.first()).unwrap_or(id) as u32)
-            .collect();
         Ok(Machine {
             name: String::from(name),
             topology,
             ids,
             index,
-            llc,
+            map: lay.map,
+            fallback: lay.fallback,
         })
     }
 
@@ -125,12 +130,29 @@ impl Machine {
 
     /// Whether virtual CPUs `a` and `b` share a last-level cache.
     pub fn share_llc(&self, a: usize, b: usize) -> bool {
-        self.llc[a] == self.llc[b]
+        self.map.share_llc(a, b)
     }
 
     /// The preferred-core priority of virtual CPU `cpu` (higher is preferred).
     pub fn priority(&self, cpu: usize) -> u32 {
-        self.topology.cpu(self.ids[cpu]).map_or(0, |c| c.priority)
+        self.map.priority(cpu)
+    }
+
+    /// The domains and priorities over the virtual CPUs, as the threaded runtime's workers
+    /// would have them on this topology (module doc).
+    ///
+    /// ```
+    /// let m = lagom::sim::Machine::named("cpus-8-llcs-2").unwrap();
+    /// assert_eq!(m.cpu_map().llc(5), 4..8);
+    /// ```
+    pub fn cpu_map(&self) -> &CpuMap {
+        &self.map
+    }
+
+    /// Why the map is flat or lost a domain level, if the layout had to fall back (a
+    /// topology whose levels do not nest over its CPUs).
+    pub fn layout_fallback(&self) -> Option<&'static str> {
+        self.fallback
     }
 }
 

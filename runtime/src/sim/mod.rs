@@ -4,27 +4,36 @@
 //!
 //! It is a second driver beside the threaded runtime, on the same `policy/`: each virtual CPU
 //! has its own [`RunQueue`](crate::policy::RunQueue), and every decision — pick, placement
-//! and lag, delayed dequeue, wakeup preemption, `select_task_rq`, the balancing decisions —
-//! is the policy's function, called with the arguments the threaded runtime passes. What
-//! the simulator adds is the mechanism in virtual time (the steps of the threaded driver's
-//! `wake/` and `sched/`, with no threads, atomics or clock): `cpu.rs` (schedule,
-//! cond_resched, the switch, the idle loop), `wake.rs` (unpark, try_to_wake_up, the wakelist,
-//! spawn), `balance.rs` (periodic and newly idle balance, the nohz kick), `task.rs` (the
-//! script interpreter), `engine.rs` (the event loop), `build.rs` (a scenario's names,
-//! instances and CPUs resolved against the machine). It imports nothing of the threaded
-//! driver (`runtime/tests/layers.rs` checks it) and needs no `std`.
+//! and lag, delayed dequeue, wakeup preemption, `select_task_rq_fair` (wake_affine with
+//! `WF_SYNC`, select_idle_sibling with SIS_UTIL, `WF_FORK`'s idlest CPU), `ttwu_queue_cond`,
+//! `delayed_wake`, the domain newly idle balance with ITMT asym packing and active balance,
+//! the nohz kick's target — is the policy's function, called with the arguments the
+//! threaded runtime passes, over the [`CpuMap`](crate::policy::CpuMap) the threaded runtime
+//! would build on that machine (the same `layout` function builds both). What the simulator
+//! adds is the mechanism in virtual time (the steps of the threaded driver's `wake/` and
+//! `sched/`, with no threads, atomics or clock): `cpu.rs` (schedule, cond_resched, the
+//! switch, the idle loop), `wake.rs` (unpark, try_to_wake_up, the wakelist, spawn),
+//! `balance.rs` (periodic and newly idle balance, the nohz kick), `task.rs` (the script
+//! interpreter), `engine.rs` (the event loop), `build.rs` (a scenario's names, instances and
+//! CPUs resolved against the machine). It imports nothing of the threaded driver
+//! (`runtime/tests/layers.rs` checks it) and needs no `std`.
 //!
 //! Invariant: *the same scenario, machine, features and seed give the same run, event for
 //! event*: one event queue ordered by (time, push order), one seeded generator drawn in event
 //! order, integer time, and ordered containers only.
 //!
-//! Candidates to move down into `policy/` (decisions the threaded driver holds today, which
-//! the simulator replays step for step and so keeps in step by hand): the choice of the
-//! wakeup path for a delayed wakee (`TTWU_QUEUE_DELAYED` / `TTWU_DEQUEUE` / in place) and for
-//! a sleeper (own runqueue / wakelist / remote lock: `enqueue_on`, the future
-//! `ttwu_queue_cond`), `cond_resched`'s "should I schedule" test, the pull loop's walk of the
-//! busiest runqueue with its `NR_MIGRATE` bound and `Candidate` building, and the nohz kick's
-//! choice of the CPU to wake. Each is a small pure function of counts and flags.
+//! Shared with the threaded driver as pure functions of `policy/` (each was once replayed
+//! here by hand): what selection reads of a CPU (`CpuView::of`), the delayed wakee's
+//! dequeue-or-requeue (`delayed_wake` over `DelayedWakeView::of` and `idle_in_llc`), the
+//! sleeper's wakelist-or-lock (`ttwu_queue_cond`), and the nohz kick's target
+//! (`nohz_kick_target`). Still replayed step for step, and so kept in step by hand: the
+//! TTWU_QUEUE_DELAYED hand-off test (the feature and "not on the waker's CPU"),
+//! `cond_resched`'s "should I schedule" test, the honouring of an active-balance request at
+//! the task's next wakeup, and the pull loop's walk of the busiest runqueue (its
+//! `NR_MIGRATE` bound and `Candidate` building; the simulator walks from the first slot each
+//! time where the threaded driver resumes from a cursor). Simulated tasks may all migrate
+//! (the threaded runtime's `allow_migration` lab setting): the migration contract has no
+//! counterpart here.
 //!
 //! What it leaves out (so what its figures cannot show): the cost of the policy's own work
 //! (a pick, a CPU scan: decisions take no virtual time), caches beyond a fixed migration

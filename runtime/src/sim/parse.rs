@@ -9,7 +9,7 @@
 //!
 //! task NAME [count=N|cpus] [nice=N] [slice=DUR] [cpus=LIST | cpu=EXPR] [start=yes|no] [measure=yes|no]
 //!   run DIST | sleep DIST | block | yield | exit
-//!   wake TARGET [after DIST] [from CPU|outside]
+//!   wake TARGET [after DIST] [from CPU|outside] [sync]
 //!   post TARGET | wake_posted | spawn TARGET
 //!   loop [N]
 //!     …
@@ -24,6 +24,9 @@
 //!   the instance's own index (`cpu=i` pins instance i to CPU i).
 //! * TARGET: `self`, `NAME` (its instance 0), or `NAME[EXPR]`.
 //! * `count=cpus`: one instance per virtual CPU of the machine the scenario runs on.
+//! * `wake … sync`: the waker blocks next (the threaded runtime's `Unparker::unpark_sync`):
+//!   CPU selection and the preemption check get `WF_SYNC`. Only for a wake made now, from
+//!   the task's own CPU.
 //!
 //! Every error names the line and the field (directive, attribute or step) and says what was
 //! expected.
@@ -541,12 +544,17 @@ fn step(line: usize, head: &str, args: &[String]) -> Result<Op, ScenarioError> {
                 return Err(ScenarioError::new(
                     line,
                     head,
-                    "expected `wake TARGET [after DIST] [from CPU|outside]`",
+                    "expected `wake TARGET [after DIST] [from CPU|outside] [sync]`",
                 ));
             };
             let target = target(line, head, who)?;
-            let (mut after, mut from) = (None, Waker::Here);
+            let (mut after, mut from, mut sync) = (None, Waker::Here, false);
             while let Some((k, more)) = rest.split_first() {
+                if k == "sync" {
+                    sync = true;
+                    rest = more;
+                    continue;
+                }
                 let Some((v, more)) = more.split_first() else {
                     return Err(ScenarioError::new(
                         line,
@@ -570,16 +578,25 @@ fn step(line: usize, head: &str, args: &[String]) -> Result<Op, ScenarioError> {
                         return Err(ScenarioError::new(
                             line,
                             head,
-                            format!("`{k}`: expected `after` or `from`"),
+                            format!("`{k}`: expected `after`, `from` or `sync`"),
                         ));
                     }
                 }
                 rest = more;
             }
+            if sync && (after.is_some() || from != Waker::Here) {
+                return Err(ScenarioError::new(
+                    line,
+                    "sync",
+                    "`sync` says this task blocks next: only for a wake made now, from here \
+                     (no `after`, no `from`)",
+                ));
+            }
             Op::Wake {
                 target,
                 after,
                 from,
+                sync,
             }
         }
         "task" => {

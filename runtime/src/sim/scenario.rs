@@ -88,6 +88,9 @@ pub enum Op {
         after: Option<Dist>,
         /// From which CPU.
         from: Waker,
+        /// `WF_SYNC`: the waker is about to block (`Unparker::unpark_sync`), so the wakee
+        /// may take its CPU (sync `wake_affine`, `preempt_sync`).
+        sync: bool,
     },
     /// Put this task on `target`'s list of posters and wake `target` (schbench's worker
     /// telling its message thread it is ready).

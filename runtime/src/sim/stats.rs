@@ -208,12 +208,31 @@ counters! {
     idle_sleeps,
     /// Tasks pulled here by newly idle balancing.
     balance_pulls,
+    /// Of the newly idle pulls, tasks pulled by ITMT asym packing (this CPU is preferred to
+    /// the source).
+    balance_asym,
+    /// Running tasks of a less preferred CPU moved here by ITMT active balance (at their
+    /// next wakeup, as in the threaded runtime).
+    balance_active,
     /// Tasks pulled here by periodic (load) balancing.
     balance_periodic,
     /// Of those, tasks that were delayed when they moved.
     balance_delayed,
     /// Tasks that ended here.
     exits,
+    /// CPU selections made here (by a waker or spawner on this CPU; from outside, counted on
+    /// the chosen CPU) that chose the waker's CPU (`wake_affine`).
+    place_affine,
+    /// … that chose an idle CPU of the target's LLC other than the target and the previous
+    /// CPU (`select_idle_sibling`).
+    place_idle_sibling,
+    /// … that chose the task's previous CPU.
+    place_prev,
+    /// … of a spawn, by the idlest-group descent (`WF_FORK`).
+    place_fork_idlest,
+    /// Runnable wakeups of delayed tasks whose dequeue this CPU finished so that they go
+    /// through CPU selection (TTWU_DEQUEUE, or DELAYED_WAKE_IDLE with an idle allowed CPU).
+    runnable_dequeued,
 }
 
 impl Counters {

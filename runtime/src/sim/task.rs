@@ -57,6 +57,7 @@ pub(super) enum ROp {
         target: u32,
         after: Option<Dist>,
         from: RWaker,
+        sync: bool,
     },
     Post(u32),
     WakePosted,
@@ -115,6 +116,10 @@ pub(super) struct Task {
     pub(super) wake_delayed: bool,
     /// The waker's CPU of that delayed wakeup.
     pub(super) wake_cpu: Option<usize>,
+    /// The wakeup in progress is `WF_SYNC` (its waker is about to block).
+    pub(super) wake_sync: bool,
+    /// Its `recent_used_cpu`: the previous CPU of its previous wakeup.
+    pub(super) recent_cpu: Option<usize>,
     /// Whether it was spawned (and so enqueued as a new task) yet.
     pub(super) fresh: bool,
     pub(super) stats: TaskStats,
@@ -162,6 +167,8 @@ impl Task {
             inbox: Vec::new(),
             wake_delayed: false,
             wake_cpu: None,
+            wake_sync: false,
+            recent_cpu: None,
             fresh: true,
             stats: TaskStats::default(),
         }
@@ -237,6 +244,7 @@ impl Sim {
                     target,
                     after,
                     from,
+                    sync,
                 } => {
                     let waker = match from {
                         RWaker::Here => Some(c),
@@ -245,7 +253,7 @@ impl Sim {
                     };
                     match after {
                         None => {
-                            let woke = self.unpark(target, waker);
+                            let woke = self.unpark_flags(target, waker, sync);
                             self.charge_wakes(t, u64::from(woke));
                         }
                         Some(d) => {

@@ -1,35 +1,43 @@
 //! The wakeup path in virtual time: unpark, `try_to_wake_up`, `ttwu_runnable`, the
 //! wakelist and its drain, `activate`, and spawning — the steps of the threaded driver's
-//! `wake/` (`ttwu.rs`, `runnable.rs`, `queue.rs`, `activate.rs`) and `task/builder.rs`, with
-//! each decision made by the same `policy/` call (`select_task_rq`, `requeue_delayed`,
-//! `finish_delayed`, `enqueue`, `wakeup_preempt`).
+//! `wake/` (`ttwu.rs`, `runnable.rs`, `queue.rs`, `select.rs`, `activate.rs`) and
+//! `task/builder.rs`, with each decision made by the same `policy/` call
+//! (`select_task_rq_fair`, `ttwu_queue_cond`, `delayed_wake`, `requeue_delayed`,
+//! `finish_delayed`, `enqueue`, `wakeup_preempt`) over the machine's `CpuMap`.
 //!
 //! The waker's CPU is what the policy and the wakelist rules see as "local". Locks and
 //! atomics have no counterpart: a step happens at one instant. What takes time is what the
 //! threaded runtime spends time on: a wakelist entry waits for its CPU's next scheduling
 //! point (or a spinning idle CPU's look, `wakelist` ns, or a sleeping one's kick, `kick`
 //! ns), and a waker that finds its wakee still switching out (`on_cpu`) either hands it to
-//! that CPU's wakelist (TTWU_QUEUE_ON_CPU) or waits for the switch to complete.
+//! that CPU's wakelist (TTWU_QUEUE_ON_CPU, where `ttwu_queue_cond` allows) or waits for the
+//! switch to complete.
 //!
 //! Paths, and the counter each bumps on the target CPU (as the threaded runtime's):
 //!
 //! * delayed wakee on another CPU, TTWU_QUEUE_DELAYED: its CPU's wakelist (`runnable_queued`);
 //!   the drain finishes the dequeue, selects a CPU and activates or forwards it
 //!   (`runnable_migrated`), or follows a task that balancing moved (`wakeups_chased`);
-//! * delayed wakee, TTWU_DEQUEUE: the dequeue is finished and the wakeup goes on as for a
-//!   sleeper;
+//! * delayed wakee that `delayed_wake` dequeues (TTWU_DEQUEUE; DELAYED_WAKE_IDLE when an
+//!   allowed CPU of its LLC is idle and waiting would cost more than moving): the dequeue is
+//!   finished (`runnable_dequeued`) and the wakeup goes on as for a sleeper;
 //! * delayed wakee otherwise: requeued in place with the preemption check
 //!   (`runnable_in_place`);
-//! * sleeper still switching out, TTWU_QUEUE_ON_CPU, on another CPU: that CPU's wakelist
-//!   (`wakeups_on_cpu`); without the feature the waker waits for the switch;
-//! * sleeper: `select_task_rq`, then the waker's own runqueue (`wakeups_local`), the
-//!   target's wakelist with TTWU_QUEUE (`wakeups_queued`), or the target's runqueue directly
-//!   (`wakeups_remote`).
+//! * sleeper still switching out, TTWU_QUEUE_ON_CPU, on another CPU, where `ttwu_queue_cond`
+//!   would use the wakelist: that CPU's wakelist (`wakeups_on_cpu`); otherwise the waker
+//!   waits for the switch;
+//! * sleeper: `select_task_rq_fair` (`place_*`), then the waker's own runqueue
+//!   (`wakeups_local`), the target's wakelist where `ttwu_queue_cond` says so
+//!   (`wakeups_queued`; always for a spawn under TTWU_QUEUE), or the target's runqueue under
+//!   its lock (`wakeups_remote`).
 
 use super::engine::{NONE, Sim};
 use super::queue::Event;
 use super::task::State;
-use crate::policy::{CpuView, EnqueueKind, Feature, WakeFlags, select_task_rq};
+use crate::policy::{
+    CpuView, DelayedWake, DelayedWakeView, EnqueueKind, Feature, Handle, Placement, WakeCtx,
+    WakeFlags, delayed_wake, idle_in_llc, select_task_rq_fair, ttwu_queue_cond,
+};
 use crate::trace::{MigrateCause, WakePath};
 
 impl Sim {
@@ -40,6 +48,12 @@ impl Sim {
     /// Unparks task `t` from `waker` (`None`: outside every CPU): sets its token and, if it
     /// was clear and the task is blocked, wakes it. Returns whether it woke it.
     pub(super) fn unpark(&mut self, t: u32, waker: Option<usize>) -> bool {
+        self.unpark_flags(t, waker, false)
+    }
+
+    /// [`Sim::unpark`] with the waker's `WF_SYNC` hint (`Unparker::unpark_sync`: the waker
+    /// is about to block); dropped for a waker outside every CPU, as the runtime drops it.
+    pub(super) fn unpark_flags(&mut self, t: u32, waker: Option<usize>, sync: bool) -> bool {
         let task = &mut self.tasks[t as usize];
         if task.token || task.state == State::Dead || task.state == State::New {
             return false;
@@ -53,6 +67,7 @@ impl Sim {
         if task.state != State::Blocked {
             return false;
         }
+        task.wake_sync = sync && waker.is_some();
         self.try_to_wake_up(t, waker);
         true
     }
@@ -98,9 +113,12 @@ impl Sim {
                 self.queue_wakelist(cpu, t);
                 return;
             }
-            if self.feat(Feature::TtwuDequeue) {
+            if self.dequeue_delayed(t, cpu, h) {
+                // TTWU_DEQUEUE, or DELAYED_WAKE_IDLE with an idle CPU to go to: finish the
+                // delayed dequeue and wake it like any sleeper, through CPU selection.
                 let (se, _) = self.cpus[cpu].rq.finish_delayed(h, now);
                 self.finished_delayed(cpu, t, se);
+                self.cpus[cpu].counters.runnable_dequeued += 1;
             } else {
                 self.cpus[cpu].rq.requeue_delayed(h, now);
                 self.check_preempt(cpu, h, WakeFlags::TTWU);
@@ -119,7 +137,14 @@ impl Sim {
         if now < task.on_cpu_until {
             let cpu = task.cpu;
             let until = task.on_cpu_until;
-            if self.feat(Feature::TtwuQueueOnCpu) && Some(cpu) != waker {
+            // Gated by the rule of any remote wakeup, as in `wake/ttwu.rs` (TTWU_QUEUE_ON_CPU
+            // alone switches the hand-off on or off).
+            let nr = self.cpus[cpu].rq.nr_runnable();
+            let f = self.options.features.with(Feature::TtwuQueue, true);
+            if self.feat(Feature::TtwuQueueOnCpu)
+                && ttwu_queue_cond(self.machine.cpu_map(), f, waker, cpu, nr)
+                && Some(cpu) != waker
+            {
                 self.trace_wakeup(waker, t, cpu, WakePath::OnCpu);
                 self.cpus[cpu].counters.wakeups_on_cpu += 1;
                 self.queue_wakelist(cpu, t);
@@ -136,24 +161,94 @@ impl Sim {
     /// The end of `try_to_wake_up` for a sleeper off every CPU: select a CPU and enqueue.
     pub(super) fn select_enqueue(&mut self, t: u32, waker: Option<usize>) {
         let prev = self.tasks[t as usize].cpu;
-        let target = self.select_cpu(t, prev, waker);
+        let target = self.select_cpu(t, prev, waker, false);
         self.moved(waker, t, prev, target, MigrateCause::Wakeup);
         self.enqueue_on(target, t, waker, false);
     }
 
-    /// `select_task_rq` over the CPUs' runnable counts, as the threaded runtime publishes
-    /// them (`wake/select.rs`).
-    pub(super) fn select_cpu(&self, t: u32, prev: usize, waker: Option<usize>) -> usize {
-        let cpus = &self.cpus;
-        let task = &self.tasks[t as usize];
-        let view = |i: usize| {
-            let nr = cpus[i].rq.nr_runnable();
-            CpuView {
-                idle: nr == 0,
-                nr_running: nr,
+    /// What CPU selection reads of CPU `i` (`wake/select.rs`'s `cpu_view`): its runnable
+    /// count and whether its wakelist is empty, combined by the policy's rule.
+    pub(super) fn cpu_view(&self, i: usize) -> CpuView {
+        let cpu = &self.cpus[i];
+        CpuView::of(cpu.rq.nr_runnable(), !cpu.wakelist.is_empty())
+    }
+
+    /// `select_task_rq_fair` over the CPUs' views and the machine's `CpuMap`, for task `t`
+    /// that last ran on (or, new, is spawned from) `prev`, woken from `waker`, as
+    /// `wake/select.rs` calls it: `WF_FORK` for a spawn (`fork`), `WF_SYNC` when the waker
+    /// said so, the task's recently used CPU; a pending ITMT active-balance request for
+    /// this task on `prev` is honoured first if its CPU is still idle and allowed. Counts the
+    /// outcome (`place_*`) on the waker's CPU, or on the chosen one for a wakeup from
+    /// outside, and records `prev` as the task's recently used CPU.
+    pub(super) fn select_cpu(
+        &mut self,
+        t: u32,
+        prev: usize,
+        waker: Option<usize>,
+        fork: bool,
+    ) -> usize {
+        if !fork
+            && let Some((dst, who)) = self.cpus[prev].active_push
+            && who == t
+        {
+            self.cpus[prev].active_push = None;
+            if self.tasks[t as usize].allowed(dst) && self.cpu_view(dst).idle {
+                self.tasks[t as usize].recent_cpu = Some(prev);
+                self.cpus[dst].counters.balance_active += 1;
+                return dst;
             }
+        }
+        let task = &self.tasks[t as usize];
+        let flags = if fork {
+            WakeFlags::FORK
+        } else if task.wake_sync {
+            WakeFlags::TTWU | WakeFlags::SYNC
+        } else {
+            WakeFlags::TTWU
         };
-        select_task_rq(cpus.len(), view, prev, waker, |i| task.allowed(i))
+        let ctx = WakeCtx {
+            prev,
+            waker,
+            recent: task.recent_cpu,
+            flags,
+        };
+        let (cpu, how) = select_task_rq_fair(
+            self.machine.cpu_map(),
+            |i| self.cpu_view(i),
+            |i| task.allowed(i),
+            self.options.features,
+            ctx,
+        );
+        if !fork {
+            self.tasks[t as usize].recent_cpu = Some(prev);
+        }
+        let c = &mut self.cpus[waker.unwrap_or(cpu)].counters;
+        *match how {
+            Placement::Affine => &mut c.place_affine,
+            Placement::IdleSibling => &mut c.place_idle_sibling,
+            Placement::Prev => &mut c.place_prev,
+            Placement::ForkIdlest => &mut c.place_fork_idlest,
+        } += 1;
+        cpu
+    }
+
+    /// Whether the delayed wakee `t`, queued (handle `h`) on CPU `cpu`, is dequeued for CPU
+    /// selection instead of requeued in place (`wake/runnable.rs`'s `dequeue_delayed`: the
+    /// policy's `delayed_wake` over the same view). Simulated tasks may all migrate.
+    fn dequeue_delayed(&self, t: u32, cpu: usize, h: Handle) -> bool {
+        let f = self.options.features;
+        if !f.is_enabled(Feature::TtwuDequeue) && !f.is_enabled(Feature::DelayedWakeIdle) {
+            return false;
+        }
+        let task = &self.tasks[t as usize];
+        let idle_elsewhere = idle_in_llc(
+            self.machine.cpu_map(),
+            cpu,
+            |i| task.allowed(i),
+            |i| self.cpu_view(i),
+        );
+        let v = DelayedWakeView::of(&self.cpus[cpu].rq, h, self.now, idle_elsewhere);
+        delayed_wake(f, v) == DelayedWake::Dequeue
     }
 
     /// Task `t` now belongs to `to` instead of `from` (nothing if they are the same), as CPU
@@ -175,9 +270,20 @@ impl Sim {
 
     /// Makes claimed or new task `t` runnable on CPU `target` (`enqueue_on`).
     fn enqueue_on(&mut self, target: usize, t: u32, local: Option<usize>, spawn: bool) {
+        // `ttwu_queue_cond` for a wakeup; a spawn to another CPU always uses the wakelist
+        // under TTWU_QUEUE (`wake/queue.rs`'s `enqueue_on`).
         let path = if local == Some(target) {
             WakePath::Local
-        } else if self.feat(Feature::TtwuQueue) {
+        } else if self.feat(Feature::TtwuQueue)
+            && (spawn
+                || ttwu_queue_cond(
+                    self.machine.cpu_map(),
+                    self.options.features,
+                    local,
+                    target,
+                    self.cpus[target].rq.nr_runnable(),
+                ))
+        {
             WakePath::Queued
         } else {
             WakePath::Remote
@@ -237,9 +343,12 @@ impl Sim {
         task.ready_since = now;
         let wf = if kind == EnqueueKind::Initial {
             WakeFlags::FORK
+        } else if task.wake_sync {
+            WakeFlags::TTWU | WakeFlags::SYNC
         } else {
             WakeFlags::TTWU
         };
+        task.wake_sync = false;
         self.check_preempt(c, h, wf);
     }
 
@@ -269,7 +378,7 @@ impl Sim {
                 let waker = self.tasks[t as usize]
                     .wake_cpu
                     .filter(|&w| w < self.cpus.len());
-                let target = self.select_cpu(t, me, waker);
+                let target = self.select_cpu(t, me, waker, false);
                 if target != me {
                     self.moved(Some(me), t, me, target, MigrateCause::Wakeup);
                     self.cpus[me].counters.runnable_migrated += 1;
@@ -298,7 +407,7 @@ impl Sim {
             p
         });
         self.tasks[t as usize].state = State::Waking;
-        let target = self.select_cpu(t, prev, parent);
+        let target = self.select_cpu(t, prev, parent, true);
         self.tasks[t as usize].cpu = target;
         self.enqueue_on(target, t, parent, true);
     }

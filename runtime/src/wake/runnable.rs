@@ -4,8 +4,7 @@
 use super::activate::{check_preempt, finished_delayed};
 use crate::locking::atomic::Ordering;
 use crate::policy::{
-    DelayedWake, DelayedWakeView, Feature, Handle, MIGRATION_COST, RunQueue, WakeFlags,
-    curr_protection_left, delayed_wake,
+    DelayedWake, DelayedWakeView, Feature, Handle, RunQueue, WakeFlags, delayed_wake, idle_in_llc,
 };
 use crate::tcb::RUNNING;
 use crate::trace::WakePath;
@@ -120,20 +119,15 @@ fn dequeue_delayed(
     if !f.is_enabled(Feature::TtwuDequeue) && !f.is_enabled(Feature::DelayedWakeIdle) {
         return false;
     }
-    let se = rq.entity(h);
     // A started task moves only if it may (the migration contract, `select.rs`); an idle
     // CPU it may not use is no reason to dequeue it.
     let may_move = t.migratable;
     let idle_elsewhere = may_move
-        && shared
-            .cpus
-            .llc(cpu)
-            .any(|i| i != cpu && t.allowed(i) && super::select::cpu_view(shared, i).idle);
-    let v = DelayedWakeView {
-        hot: now.saturating_sub(se.exec_start) < MIGRATION_COST,
-        runs_next: rq.curr().is_none(),
-        wait: curr_protection_left(rq),
-        idle_elsewhere,
-    };
-    delayed_wake(f, v) == DelayedWake::Dequeue
+        && idle_in_llc(
+            &shared.cpus,
+            cpu,
+            |i| t.allowed(i),
+            |i| super::select::cpu_view(shared, i),
+        );
+    delayed_wake(f, DelayedWakeView::of(rq, h, now, idle_elsewhere)) == DelayedWake::Dequeue
 }

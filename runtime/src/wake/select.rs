@@ -63,18 +63,12 @@ pub(crate) enum Placing {
     },
 }
 
-/// What CPU selection reads of worker `i`: its published runnable count, and whether it is
-/// idle — nothing runnable and nothing on its wakelist (the kernel's `idle_cpu` also
-/// checks `ttwu_pending`). A non-empty wakelist counts as one more runnable entity, so that
-/// a burst of spawns does not pile onto a worker that has not drained yet.
+/// What CPU selection reads of worker `i`: its published runnable count and whether its
+/// wakelist is empty, as `CpuView::of` (the policy's rule, shared with the simulator)
+/// combines them.
 pub(crate) fn cpu_view(shared: &Shared, i: usize) -> CpuView {
     let w = &shared.workers[i];
-    let nr = w.nr_running.load(Ordering::Relaxed);
-    let pending = !w.wakelist.is_empty();
-    CpuView {
-        idle: nr == 0 && !pending,
-        nr_running: nr + usize::from(pending),
-    }
+    CpuView::of(w.nr_running.load(Ordering::Relaxed), !w.wakelist.is_empty())
 }
 
 /// `select_task_rq_fair` (`policy/select.rs`) over the workers' published state and the

@@ -1,5 +1,11 @@
-//! The workers from the topology: which OS CPU each worker index runs on, and the
-//! [`CpuMap`] the placement and balancing decisions read (`policy/cpumap.rs`).
+//! The CPUs of a driver from the topology: which OS CPU each CPU index (a worker of the
+//! threaded runtime, a virtual CPU of the simulator) stands for, and the [`CpuMap`] the
+//! placement and balancing decisions read (`policy/cpumap.rs`).
+//!
+//! One function builds it for both drivers (`runtime.rs` for the workers, `sim/machine.rs`
+//! for the virtual CPUs), so that the simulator's placement and balancing see the domains,
+//! LLC spans, SMT siblings and priorities the threaded runtime would see on that machine. It
+//! sits above `policy/` and `topology/` (which are peers) and below both drivers.
 //!
 //! Workers are ordered so that every domain's CPUs are adjacent: by the first CPU of their
 //! span at each level, top level first, then by CPU number. SMT siblings are then
@@ -21,18 +27,18 @@ use crate::topology::{CpuSet, LevelKind, Topology};
 
 /// The workers' CPUs and the decisions' view of them.
 #[derive(Debug, Clone)]
-pub(crate) struct Layout {
+pub struct Layout {
     /// The OS CPU of each worker, in worker order.
-    pub(crate) cpus: Vec<usize>,
+    pub cpus: Vec<usize>,
     /// The domains and priorities over worker indices.
-    pub(crate) map: CpuMap,
+    pub map: CpuMap,
     /// Why the map is flat, if it fell back.
-    pub(crate) fallback: Option<&'static str>,
+    pub fallback: Option<&'static str>,
 }
 
 /// The layout of workers on `cpus` (any order, each once) of `topo`. `ranks` overrides the
 /// priority of the CPUs it names (`(cpu, priority)`).
-pub(crate) fn layout(topo: &Topology, cpus: &[usize], ranks: &[(usize, u32)]) -> Layout {
+pub fn layout(topo: &Topology, cpus: &[usize], ranks: &[(usize, u32)]) -> Layout {
     let levels = topo.levels();
     // Each CPU's span per level (its own span if the level has one for it, else the one
     // below, else the CPU alone).
@@ -141,7 +147,7 @@ pub(crate) fn layout(topo: &Topology, cpus: &[usize], ranks: &[(usize, u32)]) ->
 
 /// The flat layout (one LLC, no preference) for workers on `cpus` in the given order: where
 /// no topology could be read.
-pub(crate) fn flat(cpus: &[usize], reason: &'static str) -> Layout {
+pub fn flat(cpus: &[usize], reason: &'static str) -> Layout {
     Layout {
         cpus: cpus.to_vec(),
         map: CpuMap::flat(cpus.len()),

@@ -1,0 +1,102 @@
+//! The simulator places tasks by the policy's kernel-faithful decisions over the machine's
+//! `CpuMap` (built by the same `layout` function as the threaded runtime's): a sync wakee
+//! joins the waker's LLC on an idle CPU there, a spawn spreads over idle CPUs, and ITMT packs
+//! busy tasks onto the top-ranked CPUs — each shown against the setting that does otherwise.
+
+use lagom::policy::Features;
+use lagom::sim::{Machine, Options, Report, Sim, builtin, parse};
+
+fn run(text: &str, machine: &str, features: &str, wakeups: Option<u64>) -> Report {
+    let s = parse(text).unwrap_or_else(|e| panic!("{e}"));
+    let mut o = Options::of(&s).unwrap();
+    o.features = Features::parse(features).unwrap();
+    if wakeups.is_some() {
+        o.wakeups = wakeups;
+    }
+    let mut sim = Sim::new(&s, Machine::named(machine).unwrap(), o).unwrap();
+    sim.run();
+    Report::of(&sim)
+}
+
+/// Busy time (ns) of the CPUs whose OS ids `ids` names.
+fn busy(r: &Report, ids: impl Fn(usize) -> bool) -> u64 {
+    r.cpus.iter().filter(|c| ids(c.os_id)).map(|c| c.busy).sum()
+}
+
+/// A waker on CPU 0 that never blocks wakes a sleeper every 100 us; the sleeper is spawned
+/// second, so fork placement puts it in the idler LLC (CPUs 4-7 of `cpus-8-llcs-2`).
+fn waker_and_sleeper(sync: &str) -> String {
+    format!(
+        "duration 50ms\n\
+         task w cpus=0\n  loop\n    run 100us\n    wake s {sync}\n  end\nend\n\
+         task s\n  loop\n    block\n    run 20us\n  end\nend\n"
+    )
+}
+
+#[test]
+fn a_sync_wakee_runs_on_an_idle_cpu_of_the_wakers_llc() {
+    // WF_SYNC: wake_affine takes the waker's CPU (it runs one task, about to block), and
+    // select_idle_sibling finds an idle CPU of its LLC: not CPU 0 itself, which is busy.
+    let r = run(&waker_and_sleeper("sync"), "cpus-8-llcs-2", "", None);
+    let near = busy(&r, |c| (1..4).contains(&c));
+    let far = busy(&r, |c| c >= 4);
+    assert!(near > 5_000_000, "near {near} ns, far {far} ns");
+    assert!(far < near / 20, "near {near} ns, far {far} ns");
+    let t = r.total();
+    assert!(t.place_affine + t.place_idle_sibling > 0, "{t:?}");
+    // Without the hint the previous CPU is idle and wins (wake_affine_idle): the sleeper
+    // stays in the far LLC.
+    let r = run(&waker_and_sleeper(""), "cpus-8-llcs-2", "", None);
+    let near = busy(&r, |c| (1..4).contains(&c));
+    let far = busy(&r, |c| c >= 4);
+    assert!(
+        far > 5_000_000 && near < far / 20,
+        "near {near} ns, far {far} ns"
+    );
+}
+
+#[test]
+fn spawns_from_one_task_spread_over_idle_cpus() {
+    let text = "\
+duration 50ms
+task parent cpus=0 measure=no
+  spawn c[0]
+  spawn c[1]
+  spawn c[2]
+  spawn c[3]
+end
+task c count=4 start=no
+  run 1s
+end
+";
+    let r = run(text, "cpus-4", "", None);
+    for c in &r.cpus {
+        assert!(c.busy > 45_000_000, "every CPU runs a child: {:?}", r.cpus);
+    }
+    let t = r.total();
+    assert_eq!(t.place_fork_idlest, 5, "{t:?}");
+    assert_eq!(
+        (t.balance_pulls, t.balance_periodic),
+        (0, 0),
+        "placed, not balanced: {t:?}"
+    );
+    assert!(r.tasks.iter().all(|t| t.stats.migrations == 0));
+}
+
+#[test]
+fn itmt_packs_busy_tasks_onto_the_top_ranked_cpus() {
+    // asym_stall: two tasks allowed on CPUs 4-7 (ranked 211 / 216 / 231 / 221), started by
+    // fork placement on 4 and 5. With ITMT the busy CPUs' ticks kick the idle preferred
+    // ones, whose active balance moves each task at its next wakeup: they end on 6 and 7.
+    let text = builtin("asym_stall").unwrap();
+    let on = run(text, "ryzen-7950x", "", Some(20_000));
+    let top = busy(&on, |c| c == 6 || c == 7);
+    let low = busy(&on, |c| c == 4 || c == 5);
+    assert!(top > 10 * low, "ITMT: CPUs 6-7 {top} ns, 4-5 {low} ns");
+    assert!(on.total().balance_active >= 2, "{:?}", on.total());
+    let off = run(text, "ryzen-7950x", "NO_ITMT", Some(20_000));
+    let top = busy(&off, |c| c == 6 || c == 7);
+    let low = busy(&off, |c| c == 4 || c == 5);
+    assert!(low > 10 * top, "NO_ITMT: CPUs 6-7 {top} ns, 4-5 {low} ns");
+    assert_eq!(off.total().balance_active, 0);
+}
