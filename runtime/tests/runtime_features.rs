@@ -1,7 +1,7 @@
-//! The fair runqueue's features in the threaded runtime: each test toggles one feature and
-//! shows the runtime doing something different, read from the order in which tasks ran and
-//! from the counters, never from wall-clock timing. (The feature → test table is in
-//! `runtime_place.rs`.)
+//! The fair runqueue's features and `can_migrate_task` in the threaded runtime: each test
+//! toggles one feature (or the migration cost) and shows the runtime doing something
+//! different, read from the order in which tasks ran and from the counters, never from
+//! wall-clock timing. (The feature → test table is in `runtime_place.rs`.)
 //!
 //! Most scenarios run on one worker, where the order of events is decided by the runqueue
 //! alone: a controller task A wakes or spawns others and records who ran first. The rounds
@@ -369,5 +369,199 @@ fn place_lag_keeps_the_lag_across_a_sleep() {
     assert!(
         off >= ROUNDS * 3 / 4,
         "NO_PLACE_LAG: B first {off}/{ROUNDS}"
+    );
+}
+
+/// A runtime on two workers with migration opted in and the given migration cost.
+fn runtime2(features: &str, migration_cost_ns: u64) -> Runtime {
+    // SAFETY: the tasks of these tests keep no thread-local state across blocking calls.
+    unsafe {
+        Runtime::builder()
+            .topology(one_llc(2))
+            .features(features)
+            .sched_migration_cost_ns(migration_cost_ns)
+            .allow_migration()
+            .build()
+            .unwrap()
+    }
+}
+
+/// A task pinned to worker `cpu` at nice `nice` that spins (calling `cond_resched`) until
+/// `stop`.
+fn hog(rt: &Runtime, cpu: usize, nice: i32, stop: &Arc<AtomicBool>) -> task::JoinHandle<()> {
+    let stop = Arc::clone(stop);
+    let b = TaskBuilder::new().name("hog").cpus([cpu]).nice(nice);
+    rt.spawn_with(b, move || {
+        while !stop.load(Ordering::Relaxed) {
+            task::cond_resched();
+        }
+    })
+    .unwrap()
+}
+
+/// The counters of worker `i` moved by from `a` to `b`.
+fn moved_by(a: &lagom::Stats, b: &lagom::Stats, i: usize) -> (u64, u64) {
+    let (x, y) = (&a.workers[i], &b.workers[i]);
+    (
+        y.balance_failed - x.balance_failed,
+        y.balance_hot_skipped - x.balance_hot_skipped,
+    )
+}
+
+/// Two workers, a free task T sharing its worker `c` with a heavy hog (nice −19, so T runs
+/// about 1.4 % of the time: it is queued, and it ran recently), and a nice-0 hog on the
+/// other worker `o`. `o`'s periodic balance sees the load imbalance and pulls T; returns
+/// the failed attempts and the cache-hot candidates it left, counted on `o` until T ran
+/// there.
+fn pull_recent_runner(migration_cost_ns: u64) -> (u64, u64) {
+    let rt = runtime2("", migration_cost_ns);
+    let cpu = Arc::new(AtomicUsize::new(usize::MAX));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (c2, s2) = (Arc::clone(&cpu), Arc::clone(&stop));
+    let t = rt.spawn(move || {
+        while !s2.load(Ordering::Relaxed) {
+            c2.store(task::current().unwrap().cpu, Ordering::Release);
+            task::cond_resched();
+        }
+    });
+    wait_until(
+        "T to start",
+        || cpu.load(Ordering::Acquire) != usize::MAX,
+        || std::thread::sleep(Duration::from_millis(1)),
+    );
+    let c = cpu.load(Ordering::Acquire);
+    let o = 1 - c;
+    // The light hog first, so that `o` is busy (it balances periodically, with tasks of
+    // its own) before `c` has two.
+    let ho = hog(&rt, o, 0, &stop);
+    std::thread::sleep(Duration::from_millis(20));
+    let before = rt.stats();
+    let hc = hog(&rt, c, -19, &stop);
+    wait_until(
+        "T to be pulled",
+        || cpu.load(Ordering::Acquire) == o,
+        || std::thread::sleep(Duration::from_millis(1)),
+    );
+    let after = rt.stats();
+    stop.store(true, Ordering::Relaxed);
+    for h in [t, ho, hc] {
+        h.join().unwrap();
+    }
+    let r = moved_by(&before, &after, o);
+    eprintln!("migration cost {migration_cost_ns} ns: (failed, hot skipped) {r:?}");
+    r
+}
+
+/// `task_hot` with the migration cost (`Builder::sched_migration_cost_ns`): with a cost of
+/// 1 s the recently run T is cache hot, left in place by the first attempts and pulled only
+/// once they have failed more than `cache_nice_tries` (1 within an LLC) times; with a cost
+/// of 0 it is never hot. (Either way the first attempt may fail: T, behind a heavy hog, is
+/// rarely eligible, and an ineligible task stays while no attempt has failed.)
+#[test]
+fn a_cache_hot_task_is_pulled_only_after_failed_attempts() {
+    let _serial = serial();
+    let (failed, hot) = pull_recent_runner(1_000_000_000);
+    assert!(failed >= 2, "hot: pulled after {failed} failed attempts");
+    assert!(hot >= 1, "hot: {hot} hot candidates left");
+    let (_, hot) = pull_recent_runner(0);
+    assert_eq!(hot, 0, "migration cost 0: nothing is hot");
+}
+
+/// CACHE_HOT_BUDDY (with NEXT_BUDDY, NO_DELAY_DEQUEUE and a migration cost of 0, so only the
+/// buddy rule makes anything hot): T computes 3 ms without a scheduling point beside a
+/// heavy hog on worker `c` and parks, far ahead of the average; its wakeup from outside
+/// places it back on `c` (every worker is busy) not eligible, and makes it the next buddy. Then one of the two
+/// hogs of worker `o` ends, and `o`'s periodic balance, with a task of its own, finds the
+/// buddy cache hot and leaves it until its attempts have failed; without CACHE_HOT_BUDDY no
+/// candidate is ever hot.
+#[test]
+fn cache_hot_buddy_keeps_the_next_buddy_in_place() {
+    let _serial = serial();
+    let run = |features: &str| -> u64 {
+        let rt = runtime2(features, 0);
+        let cpu = Arc::new(AtomicUsize::new(usize::MAX));
+        let go = Arc::new(AtomicBool::new(false));
+        let woke = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let parked = Arc::new(AtomicBool::new(false));
+        let (c2, g2, w2, s2, p2) = (
+            Arc::clone(&cpu),
+            Arc::clone(&go),
+            Arc::clone(&woke),
+            Arc::clone(&stop),
+            Arc::clone(&parked),
+        );
+        let t = rt.spawn(move || {
+            let here = || c2.store(task::current().unwrap().cpu, Ordering::Release);
+            while !g2.load(Ordering::Acquire) {
+                here();
+                task::cond_resched();
+            }
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_millis(3) {
+                std::hint::spin_loop();
+            }
+            p2.store(true, Ordering::Release);
+            while !w2.load(Ordering::Acquire) {
+                task::park();
+            }
+            while !s2.load(Ordering::Relaxed) {
+                here();
+                task::cond_resched();
+            }
+        });
+        wait_until(
+            "T to start",
+            || cpu.load(Ordering::Acquire) != usize::MAX,
+            || std::thread::sleep(Duration::from_millis(1)),
+        );
+        let c = cpu.load(Ordering::Acquire);
+        let o = 1 - c;
+        // Equal loads on both workers while T builds its history: no periodic imbalance.
+        let stop_heavy = Arc::new(AtomicBool::new(false));
+        let ho_heavy = hog(&rt, o, -19, &stop_heavy);
+        let ho = hog(&rt, o, 0, &stop);
+        let hc = hog(&rt, c, -19, &stop);
+        std::thread::sleep(Duration::from_millis(20));
+        go.store(true, Ordering::Release);
+        wait_until(
+            "T to park",
+            || parked.load(Ordering::Acquire),
+            || std::thread::sleep(Duration::from_micros(200)),
+        );
+        // Let it switch out, then wake it: a remote wakeup to the busy `c` (its previous
+        // CPU; every CPU is busy), where the heavy hog runs and the wakeup-preemption check
+        // makes T the next buddy.
+        std::thread::sleep(Duration::from_millis(1));
+        woke.store(true, Ordering::Release);
+        t.unparker().unpark();
+        let before = rt.stats();
+        stop_heavy.store(true, Ordering::Relaxed);
+        ho_heavy.join().unwrap();
+        wait_until(
+            "T to be pulled",
+            || cpu.load(Ordering::Acquire) == o,
+            || std::thread::sleep(Duration::from_millis(1)),
+        );
+        let after = rt.stats();
+        stop.store(true, Ordering::Relaxed);
+        for h in [t, ho, hc] {
+            h.join().unwrap();
+        }
+        let (failed, hot) = moved_by(&before, &after, o);
+        eprintln!("{features}: failed {failed}, hot skipped {hot}");
+        hot
+    };
+    // NO_TTWU_QUEUE: the outside waker takes `c`'s lock and runs the preemption check
+    // against the running hog (the wakelist's drain may meet need-resched already set, and
+    // skip the check that sets the buddy). Under load that can still happen: up to three
+    // plays for the outcome with the feature on.
+    let base = "NEXT_BUDDY,NO_DELAY_DEQUEUE,NO_TTWU_QUEUE";
+    let hot = (0..3).map(|_| run(base)).find(|&h| h > 0).unwrap_or(0);
+    assert!(hot >= 1, "CACHE_HOT_BUDDY: the buddy is hot");
+    assert_eq!(
+        run(&format!("{base},NO_CACHE_HOT_BUDDY")),
+        0,
+        "NO_CACHE_HOT_BUDDY: nothing is hot"
     );
 }

@@ -41,10 +41,20 @@
 //! may move (`balance_active`). The kernel pushes the running task at once with its stopper
 //! thread; lagom cannot move a task whose registers its worker still holds.
 //!
-//! Not yet as the kernel has it (`can_migrate_task`): `task_hot` with the migration cost
-//! (`MIGRATION_COST`, 0.5 ms), the `nr_balance_failed > cache_nice_tries` escape and the
-//! skip of ineligible tasks while no attempt has failed; only the CACHE_HOT_BUDDY buddy test
-//! is applied.
+//! Which queued task may move is `policy::can_migrate`, the kernel's `can_migrate_task`,
+//! given the domain the two workers meet in (their lowest common level: SMT, then the LLC,
+//! then package and NUMA) and the puller's failure count: a task that ran within the
+//! migration cost (`Builder::sched_migration_cost_ns`, 0.5 ms by default) is cache hot, as
+//! is the source's next buddy while the puller has tasks (CACHE_HOT_BUDDY); nothing is hot
+//! within an SMT core; hot tasks move once `nr_balance_failed` exceeds the domain's
+//! `cache_nice_tries` (1 within an LLC or package, 2 across NUMA nodes); an ineligible task
+//! stays while no attempt has failed and the puller has tasks. `Worker::nr_balance_failed`
+//! counts the puller's attempts that found an imbalance and moved nothing, and is reset by
+//! one that moved something. The kernel counts only periodic and idle balances there, not
+//! newly idle ones; lagom's idle worker has no separate idle balance (a kicked idle worker
+//! runs its newly idle balance, which stands for the kernel's nohz idle balance), so every
+//! attempt counts. A moved task's `exec_start` is cleared, as the kernel's ENQUEUE_MIGRATED
+//! clears it: it is not hot where it arrives.
 //!
 //! A pulled runnable task runs the wakeup-preemption check on its new runqueue, as the
 //! kernel's `attach_task` does, so a task with an earlier deadline is not kept waiting for
@@ -52,9 +62,9 @@
 
 use crate::locking::atomic::Ordering;
 use crate::policy::{
-    BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Feature, Imbalance, LoadView,
-    PullReason, RunQueue, WakeFlags, asym_active_balance, can_migrate, moved,
-    newidle_imbalance_domains, periodic_imbalance,
+    BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Imbalance, LoadView,
+    MigrateEnv, PullReason, RunQueue, WakeFlags, asym_active_balance, cache_nice_tries,
+    can_migrate, moved, newidle_imbalance_domains, periodic_imbalance, task_hot,
 };
 use crate::trace::MigrateCause;
 use crate::wake::check_preempt;
@@ -175,11 +185,19 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
         (&mut *g_hi, &mut *g_lo)
     };
     let curr = src_rq.curr();
-    let buddy = src_rq
-        .features()
-        .is_enabled(Feature::CacheHotBuddy)
-        .then(|| src_rq.next_buddy())
-        .flatten();
+    let buddy = src_rq.next_buddy();
+    let level = &shared.cpus.levels()[shared.cpus.lowest_common_level(me, src)];
+    let failed = &shared.workers[me].nr_balance_failed;
+    let env = MigrateEnv {
+        now,
+        migration_cost: src_rq.config().migration_cost,
+        smt: level.smt,
+        dst_nr_running: dst_rq.nr_runnable(),
+        nr_balance_failed: failed.load(Ordering::Relaxed),
+        cache_nice_tries: cache_nice_tries(level),
+        features: src_rq.features(),
+    };
+    let mut hot_skipped = 0;
     let mut left = imb.amount;
     // Choose first (at most NR_MIGRATE examined), then move: handles stay valid while other
     // entities leave the slab.
@@ -198,12 +216,16 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
             delayed: se.sched_delayed,
             running,
             allowed: !running && may_pull(t, me),
-            cache_hot: Some(h) == buddy,
+            next_buddy: Some(h) == buddy,
+            exec_start: se.exec_start,
+            eligible: src_rq.entity_eligible(h),
         };
-        if can_migrate(&imb, left, c) {
+        if can_migrate(&env, &imb, left, c) {
             chosen[n] = Some(h);
             n += 1;
             left -= moved(&imb, c).min(left);
+        } else if c.allowed && task_hot(&env, c) {
+            hot_skipped += 1;
         }
     }
     cursor.store(next, Ordering::Relaxed);
@@ -211,9 +233,20 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
         move_task(shared, src_rq, dst_rq, h, (src, me), who, now);
     }
     let pulled = n;
+    let w = &shared.workers[me];
+    if hot_skipped > 0 {
+        w.stats
+            .balance_hot_skipped
+            .fetch_add(hot_skipped, Ordering::Relaxed);
+    }
+    if pulled == 0 {
+        failed.store(env.nr_balance_failed.saturating_add(1), Ordering::Relaxed);
+        w.stats.inc(&w.stats.balance_failed);
+    } else if env.nr_balance_failed != 0 {
+        failed.store(0, Ordering::Relaxed);
+    }
     if pulled > 0 {
         shared.workers[src].publish(src_rq);
-        let w = &shared.workers[me];
         w.publish(dst_rq);
         let counter = match who {
             Balancer::NewlyIdle => &w.stats.balance_pulls,
@@ -252,9 +285,11 @@ fn move_task(
     who: Balancer,
     now: u64,
 ) {
-    let Dequeued::Removed { se, payload } = src_rq.dequeue(h, DequeueKind::Save, now) else {
+    let Dequeued::Removed { mut se, payload } = src_rq.dequeue(h, DequeueKind::Save, now) else {
         unreachable!("a Save dequeue is never delayed");
     };
+    // ENQUEUE_MIGRATED: not cache hot where it arrives (`task_hot`).
+    se.exec_start = 0;
     let delayed = se.sched_delayed;
     payload.cpu.store(me, Ordering::Relaxed);
     let nh = dst_rq.enqueue(se, payload, EnqueueKind::Restore, now);

@@ -12,8 +12,8 @@
 
 use super::engine::Sim;
 use crate::policy::{
-    BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Feature, Imbalance, LoadView,
-    WakeFlags, can_migrate, moved, newidle_imbalance, periodic_imbalance,
+    BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Imbalance, LoadView,
+    MigrateEnv, WakeFlags, can_migrate, moved, newidle_imbalance, periodic_imbalance,
 };
 use crate::trace::MigrateCause;
 
@@ -89,14 +89,18 @@ impl Sim {
         let src = imb.busiest;
         let now = self.now;
         let curr = self.cpus[src].rq.curr();
-        let buddy = if self.cpus[src]
-            .rq
-            .features()
-            .is_enabled(Feature::CacheHotBuddy)
-        {
-            self.cpus[src].rq.next_buddy()
-        } else {
-            None
+        let buddy = self.cpus[src].rq.next_buddy();
+        // The simulator's rule so far, kept until its placement is rewired (branch `sim`):
+        // the next buddy alone is hot (CACHE_HOT_BUDDY), whatever the destination runs and
+        // however many attempts failed; nothing is hot by time, every candidate eligible.
+        let env = MigrateEnv {
+            now,
+            migration_cost: 0,
+            smt: false,
+            dst_nr_running: 1,
+            nr_balance_failed: 0,
+            cache_nice_tries: 0,
+            features: self.cpus[src].rq.features(),
         };
         let mut left = imb.amount;
         let mut pulled = 0;
@@ -108,9 +112,11 @@ impl Sim {
                     delayed: se.sched_delayed,
                     running: Some(h) == curr,
                     allowed: tasks[t as usize].allowed(me),
-                    cache_hot: Some(h) == buddy,
+                    next_buddy: Some(h) == buddy,
+                    exec_start: se.exec_start,
+                    eligible: true,
                 };
-                can_migrate(&imb, left, c).then_some((h, c))
+                can_migrate(&env, &imb, left, c).then_some((h, c))
             });
             let Some((h, c)) = found else { break };
             let Dequeued::Removed { se, payload: t } =

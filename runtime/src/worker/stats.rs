@@ -116,6 +116,13 @@ counters! {
     balance_periodic,
     /// Of those, tasks that were delayed (asleep, still queued) when they moved.
     balance_delayed,
+    /// Balance attempts (newly idle or periodic) that found an imbalance here and moved
+    /// nothing: every candidate was running, pinned, delayed, not eligible or cache hot.
+    balance_failed,
+    /// Of the candidates those attempts examined, the cache-hot ones left in place
+    /// (`task_hot`: ran within the migration cost, or the next buddy, while fewer than
+    /// `cache_nice_tries` attempts had failed).
+    balance_hot_skipped,
     /// Tasks that ended on this worker.
     exits,
     /// Tasks that began to unwind here from a shutdown's cancellation.
