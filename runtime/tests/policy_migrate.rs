@@ -244,3 +244,45 @@ fn a_balance_acts_in_the_lowest_common_domain() {
     assert_eq!(name(1, 6), "PKG");
     assert_eq!(name(7, 4), "MC");
 }
+
+/// The periodic balance walks the domains bottom-up: an imbalance inside the LLC is settled
+/// there before a larger one across it; a level's `imbalance_pct` is 110 within a core, 117
+/// above.
+#[test]
+fn periodic_balance_walks_the_levels() {
+    use lagom::policy::{LoadView, imbalance_pct, periodic_imbalance_domains};
+    let map = CpuMap::new(
+        vec![0; 4],
+        vec![
+            MapLevel {
+                name: "SMT",
+                smt: true,
+                share_llc: true,
+                spans: vec![0..2, 2..4],
+            },
+            MapLevel {
+                name: "MC",
+                smt: false,
+                share_llc: true,
+                spans: vec![0..4],
+            },
+        ],
+    )
+    .unwrap();
+    assert_eq!(imbalance_pct(&map.levels()[0]), 110);
+    assert_eq!(imbalance_pct(&map.levels()[1]), 117);
+    let run = |load: [u64; 4]| {
+        periodic_imbalance_domains(&map, 0, |i| LoadView {
+            load: load[i],
+            nr_running: (load[i] / 1000) as usize,
+        })
+        .map(|imb| (imb.busiest, imb.amount))
+    };
+    // The sibling has 1.15 × CPU 0's load: enough within a core (110 %), and it is taken
+    // before CPU 3's larger excess across the core.
+    assert_eq!(run([10_000, 11_500, 0, 20_000]), Some((1, 750)));
+    // No excess within the core: the next level decides.
+    assert_eq!(run([10_000, 10_500, 0, 20_000]), Some((3, 5_000)));
+    // 1.15 × is not enough at 117 %.
+    assert_eq!(run([10_000, 10_000, 0, 11_500]), None);
+}

@@ -543,3 +543,64 @@ fn unpark_sync_wakes_affine() {
     let (affine, prev) = run(true);
     assert_eq!((affine, prev), (1, 0), "unpark_sync: the waker's CPU");
 }
+
+/// ITMT active balance of a running task: on two workers ranked 10 (CPU 0) and 30 (CPU 1),
+/// a task P computes (calling `cond_resched`) on the less preferred worker while a blocker
+/// keeps the preferred one busy. When the blocker ends, the preferred worker goes idle, asks
+/// for P, and P moves at its next schedule point (`balance_active`), without ever blocking.
+/// With NO_ITMT, or under the migration contract (P has started and may not move), P stays.
+#[test]
+fn itmt_active_balance_moves_a_running_task() {
+    let run = |features: &str, migrate: bool| -> (bool, u64) {
+        let b = Runtime::builder()
+            .topology(one_llc(2))
+            .features(features)
+            .cpu_priorities([(0, 10), (1, 30)]);
+        let b = if migrate {
+            // SAFETY: P keeps no thread-local state across its schedule points.
+            unsafe { b.allow_migration() }
+        } else {
+            b
+        };
+        let rt = b.build().unwrap();
+        let stop_blocker = Arc::new(AtomicBool::new(false));
+        let blocker = hog(&rt, 1, &stop_blocker);
+        // Let the blocker start, so that fork placement sends P to worker 0.
+        std::thread::sleep(Duration::from_millis(20));
+        let cpu = Arc::new(AtomicUsize::new(usize::MAX));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (c2, s2) = (Arc::clone(&cpu), Arc::clone(&stop));
+        let p = rt.spawn(move || {
+            while !s2.load(Ordering::Relaxed) {
+                c2.store(task::current().unwrap().cpu, Ordering::Release);
+                task::cond_resched();
+            }
+        });
+        wait_for("P to run on worker 0", || cpu.load(Ordering::Acquire) == 0);
+        let before = rt.stats();
+        stop_blocker.store(true, Ordering::Relaxed);
+        blocker.join().unwrap();
+        let start = Instant::now();
+        let expect_move = migrate && !features.contains("NO_ITMT");
+        let limit = if expect_move { 20_000 } else { 300 };
+        while cpu.load(Ordering::Acquire) != 1 && start.elapsed() < Duration::from_millis(limit) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let moved = cpu.load(Ordering::Acquire) == 1;
+        let after = rt.stats();
+        stop.store(true, Ordering::Relaxed);
+        p.join().unwrap();
+        (moved, diff(&before, &after, |w| w.balance_active)[1])
+    };
+    assert_eq!(
+        run("", true),
+        (true, 1),
+        "ITMT: P moves to the preferred worker"
+    );
+    assert_eq!(run("NO_ITMT", true), (false, 0), "NO_ITMT: P stays");
+    assert_eq!(
+        run("", false),
+        (false, 0),
+        "the migration contract: P stays"
+    );
+}

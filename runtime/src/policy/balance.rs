@@ -125,6 +125,63 @@ pub fn periodic_imbalance(
     })
 }
 
+/// The kernel's `imbalance_pct` of a domain level: 110 within an SMT core, [`IMBALANCE_PCT`]
+/// (117) above (spec §9.1).
+pub fn imbalance_pct(level: &MapLevel) -> u64 {
+    if level.smt { 110 } else { IMBALANCE_PCT }
+}
+
+/// Periodic balance for CPU `me` over the domains of `map` (the kernel's
+/// `sched_balance_domains` walk from the tick): level by level from the bottom (SMT, then
+/// the LLC, then package and NUMA), the first level whose busiest CPU has more than the
+/// level's [`imbalance_pct`] % of `me`'s load decides, and half the difference may move
+/// ([`periodic_imbalance`] within that level's span). So load moves between SMT siblings or
+/// cache siblings before it crosses an LLC. (The kernel balances each level at its own
+/// interval and compares groups, not CPUs; lagom balances every level at each interval and
+/// compares the CPUs of the span.)
+///
+/// ```
+/// use lagom::policy::{CpuMap, LoadView, MapLevel, periodic_imbalance_domains};
+/// // Two LLCs of two CPUs: CPU 3 (other LLC) is busiest, CPU 1 (same LLC) busy enough.
+/// let map = CpuMap::new(
+///     vec![0; 4],
+///     vec![
+///         MapLevel { name: "MC", smt: false, share_llc: true, spans: vec![0..2, 2..4] },
+///         MapLevel { name: "PKG", smt: false, share_llc: false, spans: vec![0..4] },
+///     ],
+/// )
+/// .unwrap();
+/// let load = [1024, 3072, 0, 4096];
+/// let view = |i: usize| LoadView { load: load[i], nr_running: (load[i] / 1024) as usize };
+/// let imb = periodic_imbalance_domains(&map, 0, view).unwrap();
+/// assert_eq!((imb.busiest, imb.amount), (1, 1024), "the cache sibling first");
+/// ```
+pub fn periodic_imbalance_domains(
+    map: &CpuMap,
+    me: usize,
+    view: impl Fn(usize) -> LoadView,
+) -> Option<Imbalance> {
+    let local = view(me).load;
+    for (level, l) in map.levels().iter().enumerate() {
+        let Some((load, busiest)) = map
+            .span(level, me)
+            .filter(|&i| i != me)
+            .map(|i| (view(i).load, i))
+            .max()
+        else {
+            continue;
+        };
+        if u128::from(load) * 100 > u128::from(local) * u128::from(imbalance_pct(l)) {
+            return Some(Imbalance {
+                busiest,
+                kind: Migration::Load,
+                amount: (load - local) / 2,
+            });
+        }
+    }
+    None
+}
+
 /// One queued entity of the busiest CPU, as `can_migrate_task` sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Candidate {
@@ -318,8 +375,8 @@ pub enum PullReason {
 ///   imbalance of a group with spare capacity). Pulling more than one helps a CPU that goes
 ///   idle next to a long queue: it does not come back for each task.
 ///
-/// A running entity alone on its CPU is not pulled (that would be active balance, which
-/// lagom does not do).
+/// A running entity alone on its CPU is not pulled here: that is active balance
+/// ([`asym_active_balance`]).
 ///
 /// ```
 /// use lagom::policy::{CpuMap, Features, LoadView, MapLevel, PullReason, newidle_imbalance_domains};

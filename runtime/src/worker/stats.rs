@@ -109,8 +109,8 @@ counters! {
     /// Of the newly idle pulls, tasks pulled by ITMT asym packing (this worker's CPU is
     /// preferred to the source's).
     balance_asym,
-    /// Running tasks of a less preferred worker moved here by ITMT active balance (at
-    /// their next wakeup, `sched/balance.rs`).
+    /// Running tasks of a less preferred worker moved here by ITMT active balance (at their
+    /// next schedule point, or their next wakeup if they block first; `sched/balance.rs`).
     balance_active,
     /// Tasks pulled here by periodic (load) balancing.
     balance_periodic,
