@@ -408,17 +408,18 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
     pulled
 }
 
-/// Whether the queued task `t`, neither running nor being switched away from, may be pulled
-/// to worker `me`: its affinity allows `me`, and it has not started or may migrate (the
-/// migration contract, `wake/select.rs`: a started task that may not is given an affinity of
-/// one, the worker it is queued on, where it last ran). The caller holds the lock of `t`'s
-/// runqueue.
+/// Whether the queued task `t` may be pulled to worker `me`: its affinity allows `me`, and it
+/// has not started or may migrate (the migration contract, `wake/select.rs`: a started task
+/// that may not is given an affinity of one, the worker it is queued on, where it last ran).
+/// The caller holds the lock of `t`'s runqueue, and `t` is either not running (nor being
+/// switched away from) or running on the caller's own worker (`active_push_point`).
 fn may_pull(t: &Task, me: usize) -> bool {
     // Mutant `balance_ignores_contract` (loom model `contract`): started tasks are pulled too.
     #[cfg(lagom_mutant = "balance_ignores_contract")]
     return t.allowed(me);
     // SAFETY: the caller holds the lock of the runqueue `t` is queued on, and `t` is not
-    // running (nor being switched away from): nobody else touches its scheduling part.
+    // running elsewhere (not at all, or on the caller's worker, which is the caller):
+    // nobody else touches its scheduling part.
     t.allowed(me) && (t.migratable || !unsafe { t.sched(|s| s.started()) })
 }
 
