@@ -40,7 +40,7 @@
 //! so blocked tasks are abandoned at once (as above: destructors not run, join cancelled).
 
 use alloc::boxed::Box;
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::time::Duration;
@@ -93,6 +93,7 @@ pub struct Builder {
     allow_migration: bool,
     topology: Option<Topology>,
     ranks: Vec<(usize, u32)>,
+    migration_cost: Option<u64>,
 }
 
 impl Builder {
@@ -121,6 +122,29 @@ impl Builder {
     /// [`build`](Builder::build) ([`Error::CpuNotAllowed`], [`Error::NoCpus`]).
     pub fn worker_cpus(mut self, cpus: impl IntoIterator<Item = usize>) -> Builder {
         self.cpus = Some(cpus.into_iter().collect());
+        self
+    }
+
+    /// The kernel's `sched_migration_cost_ns` (debugfs `sched/migration_cost_ns`; default
+    /// 500 000, 0.5 ms, [`MIGRATION_COST`](crate::policy::MIGRATION_COST)): a task that ran
+    /// within this long is cache hot, and load balancing leaves it where it is until a
+    /// domain's balance has failed more than `cache_nice_tries` times
+    /// ([`policy::can_migrate`](crate::policy::can_migrate)); it is also the time a
+    /// `WF_SYNC` waker must have run before its wakee may preempt it (with NEXT_BUDDY).
+    /// 0 makes nothing hot by time; 4 294 967 295 (the kernel's −1,
+    /// [`MIGRATION_COST_ALWAYS_HOT`](crate::policy::MIGRATION_COST_ALWAYS_HOT)) makes every
+    /// task hot. The kernel's value is an unsigned 32-bit number, so a larger value is an
+    /// [`Error::OutOfRange`] at [`build`](Builder::build).
+    ///
+    /// ```
+    /// let rt = lagom::Runtime::builder().sched_migration_cost_ns(0).build()?;
+    /// # drop(rt);
+    /// let err = lagom::Runtime::builder().sched_migration_cost_ns(1 << 32).build().unwrap_err();
+    /// assert!(err.to_string().contains("4294967296"));
+    /// # Ok::<(), lagom::Error>(())
+    /// ```
+    pub fn sched_migration_cost_ns(mut self, ns: u64) -> Builder {
+        self.migration_cost = Some(ns);
         self
     }
 
@@ -337,6 +361,14 @@ impl Builder {
                 maximum: MAX_IDLE_SPIN,
             });
         }
+        let migration_cost = self.migration_cost.unwrap_or(crate::policy::MIGRATION_COST);
+        if migration_cost > crate::policy::MIGRATION_COST_ALWAYS_HOT {
+            return Err(Error::OutOfRange {
+                setting: "Builder::sched_migration_cost_ns",
+                value: migration_cost.to_string(),
+                valid: "0 to 4294967295 (ns; 4294967295 means always cache hot)",
+            });
+        }
         let lay = match &topo {
             Some(t) => layout(t, &cpus, &self.ranks),
             None => flat_layout(&cpus, topo_error.unwrap_or("no topology")),
@@ -345,6 +377,7 @@ impl Builder {
         crate::sys::time::calibrate();
         let mut cfg = RqConfig::for_cpus(cpus.len());
         cfg.features = features;
+        cfg.migration_cost = migration_cost;
         if let Some(s) = self.slice {
             let ns = u64::try_from(s.as_nanos()).unwrap_or(u64::MAX);
             cfg.base_slice = ns.clamp(MIN_CUSTOM_SLICE, MAX_CUSTOM_SLICE);

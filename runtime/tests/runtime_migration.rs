@@ -219,9 +219,12 @@ fn two_workers(
 ) -> Option<(Runtime, Vec<usize>, MutexGuard<'static, ()>)> {
     let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let cpus = runtime_util::two_cpus_or_skip("runtime_migration")?;
+    // Migration cost 0: no task is cache hot (`task_hot`), so the balancer's pull is the
+    // migration contract's alone to allow or refuse, at every attempt.
     let b = Runtime::builder()
         .worker_cpus(cpus.clone())
-        .features(features);
+        .features(features)
+        .sched_migration_cost_ns(0);
     let b = if allow_migration {
         // SAFETY: the scenario's tasks hold nothing thread-local across a blocking call; T
         // asks for its thread id only to record it, and relies on nothing about it.

@@ -10,23 +10,47 @@
 //!
 //! | feature | test |
 //! |---|---|
+//! | PLACE_LAG | `runtime_features::place_lag_keeps_the_lag_across_a_sleep` |
+//! | PLACE_DEADLINE_INITIAL | `runtime_features::place_deadline_initial_runs_a_new_task_sooner` |
+//! | PLACE_REL_DEADLINE | not isolated in the threaded runtime (below) |
+//! | RUN_TO_PARITY | `runtime_features::run_to_parity_protects_the_slice` |
+//! | PREEMPT_SHORT | `runtime_features::preempt_short_cuts_the_protected_slice` |
+//! | NEXT_BUDDY | `runtime_features::next_buddy_runs_the_wakee_next` |
+//! | PICK_BUDDY | `runtime_features::pick_buddy_honours_the_next_buddy` |
+//! | CACHE_HOT_BUDDY | `runtime_features::cache_hot_buddy_keeps_the_next_buddy_in_place` |
+//! | DELAY_DEQUEUE | `delayed_wakee_on_a_busy_cpu` (NO_DELAY_DEQUEUE: no delayed sleep) |
+//! | DELAY_ZERO | not isolated in the threaded runtime (below) |
+//! | WAKEUP_PREEMPTION | `runtime_features::wakeup_preemption_lets_the_wakee_in_at_once` |
 //! | TTWU_QUEUE | `runtime_trace::storm_trace_agrees_with_the_counters` (wakelist vs lock counters); `ttwu_queue_default_sends_busy_llc_wakeups_to_the_wakelist` here (NO_TTWU_QUEUE: no wakelist) |
-//! | TTWU_QUEUE_DEFAULT | `ttwu_queue_default_sends_busy_llc_wakeups_to_the_wakelist` |
 //! | TTWU_QUEUE_ON_CPU | `runtime_trace::storm_trace_agrees_with_the_counters` (`wakeups_on_cpu`) |
 //! | TTWU_QUEUE_DELAYED | `runtime_migration` (`runnable_queued`), `runtime_trace` |
+//! | TTWU_QUEUE_DEFAULT | `ttwu_queue_default_sends_busy_llc_wakeups_to_the_wakelist` |
 //! | TTWU_DEQUEUE | `delayed_wakee_on_a_busy_cpu` |
-//! | DELAYED_WAKE_IDLE | `delayed_wakee_on_a_busy_cpu` |
-//! | DELAY_DEQUEUE | `delayed_wakee_on_a_busy_cpu` (NO_DELAY_DEQUEUE: no delayed sleep) |
 //! | SIS_UTIL | `sis_util_bounds_the_scan` |
-//! | WAKE_PREFER_RANK | `wake_prefer_rank_picks_the_higher_ranked_idle_cpu` |
 //! | ITMT | `itmt_packs_onto_the_preferred_cpu` |
+//! | WAKE_PREFER_RANK | `wake_prefer_rank_picks_the_higher_ranked_idle_cpu` |
+//! | DELAYED_WAKE_IDLE | `delayed_wakee_on_a_busy_cpu` |
 //!
-//! `WF_SYNC` (`Unparker::unpark_sync`, not a feature): `unpark_sync_wakes_affine`.
+//! `WF_SYNC` (`Unparker::unpark_sync`, not a feature): `unpark_sync_wakes_affine`. The
+//! migration cost (`Builder::sched_migration_cost_ns`, not a feature):
+//! `runtime_features::a_cache_hot_task_is_pulled_only_after_failed_attempts`.
 //!
-//! Features of the fair runqueue itself (PLACE_LAG, PLACE_DEADLINE_INITIAL,
-//! PLACE_REL_DEADLINE, RUN_TO_PARITY, PREEMPT_SHORT, NEXT_BUDDY, PICK_BUDDY, CACHE_HOT_BUDDY,
-//! DELAY_ZERO, WAKEUP_PREEMPTION) are shown through the policy (`policy_*` tests) and the
-//! simulator (`sim_features`); no threaded-runtime test here isolates them yet.
+//! Two features are shown through the policy (`policy_*` tests) and the simulator
+//! (`sim_features`) only:
+//!
+//! * PLACE_REL_DEADLINE acts only on a dequeue that is not a sleep, which in the threaded
+//!   runtime is a balancer's move: its effect is the deadline the moved task keeps on its
+//!   new worker, which decides only how long it runs there before a task that arrives after
+//!   it gets in. That is a run-time length (the relative deadline of a new task is half a
+//!   slice, 0.7 ms on two workers, against a fresh 1.4 ms), measurable only with the
+//!   charged-time bounds that a loaded two-core host blurs, and not yet written.
+//! * DELAY_ZERO acts when a delayed sleeper's dequeue is finished after it became eligible
+//!   again: it clips the positive lag it would keep to zero. The threaded scenario tried
+//!   (a delayed task finished by the pick beside a computing task, then woken after a
+//!   freshly spawned one: with its lag it should run first) gave the expected order in
+//!   only 20–70 % of rounds without the feature (0 % with it): where the pick finishes the
+//!   delayed task, and so its lag, depends on when the ticks fall, which the host decides.
+//!   It is left out rather than kept with bounds loose enough to pass by chance.
 
 mod runtime_util;
 mod topology_util;
@@ -518,4 +542,65 @@ fn unpark_sync_wakes_affine() {
     assert_eq!((affine, prev), (0, 1), "unpark: the previous CPU");
     let (affine, prev) = run(true);
     assert_eq!((affine, prev), (1, 0), "unpark_sync: the waker's CPU");
+}
+
+/// ITMT active balance of a running task: on two workers ranked 10 (CPU 0) and 30 (CPU 1),
+/// a task P computes (calling `cond_resched`) on the less preferred worker while a blocker
+/// keeps the preferred one busy. When the blocker ends, the preferred worker goes idle, asks
+/// for P, and P moves at its next schedule point (`balance_active`), without ever blocking.
+/// With NO_ITMT, or under the migration contract (P has started and may not move), P stays.
+#[test]
+fn itmt_active_balance_moves_a_running_task() {
+    let run = |features: &str, migrate: bool| -> (bool, u64) {
+        let b = Runtime::builder()
+            .topology(one_llc(2))
+            .features(features)
+            .cpu_priorities([(0, 10), (1, 30)]);
+        let b = if migrate {
+            // SAFETY: P keeps no thread-local state across its schedule points.
+            unsafe { b.allow_migration() }
+        } else {
+            b
+        };
+        let rt = b.build().unwrap();
+        let stop_blocker = Arc::new(AtomicBool::new(false));
+        let blocker = hog(&rt, 1, &stop_blocker);
+        // Let the blocker start, so that fork placement sends P to worker 0.
+        std::thread::sleep(Duration::from_millis(20));
+        let cpu = Arc::new(AtomicUsize::new(usize::MAX));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (c2, s2) = (Arc::clone(&cpu), Arc::clone(&stop));
+        let p = rt.spawn(move || {
+            while !s2.load(Ordering::Relaxed) {
+                c2.store(task::current().unwrap().cpu, Ordering::Release);
+                task::cond_resched();
+            }
+        });
+        wait_for("P to run on worker 0", || cpu.load(Ordering::Acquire) == 0);
+        let before = rt.stats();
+        stop_blocker.store(true, Ordering::Relaxed);
+        blocker.join().unwrap();
+        let start = Instant::now();
+        let expect_move = migrate && !features.contains("NO_ITMT");
+        let limit = if expect_move { 20_000 } else { 300 };
+        while cpu.load(Ordering::Acquire) != 1 && start.elapsed() < Duration::from_millis(limit) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let moved = cpu.load(Ordering::Acquire) == 1;
+        let after = rt.stats();
+        stop.store(true, Ordering::Relaxed);
+        p.join().unwrap();
+        (moved, diff(&before, &after, |w| w.balance_active)[1])
+    };
+    assert_eq!(
+        run("", true),
+        (true, 1),
+        "ITMT: P moves to the preferred worker"
+    );
+    assert_eq!(run("NO_ITMT", true), (false, 0), "NO_ITMT: P stays");
+    assert_eq!(
+        run("", false),
+        (false, 0),
+        "the migration contract: P stays"
+    );
 }

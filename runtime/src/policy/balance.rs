@@ -26,7 +26,7 @@
 //! The half-difference bound is what keeps the balancer from oscillating: a move never
 //! makes the puller heavier than the CPU it pulled from.
 
-use super::cpumap::CpuMap;
+use super::cpumap::{CpuMap, MapLevel};
 use super::features::{Feature, Features};
 
 /// What balancing knows about one CPU (a snapshot; stale values cost balance, never
@@ -59,10 +59,6 @@ pub struct Imbalance {
     /// How much: entities for [`Migration::Task`], weight for [`Migration::Load`].
     pub amount: u64,
 }
-
-/// `sysctl_sched_migration_cost` (ns): a task that ran within this long is cache hot
-/// (`task_hot`), 0.5 ms as in the kernel.
-pub const MIGRATION_COST: u64 = 500_000;
 
 /// The kernel's `imbalance_pct` of a multi-core domain: the busiest CPU's load must exceed
 /// the puller's by more than this percentage before the periodic balancer moves anything.
@@ -129,6 +125,63 @@ pub fn periodic_imbalance(
     })
 }
 
+/// The kernel's `imbalance_pct` of a domain level: 110 within an SMT core, [`IMBALANCE_PCT`]
+/// (117) above (spec §9.1).
+pub fn imbalance_pct(level: &MapLevel) -> u64 {
+    if level.smt { 110 } else { IMBALANCE_PCT }
+}
+
+/// Periodic balance for CPU `me` over the domains of `map` (the kernel's
+/// `sched_balance_domains` walk from the tick): level by level from the bottom (SMT, then
+/// the LLC, then package and NUMA), the first level whose busiest CPU has more than the
+/// level's [`imbalance_pct`] % of `me`'s load decides, and half the difference may move
+/// ([`periodic_imbalance`] within that level's span). So load moves between SMT siblings or
+/// cache siblings before it crosses an LLC. (The kernel balances each level at its own
+/// interval and compares groups, not CPUs; lagom balances every level at each interval and
+/// compares the CPUs of the span.)
+///
+/// ```
+/// use lagom::policy::{CpuMap, LoadView, MapLevel, periodic_imbalance_domains};
+/// // Two LLCs of two CPUs: CPU 3 (other LLC) is busiest, CPU 1 (same LLC) busy enough.
+/// let map = CpuMap::new(
+///     vec![0; 4],
+///     vec![
+///         MapLevel { name: "MC", smt: false, share_llc: true, spans: vec![0..2, 2..4] },
+///         MapLevel { name: "PKG", smt: false, share_llc: false, spans: vec![0..4] },
+///     ],
+/// )
+/// .unwrap();
+/// let load = [1024, 3072, 0, 4096];
+/// let view = |i: usize| LoadView { load: load[i], nr_running: (load[i] / 1024) as usize };
+/// let imb = periodic_imbalance_domains(&map, 0, view).unwrap();
+/// assert_eq!((imb.busiest, imb.amount), (1, 1024), "the cache sibling first");
+/// ```
+pub fn periodic_imbalance_domains(
+    map: &CpuMap,
+    me: usize,
+    view: impl Fn(usize) -> LoadView,
+) -> Option<Imbalance> {
+    let local = view(me).load;
+    for (level, l) in map.levels().iter().enumerate() {
+        let Some((load, busiest)) = map
+            .span(level, me)
+            .filter(|&i| i != me)
+            .map(|i| (view(i).load, i))
+            .max()
+        else {
+            continue;
+        };
+        if u128::from(load) * 100 > u128::from(local) * u128::from(imbalance_pct(l)) {
+            return Some(Imbalance {
+                busiest,
+                kind: Migration::Load,
+                amount: (load - local) / 2,
+            });
+        }
+    }
+    None
+}
+
 /// One queued entity of the busiest CPU, as `can_migrate_task` sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Candidate {
@@ -142,32 +195,187 @@ pub struct Candidate {
     /// (lagom's migration contract, for a task that has started and did not opt in to
     /// migration) passes an affinity of one CPU, the one it is queued on: `false` here.
     pub allowed: bool,
-    /// It is the next buddy of its runqueue and CACHE_HOT_BUDDY is on: about to run there,
-    /// its cache is warm (the kernel's `task_hot` buddy test).
-    pub cache_hot: bool,
+    /// It is the next buddy of its runqueue (`cfs_rq->next`): about to run there.
+    pub next_buddy: bool,
+    /// When it last ran, on the source's clock (its entity's `exec_start`: the last time it
+    /// was charged); 0 for an entity that never ran there (a new task, or one that came by
+    /// migration, as the kernel's ENQUEUE_MIGRATED clears it).
+    pub exec_start: u64,
+    /// It is eligible on its source runqueue (its lag is not negative).
+    pub eligible: bool,
+}
+
+/// The kernel's `sysctl_sched_migration_cost` default (ns, 0.5 ms): a task that ran within
+/// this long is cache hot (`task_hot`). The runtime's value is
+/// `Builder::sched_migration_cost_ns`.
+pub const MIGRATION_COST: u64 = 500_000;
+
+/// A migration cost meaning "always cache hot": the kernel's `sysctl_sched_migration_cost`
+/// is an unsigned int, and `task_hot` treats −1 (its largest value) so.
+pub const MIGRATION_COST_ALWAYS_HOT: u64 = u32::MAX as u64;
+
+/// What `can_migrate_task` knows about the balance attempt (the kernel's `lb_env` and the
+/// domain it balances).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MigrateEnv {
+    /// The source's clock now (ns; the kernel's `rq_clock_task(src_rq)`).
+    pub now: u64,
+    /// `sysctl_sched_migration_cost` (ns): 0 means nothing is hot by time,
+    /// [`MIGRATION_COST_ALWAYS_HOT`] everything is.
+    pub migration_cost: u64,
+    /// The domain shares CPU capacity (an SMT level): its CPUs share every cache, so nothing
+    /// is hot within it.
+    pub smt: bool,
+    /// Runnable entities on the destination (the buddy is hot only while there are some:
+    /// an idle destination is better off with it).
+    pub dst_nr_running: usize,
+    /// Balance attempts of this domain that found an imbalance and moved nothing, since
+    /// the last that moved something (`sd->nr_balance_failed`).
+    pub nr_balance_failed: u32,
+    /// The domain's `cache_nice_tries` ([`cache_nice_tries`]): hot entities move once
+    /// `nr_balance_failed` exceeds it.
+    pub cache_nice_tries: u32,
+    /// The source runqueue's features (CACHE_HOT_BUDDY, PLACE_LAG).
+    pub features: Features,
+}
+
+impl MigrateEnv {
+    /// The environment of a pull from CPU `src` to `dst` over the domain the two first meet
+    /// in (`CpuMap::lowest_common_level`: its SMT flag and `cache_nice_tries`), as both
+    /// drivers build it; `nr_balance_failed` is the puller's count ([`MigrateEnv::failed_after`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn of(
+        map: &CpuMap,
+        dst: usize,
+        src: usize,
+        now: u64,
+        migration_cost: u64,
+        dst_nr_running: usize,
+        nr_balance_failed: u32,
+        features: Features,
+    ) -> MigrateEnv {
+        let level = &map.levels()[map.lowest_common_level(dst, src)];
+        MigrateEnv {
+            now,
+            migration_cost,
+            smt: level.smt,
+            dst_nr_running,
+            nr_balance_failed,
+            cache_nice_tries: cache_nice_tries(level),
+            features,
+        }
+    }
+
+    /// The puller's `nr_balance_failed` after an attempt that found an imbalance and moved
+    /// `pulled` tasks: one more failure if nothing moved, else 0 (the kernel's
+    /// `sched_balance_rq`; lagom counts newly idle attempts too, `sched/balance.rs`).
+    pub fn failed_after(&self, pulled: usize) -> u32 {
+        match pulled {
+            0 => self.nr_balance_failed.saturating_add(1),
+            _ => 0,
+        }
+    }
+}
+
+/// The kernel's `cache_nice_tries` of a domain level: 0 on SMT, 2 on NUMA levels, 1 on the
+/// others (spec §9.1).
+pub fn cache_nice_tries(level: &MapLevel) -> u32 {
+    if level.smt {
+        0
+    } else if level.name == "NUMA" {
+        2
+    } else {
+        1
+    }
+}
+
+/// `task_hot`: whether moving `c` would lose a warm cache. Never within an SMT domain; the
+/// next buddy is hot (CACHE_HOT_BUDDY) while the destination has tasks; otherwise hot iff
+/// it ran within the migration cost ([`MIGRATION_COST_ALWAYS_HOT`]: always; 0: never).
+///
+/// ```
+/// use lagom::policy::{Candidate, Features, MigrateEnv, MIGRATION_COST, task_hot};
+/// let env = MigrateEnv {
+///     now: 10_000_000,
+///     migration_cost: MIGRATION_COST,
+///     smt: false,
+///     dst_nr_running: 1,
+///     nr_balance_failed: 0,
+///     cache_nice_tries: 1,
+///     features: Features::DEFAULT,
+/// };
+/// let c = Candidate {
+///     weight: 1024, delayed: false, running: false, allowed: true,
+///     next_buddy: false, exec_start: 9_800_000, eligible: true,
+/// };
+/// assert!(task_hot(&env, c), "ran 0.2 ms ago");
+/// assert!(!task_hot(&env, Candidate { exec_start: 9_000_000, ..c }), "1 ms ago");
+/// assert!(!task_hot(&MigrateEnv { smt: true, ..env }, c), "SMT siblings share the cache");
+/// ```
+pub fn task_hot(env: &MigrateEnv, c: Candidate) -> bool {
+    if env.smt {
+        return false;
+    }
+    if env.features.is_enabled(Feature::CacheHotBuddy) && env.dst_nr_running > 0 && c.next_buddy {
+        return true;
+    }
+    match env.migration_cost {
+        MIGRATION_COST_ALWAYS_HOT => true,
+        0 => false,
+        cost => (env.now.wrapping_sub(c.exec_start) as i64) < cost as i64,
+    }
 }
 
 /// Whether `c` may move to settle what is `left` of `imb` (the kernel's
 /// `can_migrate_task` and the weight test of `detach_tasks`). After moving it, subtract
 /// [`moved`] from `left`; stop when `left` is zero.
 ///
+/// In the kernel's order: a delayed entity moves only when load is moved (§5.5); never one
+/// whose affinity forbids the destination, nor the running one; while no attempt of the
+/// domain has failed, an entity that is not eligible stays when PLACE_LAG is on and the
+/// destination has tasks (it would carry its negative lag there anyway); a cache-hot one
+/// ([`task_hot`]) moves only once `nr_balance_failed > cache_nice_tries`; and with
+/// [`Migration::Load`] only an entity whose weight fits in what is left.
+///
 /// ```
-/// use lagom::policy::{Candidate, Imbalance, Migration, can_migrate};
+/// use lagom::policy::{Candidate, Features, Imbalance, MigrateEnv, Migration, can_migrate};
 /// let imb = Imbalance { busiest: 1, kind: Migration::Load, amount: 1393 };
-/// let nice0 =
-///     Candidate { weight: 1024, delayed: false, running: false, allowed: true, cache_hot: false };
+/// let env = MigrateEnv {
+///     now: 10_000_000, migration_cost: 500_000, smt: false, dst_nr_running: 1,
+///     nr_balance_failed: 0, cache_nice_tries: 1, features: Features::DEFAULT,
+/// };
+/// let nice0 = Candidate {
+///     weight: 1024, delayed: false, running: false, allowed: true,
+///     next_buddy: false, exec_start: 0, eligible: true,
+/// };
 /// let nice_m5 = Candidate { weight: 3121, ..nice0 };
-/// assert!(can_migrate(&imb, imb.amount, nice0));
-/// assert!(!can_migrate(&imb, imb.amount, nice_m5), "too heavy: it would reverse the imbalance");
-/// assert!(!can_migrate(&imb, imb.amount, Candidate { running: true, ..nice0 }));
-/// assert!(!can_migrate(&imb, imb.amount, Candidate { cache_hot: true, ..nice0 }));
+/// assert!(can_migrate(&env, &imb, imb.amount, nice0));
+/// assert!(!can_migrate(&env, &imb, imb.amount, nice_m5), "too heavy: it would reverse the imbalance");
+/// assert!(!can_migrate(&env, &imb, imb.amount, Candidate { running: true, ..nice0 }));
+/// let buddy = Candidate { next_buddy: true, ..nice0 };
+/// assert!(!can_migrate(&env, &imb, imb.amount, buddy), "cache hot");
+/// let failed = MigrateEnv { nr_balance_failed: 2, ..env };
+/// assert!(can_migrate(&failed, &imb, imb.amount, buddy), "after cache_nice_tries failures");
 /// ```
-pub fn can_migrate(imb: &Imbalance, left: u64, c: Candidate) -> bool {
-    if c.running || !c.allowed || c.cache_hot || left == 0 {
+pub fn can_migrate(env: &MigrateEnv, imb: &Imbalance, left: u64, c: Candidate) -> bool {
+    if left == 0 || (c.delayed && imb.kind != Migration::Load) {
+        return false;
+    }
+    if !c.allowed || c.running {
+        return false;
+    }
+    if env.nr_balance_failed == 0
+        && !c.eligible
+        && env.features.is_enabled(Feature::PlaceLag)
+        && env.dst_nr_running > 0
+    {
+        return false;
+    }
+    if task_hot(env, c) && env.nr_balance_failed <= env.cache_nice_tries {
         return false;
     }
     match imb.kind {
-        Migration::Task => !c.delayed,
+        Migration::Task => true,
         Migration::Load => c.weight <= left,
     }
 }
@@ -205,8 +413,8 @@ pub enum PullReason {
 ///   imbalance of a group with spare capacity). Pulling more than one helps a CPU that goes
 ///   idle next to a long queue: it does not come back for each task.
 ///
-/// A running entity alone on its CPU is not pulled (that would be active balance, which
-/// lagom does not do).
+/// A running entity alone on its CPU is not pulled here: that is active balance
+/// ([`asym_active_balance`]).
 ///
 /// ```
 /// use lagom::policy::{CpuMap, Features, LoadView, MapLevel, PullReason, newidle_imbalance_domains};

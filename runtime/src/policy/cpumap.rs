@@ -205,6 +205,28 @@ impl CpuMap {
         self.smt.is_some()
     }
 
+    /// The lowest level whose domain of `a` contains `b` (the domain a balance between them
+    /// acts in). The top level spans every CPU, so there is one for any two CPUs of the map.
+    ///
+    /// ```
+    /// use lagom::policy::{CpuMap, MapLevel};
+    /// let map = CpuMap::new(
+    ///     vec![0; 4],
+    ///     vec![
+    ///         MapLevel { name: "SMT", smt: true, share_llc: true, spans: vec![0..2, 2..4] },
+    ///         MapLevel { name: "MC", smt: false, share_llc: true, spans: vec![0..4] },
+    ///     ],
+    /// )
+    /// .unwrap();
+    /// assert_eq!(map.levels()[map.lowest_common_level(0, 1)].name, "SMT");
+    /// assert_eq!(map.levels()[map.lowest_common_level(0, 3)].name, "MC");
+    /// ```
+    pub fn lowest_common_level(&self, a: usize, b: usize) -> usize {
+        (0..self.levels.len())
+            .find(|&l| self.span(l, a).contains(&b))
+            .unwrap_or(self.levels.len() - 1)
+    }
+
     /// The groups of `cpu`'s domain at `level`: the spans of the level below inside it (or
     /// its single CPUs at the bottom level).
     pub fn groups(&self, level: usize, cpu: usize) -> impl Iterator<Item = Range<usize>> + '_ {

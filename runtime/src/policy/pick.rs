@@ -152,6 +152,15 @@ impl<T> RunQueue<T> {
         self.tree.prefetch_left_sibling_leaf();
     }
 
+    /// `put_prev_task` without a pick: the running entity (if still queued) goes back into
+    /// the tree and nothing runs here until the next pick, which chooses among all queued
+    /// entities. For a driver that switches away from a task it is about to hand to another
+    /// CPU (lagom's ITMT active balance, `sched/balance.rs`). The caller charges the running
+    /// entity first (`update_curr`).
+    pub fn put_curr(&mut self) {
+        self.put_prev();
+    }
+
     /// Switch-out of the running entity: back into the tree if it is still queued.
     pub(super) fn put_prev(&mut self) {
         let c = self.curr;

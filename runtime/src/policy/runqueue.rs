@@ -167,6 +167,15 @@ impl<T> RunQueue<T> {
         }
     }
 
+    /// The payload behind `h` if `h` is a live handle of this runqueue (its entity still
+    /// queued here), `None` if it is stale (the entity left, its slot maybe reused).
+    pub fn try_payload(&self, h: Handle) -> Option<&T> {
+        match self.slots.get(h.index as usize) {
+            Some(s) if s.generation == h.generation => s.payload.as_ref(),
+            _ => None,
+        }
+    }
+
     /// The payload behind `h`, mutably.
     pub fn payload_mut(&mut self, h: Handle) -> &mut T {
         let i = self.idx(h);

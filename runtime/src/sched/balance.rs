@@ -30,21 +30,50 @@
 //! kicks a sleeping idle worker (`nohz_kick`, the kernel's nohz balancer kick), which wakes,
 //! finds its queues empty and runs the newly idle balance.
 //!
-//! The newly idle balance walks the puller's domains bottom-up (`newidle_imbalance_domains`:
-//! SMT siblings first, then its LLC, then package and NUMA), so work moves between cache
-//! siblings before it crosses an LLC, and may pull up to half the difference to the busiest
-//! CPU at once. With ITMT (and CPU priorities that differ) a preferred idle CPU first takes
-//! the queued work of the least preferred busy one (asym packing, `balance_asym`); when that
-//! CPU runs a single task, it asks for that task instead (active balance): the request is
-//! stored on the source worker (`Worker::active_push`) and honoured at the task's next
-//! placement, its next wakeup (`wake/select.rs`), if the puller is still idle and the task
-//! may move (`balance_active`). The kernel pushes the running task at once with its stopper
-//! thread; lagom cannot move a task whose registers its worker still holds.
+//! Both balances walk the puller's domains bottom-up (SMT siblings first, then its LLC,
+//! then package and NUMA): the newly idle one with `newidle_imbalance_domains`, which may
+//! pull up to half the difference in runnable tasks to the busiest CPU at once, the periodic
+//! one with `periodic_imbalance_domains`, by load, with each level's `imbalance_pct` (110
+//! within a core, 117 above). So work moves between cache siblings before it crosses an LLC.
+//! With ITMT (and CPU priorities that differ) a preferred idle CPU first takes the queued
+//! work of the least preferred busy one (asym packing, `balance_asym`).
 //!
-//! Not yet as the kernel has it (`can_migrate_task`): `task_hot` with the migration cost
-//! (`MIGRATION_COST`, 0.5 ms), the `nr_balance_failed > cache_nice_tries` escape and the
-//! skip of ineligible tasks while no attempt has failed; only the CACHE_HOT_BUDDY buddy test
-//! is applied.
+//! ## Active balance (ITMT)
+//!
+//! When that least preferred CPU runs a single task, the idle preferred worker asks for the
+//! running task itself (`request_active`, under the source's lock): it names the task
+//! (`Worker::active_push_task`) and itself (`Worker::active_push`) and sets the source's
+//! need-resched, so the task's next `cond_resched` (or yield, or preemption) is a schedule
+//! point. There (`active_push_point`, from `schedule_prepare`, under the source's lock) a
+//! task still running alone, that may move, towards a worker still idle, goes back into the
+//! tree (`RunQueue::put_curr`) and the source switches to its idle context instead of
+//! picking. Once the switch is complete — the task's registers saved, `on_cpu` clear —
+//! `finish_task_switch` hands it over (`active_push_switched_out`: both locks, the pull's
+//! checks again, `move_task`), counts it in the destination's `balance_active` and kicks
+//! it. If anything changed meanwhile the task simply stays queued on the source and its
+//! idle loop picks it again. A task that blocks before its next schedule point is handed
+//! over at its wakeup instead (`wake/select.rs`). The kernel pushes the running task at
+//! once with its stopper thread; lagom cannot move a task whose registers its worker still
+//! holds, so it waits for the task's next schedule point (at most `cond_resched`'s 50 µs
+//! tick for a task that computes). A started task moves this way only where migration is
+//! opted in (the contract below). A busy worker that runs one such task, with an idle
+//! worker preferred to it, kicks that worker from its tick (`nohz_kick`, the kernel's kick
+//! for `sd_asym_packing`), so a request lost to a race is made again.
+//!
+//! Which queued task may move is `policy::can_migrate`, the kernel's `can_migrate_task`,
+//! given the domain the two workers meet in (their lowest common level: SMT, then the LLC,
+//! then package and NUMA) and the puller's failure count: a task that ran within the
+//! migration cost (`Builder::sched_migration_cost_ns`, 0.5 ms by default) is cache hot, as
+//! is the source's next buddy while the puller has tasks (CACHE_HOT_BUDDY); nothing is hot
+//! within an SMT core; hot tasks move once `nr_balance_failed` exceeds the domain's
+//! `cache_nice_tries` (1 within an LLC or package, 2 across NUMA nodes); an ineligible task
+//! stays while no attempt has failed and the puller has tasks. `Worker::nr_balance_failed`
+//! counts the puller's attempts that found an imbalance and moved nothing, and is reset by
+//! one that moved something. The kernel counts only periodic and idle balances there, not
+//! newly idle ones; lagom's idle worker has no separate idle balance (a kicked idle worker
+//! runs its newly idle balance, which stands for the kernel's nohz idle balance), so every
+//! attempt counts. A moved task's `exec_start` is cleared, as the kernel's ENQUEUE_MIGRATED
+//! clears it: it is not hot where it arrives.
 //!
 //! A pulled runnable task runs the wakeup-preemption check on its new runqueue, as the
 //! kernel's `attach_task` does, so a task with an earlier deadline is not kept waiting for
@@ -52,13 +81,13 @@
 
 use crate::locking::atomic::Ordering;
 use crate::policy::{
-    BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Feature, Imbalance, LoadView,
-    PullReason, RunQueue, WakeFlags, asym_active_balance, can_migrate, moved,
-    newidle_imbalance_domains, nohz_kick_target, periodic_imbalance,
+    BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Handle, Imbalance, LoadView,
+    MigrateEnv, PullReason, RunQueue, WakeFlags, asym_active_balance, can_migrate, moved,
+    newidle_imbalance_domains, nohz_kick_target, periodic_imbalance_domains, task_hot,
 };
 use crate::trace::MigrateCause;
 use crate::wake::check_preempt;
-use crate::worker::{QueuedTask, Shared, Worker, WorkerThread, trace};
+use crate::worker::{QueuedTask, Shared, Task, Worker, WorkerThread, trace};
 
 /// At most this many queued tasks are examined, and so moved, in one balance (the kernel's
 /// `sysctl_sched_nr_migrate` bound on `detach_tasks`' loop), so one pass holds two locks for a
@@ -73,6 +102,8 @@ const NR_MIGRATE: usize = 32;
 enum Balancer {
     NewlyIdle,
     Periodic,
+    /// ITMT active balance of a task that was running (`active_push_switched_out`).
+    Active,
 }
 
 fn view(shared: &Shared) -> impl Fn(usize) -> LoadView + '_ {
@@ -93,20 +124,8 @@ pub(crate) fn newidle_balance(shared: &Shared, me: usize, now: u64) -> bool {
         newidle_imbalance_domains(&shared.cpus, me, view(shared), shared.features)
     else {
         // ITMT active balance: a less preferred worker runs one task that should be here.
-        // lagom cannot move a running task (its registers are its worker's until it
-        // switches out), so the request waits for the task's next wakeup placement.
-        // The request names the task running there now (read under its lock), so that only
-        // that task's next placement honours it (`wake/select.rs`).
         if let Some(src) = asym_active_balance(&shared.cpus, me, view(shared), shared.features) {
-            let w = &shared.workers[src];
-            let running = {
-                let rq = w.rq.lock();
-                rq.curr().map(|h| rq.payload(h).id)
-            };
-            if let Some(id) = running {
-                w.active_push_task.store(id, Ordering::Relaxed);
-                w.active_push.store(me, Ordering::Relaxed);
-            }
+            request_active(shared, src, me);
         }
         return false;
     };
@@ -120,10 +139,122 @@ pub(crate) fn newidle_balance(shared: &Shared, me: usize, now: u64) -> bool {
     pulled > 0
 }
 
+/// Asks worker `src`, which runs a single task, to hand that task to the idle, preferred
+/// worker `me` at its next schedule point (module doc, "Active balance"): the request names
+/// the task, and need-resched makes its next `cond_resched` a schedule point. Taken under
+/// `src`'s lock, so that the task named is the one running and the need-resched is not lost
+/// to a pick in progress.
+fn request_active(shared: &Shared, src: usize, me: usize) {
+    let w = &shared.workers[src];
+    let rq = w.rq.lock();
+    let Some(c) = rq.curr() else { return };
+    if rq.nr_runnable() != 1 {
+        return;
+    }
+    w.active_push_task
+        .store(rq.payload(c).id, Ordering::Relaxed);
+    w.active_push.store(me, Ordering::Relaxed);
+    w.need_resched.store(true, Ordering::Relaxed);
+    crate::locking::probe::probe!(
+        "sched/balance: an idle preferred worker asks for a running task"
+    );
+}
+
+/// At a schedule point of `prev`, running on worker `me` (which holds its runqueue lock,
+/// `rq`, and has put `prev` back with `put_prev`): whether an ITMT active-balance request
+/// names `prev`, which still runs alone here and may go to the idle worker that asked. Then
+/// `prev` goes back into the tree (`put_curr`) and the caller switches to the idle context
+/// instead of picking; [`active_push_switched_out`] moves it once its registers are saved.
+pub(crate) fn active_push_point(
+    shared: &Shared,
+    me: usize,
+    rq: &mut RunQueue<QueuedTask>,
+    prev: &Task,
+) -> bool {
+    let w = &shared.workers[me];
+    let dst = w.active_push.load(Ordering::Relaxed);
+    if dst == usize::MAX || w.active_push_task.load(Ordering::Relaxed) != prev.id {
+        return false;
+    }
+    if dst >= shared.workers.len()
+        || rq.nr_runnable() != 1
+        || !prev.on_rq.load(Ordering::Relaxed)
+        || !may_pull(prev, dst)
+        || shared.workers[dst].nr_running.load(Ordering::Relaxed) != 0
+    {
+        w.active_push.store(usize::MAX, Ordering::Relaxed);
+        return false;
+    }
+    rq.put_curr();
+    true
+}
+
+/// On worker thread `wt`, just switched away from `prev` and before its `on_cpu` is
+/// cleared (so `prev` is alive and still this worker's): the handle under which `prev` stays
+/// queued here if [`active_push_point`] chose to hand it over, for
+/// [`active_push_switched_out`].
+pub(crate) fn active_push_pending(wt: &WorkerThread, prev: &Task) -> Option<Handle> {
+    let w = &wt.shared.workers[wt.index];
+    if w.active_push.load(Ordering::Relaxed) == usize::MAX
+        || w.active_push_task.load(Ordering::Relaxed) != prev.id
+    {
+        return None;
+    }
+    // SAFETY: `prev` is still on this worker's CPU (`on_cpu` not yet cleared): nobody else
+    // touches its scheduling part (wakers wait for `on_cpu`, balancers skip it).
+    unsafe { prev.sched(|s| s.handle) }
+}
+
+/// After the switch away from `prev` (its registers saved, `on_cpu` cleared), queued here
+/// under `h` ([`active_push_pending`]): moves it to the idle worker that asked, under both
+/// locks, with the checks of a pull (still queued here under `h`, not running, may move
+/// there, that worker still idle); counted in `balance_active` there, which is kicked. Else
+/// nothing: it runs here again. `prev` is dereferenced only once this worker's lock shows
+/// it still queued here (so its registry keeps it alive).
+pub(crate) fn active_push_switched_out(wt: &WorkerThread, prev: *const Task, h: Handle) {
+    let shared = &wt.shared;
+    let me = wt.index;
+    let dst = shared.workers[me]
+        .active_push
+        .swap(usize::MAX, Ordering::Relaxed);
+    if dst >= shared.workers.len() || dst == me {
+        return;
+    }
+    let now = crate::sys::time::sched_clock();
+    let (lo, hi) = (me.min(dst), me.max(dst));
+    let mut g_lo = shared.workers[lo].rq.lock();
+    let mut g_hi = shared.workers[hi].rq.lock();
+    let (src_rq, dst_rq) = if me == lo {
+        (&mut *g_lo, &mut *g_hi)
+    } else {
+        (&mut *g_hi, &mut *g_lo)
+    };
+    match src_rq.try_payload(h) {
+        Some(p) if p.as_ptr() == prev => {}
+        _ => return,
+    }
+    let t = src_rq.payload(h);
+    if src_rq.curr() == Some(h)
+        || t.on_cpu.load(Ordering::Acquire)
+        || dst_rq.nr_runnable() != 0
+        || !may_pull(t, dst)
+    {
+        return;
+    }
+    move_task(shared, src_rq, dst_rq, h, (me, dst), Balancer::Active, now);
+    shared.workers[me].publish(src_rq);
+    let d = &shared.workers[dst];
+    d.publish(dst_rq);
+    d.stats.inc(&d.stats.balance_active);
+    drop(g_lo);
+    drop(g_hi);
+    crate::locking::probe::probe!("sched/balance: active balance hands a task over");
+    d.kick.kick();
+}
+
 /// Periodic balance of worker `me` (module doc). Returns how many tasks were pulled.
 pub(crate) fn periodic_balance(shared: &Shared, me: usize, now: u64) -> usize {
-    let n = shared.workers.len();
-    periodic_imbalance(n, me, view(shared))
+    periodic_imbalance_domains(&shared.cpus, me, view(shared))
         .map_or(0, |imb| pull(shared, me, imb, Balancer::Periodic, now))
 }
 
@@ -146,7 +277,10 @@ fn tick_due(wt: &WorkerThread, now: u64) {
     #[cfg(lagom_mutant = "periodic_balance_off")]
     let periodic_balance = |_: &_, _, _| 0;
     if wt.shared.workers.len() > 1 && periodic_balance(&wt.shared, wt.index, now) == 0 {
-        nohz_kick(&wt.shared, wt.index);
+        let curr = wt.curr.get();
+        // SAFETY: the running task (the caller) is kept alive by its registry.
+        let movable = !curr.is_null() && unsafe { (*curr).migratable };
+        nohz_kick(&wt.shared, wt.index, movable);
     }
 }
 
@@ -157,8 +291,14 @@ fn tick_due(wt: &WorkerThread, now: u64) {
 /// active balance. Without it a worker that went to sleep stays asleep while tasks spawned
 /// on (or woken to) another one wait there, since only the newly idle balance runs on idle
 /// workers and it runs before they sleep.
-fn nohz_kick(shared: &Shared, me: usize) {
+///
+/// The asym-packing kick asks for the running task, so it is sent only when that task may
+/// move (`curr_movable`: the migration contract); a kick for waiting tasks always is.
+fn nohz_kick(shared: &Shared, me: usize, curr_movable: bool) {
     let w = &shared.workers[me];
+    if !curr_movable && w.nr_running.load(Ordering::Relaxed) < 2 {
+        return;
+    }
     let target = nohz_kick_target(&shared.cpus, me, view(shared), shared.features);
     if let Some(i) = target
         && shared.workers[i].kick.kick()
@@ -180,11 +320,19 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
         (&mut *g_hi, &mut *g_lo)
     };
     let curr = src_rq.curr();
-    let buddy = src_rq
-        .features()
-        .is_enabled(Feature::CacheHotBuddy)
-        .then(|| src_rq.next_buddy())
-        .flatten();
+    let buddy = src_rq.next_buddy();
+    let failed = &shared.workers[me].nr_balance_failed;
+    let env = MigrateEnv::of(
+        &shared.cpus,
+        me,
+        src,
+        now,
+        src_rq.config().migration_cost,
+        dst_rq.nr_runnable(),
+        failed.load(Ordering::Relaxed),
+        src_rq.features(),
+    );
+    let mut hot_skipped = 0;
     let mut left = imb.amount;
     // Choose first (at most NR_MIGRATE examined), then move: handles stay valid while other
     // entities leave the slab.
@@ -203,12 +351,16 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
             delayed: se.sched_delayed,
             running,
             allowed: !running && may_pull(t, me),
-            cache_hot: Some(h) == buddy,
+            next_buddy: Some(h) == buddy,
+            exec_start: se.exec_start,
+            eligible: src_rq.entity_eligible(h),
         };
-        if can_migrate(&imb, left, c) {
+        if can_migrate(&env, &imb, left, c) {
             chosen[n] = Some(h);
             n += 1;
             left -= moved(&imb, c).min(left);
+        } else if c.allowed && task_hot(&env, c) {
+            hot_skipped += 1;
         }
     }
     cursor.store(next, Ordering::Relaxed);
@@ -216,12 +368,24 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
         move_task(shared, src_rq, dst_rq, h, (src, me), who, now);
     }
     let pulled = n;
+    let w = &shared.workers[me];
+    if hot_skipped > 0 {
+        w.stats
+            .balance_hot_skipped
+            .fetch_add(hot_skipped, Ordering::Relaxed);
+    }
+    let now_failed = env.failed_after(pulled);
+    if now_failed != env.nr_balance_failed {
+        failed.store(now_failed, Ordering::Relaxed);
+    }
+    if pulled == 0 {
+        w.stats.inc(&w.stats.balance_failed);
+    }
     if pulled > 0 {
         shared.workers[src].publish(src_rq);
-        let w = &shared.workers[me];
         w.publish(dst_rq);
         let counter = match who {
-            Balancer::NewlyIdle => &w.stats.balance_pulls,
+            Balancer::NewlyIdle | Balancer::Active => &w.stats.balance_pulls,
             Balancer::Periodic => {
                 crate::locking::probe::probe!("sched/balance: the periodic balance pulls a task");
                 &w.stats.balance_periodic
@@ -232,17 +396,18 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
     pulled
 }
 
-/// Whether the queued task `t`, neither running nor being switched away from, may be pulled
-/// to worker `me`: its affinity allows `me`, and it has not started or may migrate (the
-/// migration contract, `wake/select.rs`: a started task that may not is given an affinity of
-/// one, the worker it is queued on, where it last ran). The caller holds the lock of `t`'s
-/// runqueue.
-fn may_pull(t: &QueuedTask, me: usize) -> bool {
+/// Whether the queued task `t` may be pulled to worker `me`: its affinity allows `me`, and it
+/// has not started or may migrate (the migration contract, `wake/select.rs`: a started task
+/// that may not is given an affinity of one, the worker it is queued on, where it last ran).
+/// The caller holds the lock of `t`'s runqueue, and `t` is either not running (nor being
+/// switched away from) or running on the caller's own worker (`active_push_point`).
+fn may_pull(t: &Task, me: usize) -> bool {
     // Mutant `balance_ignores_contract` (loom model `contract`): started tasks are pulled too.
     #[cfg(lagom_mutant = "balance_ignores_contract")]
     return t.allowed(me);
     // SAFETY: the caller holds the lock of the runqueue `t` is queued on, and `t` is not
-    // running (nor being switched away from): nobody else touches its scheduling part.
+    // running elsewhere (not at all, or on the caller's worker, which is the caller):
+    // nobody else touches its scheduling part.
     t.allowed(me) && (t.migratable || !unsafe { t.sched(|s| s.started()) })
 }
 
@@ -252,14 +417,16 @@ fn move_task(
     shared: &Shared,
     src_rq: &mut RunQueue<QueuedTask>,
     dst_rq: &mut RunQueue<QueuedTask>,
-    h: crate::policy::Handle,
+    h: Handle,
     (src, me): (usize, usize),
     who: Balancer,
     now: u64,
 ) {
-    let Dequeued::Removed { se, payload } = src_rq.dequeue(h, DequeueKind::Save, now) else {
+    let Dequeued::Removed { mut se, payload } = src_rq.dequeue(h, DequeueKind::Save, now) else {
         unreachable!("a Save dequeue is never delayed");
     };
+    // ENQUEUE_MIGRATED: not cache hot where it arrives (`task_hot`).
+    se.exec_start = 0;
     let delayed = se.sched_delayed;
     payload.cpu.store(me, Ordering::Relaxed);
     let nh = dst_rq.enqueue(se, payload, EnqueueKind::Restore, now);
@@ -267,7 +434,7 @@ fn move_task(
     // SAFETY: both runqueue locks are held; the task is queued, not on any CPU.
     unsafe { t.sched(|s| s.handle = Some(nh)) };
     let cause = match who {
-        Balancer::NewlyIdle => MigrateCause::Balance,
+        Balancer::NewlyIdle | Balancer::Active => MigrateCause::Balance,
         Balancer::Periodic => MigrateCause::PeriodicBalance,
     };
     trace::migrate(shared, t, src, me, cause);

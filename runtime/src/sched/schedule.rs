@@ -261,7 +261,18 @@ pub(crate) fn schedule_prepare(wt: &WorkerThread, reason: Reason) -> Option<(&Ta
     drain(&wt.shared, wt.index, &mut rq, now);
     rq.update_curr(now);
     let kind = put_prev(w, &mut rq, prev_t, reason, now);
-    let next = pick(w, &mut rq, now);
+    // ITMT active balance (`balance.rs`): a preempted or yielding task that an idle,
+    // preferred worker asked for goes back into the tree and this worker switches to its
+    // idle context; the move follows in `finish_task_switch`, once its registers are saved.
+    let push = prev_t.state.load(Ordering::Relaxed) == RUNNING
+        && super::balance::active_push_point(&wt.shared, wt.index, &mut rq, prev_t);
+    let next = if push {
+        w.need_resched.store(false, Ordering::Relaxed);
+        w.publish(&rq);
+        ptr::null()
+    } else {
+        pick(w, &mut rq, now)
+    };
     if next == prev {
         crate::locking::probe::probe!("sched/schedule: the pick chooses the running task again");
         return None;
@@ -309,7 +320,12 @@ pub(crate) fn finish_task_switch_on(wt: &WorkerThread) {
         crate::locking::probe::probe!("sched/schedule: finish_task_switch clears on_cpu");
         // SAFETY: the registry keeps the task alive until it is freed, which happens only on
         // the idle context after its on_cpu is clear.
+        let push = super::balance::active_push_pending(wt, unsafe { &*prev });
+        // SAFETY: as above.
         clear_on_cpu(unsafe { &*prev });
+        if let Some(h) = push {
+            super::balance::active_push_switched_out(wt, prev, h);
+        }
     }
     super::exit::put_dead(wt);
 }

@@ -1,7 +1,9 @@
 //! Load balancing in virtual time: the periodic balance from a busy CPU's tick, the nohz
 //! kick, and the newly idle balance — the steps of the threaded driver's `sched/balance.rs`,
 //! with every decision made by `policy/balance.rs` (`newidle_imbalance_domains` over the
-//! machine's `CpuMap`, `asym_active_balance`, `periodic_imbalance`, `can_migrate`, `moved`).
+//! machine's `CpuMap`, `asym_active_balance`, `periodic_imbalance_domains`, `can_migrate`
+//! over `MigrateEnv::of` — `task_hot` by the runqueue's migration cost, the CPU's
+//! `nr_balance_failed` against the meeting domain's `cache_nice_tries` — and `moved`).
 //!
 //! A pull walks the busiest CPU's runqueue in slot order and moves each entity the policy
 //! allows (`DequeueKind::Save` there, `EnqueueKind::Restore` here), at most [`NR_MIGRATE`]
@@ -12,9 +14,9 @@
 
 use super::engine::{NONE, Sim};
 use crate::policy::{
-    BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Feature, Imbalance, LoadView,
-    PullReason, WakeFlags, asym_active_balance, can_migrate, moved, newidle_imbalance_domains,
-    nohz_kick_target, periodic_imbalance,
+    BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Imbalance, LoadView,
+    MigrateEnv, PullReason, WakeFlags, asym_active_balance, can_migrate, moved,
+    newidle_imbalance_domains, nohz_kick_target, periodic_imbalance_domains, task_hot,
 };
 use crate::trace::MigrateCause;
 
@@ -45,8 +47,7 @@ impl Sim {
 
     /// Periodic balance of CPU `me`; returns how many tasks it pulled.
     fn periodic_balance(&mut self, me: usize) -> usize {
-        let n = self.cpus.len();
-        match periodic_imbalance(n, me, |i| self.load_view(i)) {
+        match periodic_imbalance_domains(self.machine.cpu_map(), me, |i| self.load_view(i)) {
             Some(imb) => {
                 let pulled = self.pull(me, imb, MigrateCause::PeriodicBalance);
                 self.cpus[me].counters.balance_periodic += pulled as u64;
@@ -110,28 +111,39 @@ impl Sim {
         let src = imb.busiest;
         let now = self.now;
         let curr = self.cpus[src].rq.curr();
-        let buddy = if self.cpus[src]
-            .rq
-            .features()
-            .is_enabled(Feature::CacheHotBuddy)
-        {
-            self.cpus[src].rq.next_buddy()
-        } else {
-            None
-        };
+        let buddy = self.cpus[src].rq.next_buddy();
+        let env = MigrateEnv::of(
+            self.machine.cpu_map(),
+            me,
+            src,
+            now,
+            self.cpus[src].rq.config().migration_cost,
+            self.cpus[me].rq.nr_runnable(),
+            self.cpus[me].nr_balance_failed,
+            self.cpus[src].rq.features(),
+        );
+        let mut hot_skipped = 0;
         let mut left = imb.amount;
         let mut pulled = 0;
         while left > 0 && pulled < NR_MIGRATE {
             let tasks = &self.tasks;
-            let found = self.cpus[src].rq.iter().find_map(|(h, se, &t)| {
+            let rq = &self.cpus[src].rq;
+            let found = rq.iter().find_map(|(h, se, &t)| {
                 let c = Candidate {
                     weight: se.weight,
                     delayed: se.sched_delayed,
                     running: Some(h) == curr,
-                    allowed: tasks[t as usize].allowed(me),
-                    cache_hot: Some(h) == buddy,
+                    allowed: Some(h) != curr && tasks[t as usize].allowed(me),
+                    next_buddy: Some(h) == buddy,
+                    exec_start: se.exec_start,
+                    eligible: rq.entity_eligible(h),
                 };
-                can_migrate(&imb, left, c).then_some((h, c))
+                if can_migrate(&env, &imb, left, c) {
+                    Some((h, c))
+                } else {
+                    hot_skipped += u64::from(c.allowed && task_hot(&env, c));
+                    None
+                }
             });
             let Some((h, c)) = found else { break };
             let Dequeued::Removed { se, payload: t } =
@@ -150,6 +162,10 @@ impl Sim {
             left -= moved(&imb, c).min(left);
             pulled += 1;
         }
+        let cpu = &mut self.cpus[me];
+        cpu.nr_balance_failed = env.failed_after(pulled);
+        cpu.counters.balance_hot_skipped += hot_skipped;
+        cpu.counters.balance_failed += u64::from(pulled == 0);
         pulled
     }
 }

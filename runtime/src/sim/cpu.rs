@@ -88,6 +88,10 @@ pub(super) struct Cpu {
     /// Since when the current task runs (valid while `curr` is a task).
     pub(super) busy_since: u64,
     pub(super) counters: Counters,
+    /// Balance attempts here that found an imbalance and moved nothing since the last that
+    /// moved something (the kernel's `sd->nr_balance_failed`; the threaded runtime's
+    /// `Worker::nr_balance_failed`).
+    pub(super) nr_balance_failed: u32,
     /// An ITMT active-balance request on this CPU: (the idle preferred CPU, the task that
     /// ran here when it asked), honoured at that task's next wakeup placement.
     pub(super) active_push: Option<(usize, u32)>,
@@ -110,6 +114,7 @@ impl Cpu {
             measured_busy: 0,
             busy_since: 0,
             counters: Counters::default(),
+            nr_balance_failed: 0,
             active_push: None,
         }
     }

@@ -218,6 +218,12 @@ counters! {
     balance_periodic,
     /// Of those, tasks that were delayed when they moved.
     balance_delayed,
+    /// Balance attempts (newly idle or periodic) that found an imbalance here and moved
+    /// nothing: every candidate was running, pinned, delayed, not eligible or cache hot.
+    balance_failed,
+    /// Of the candidates those attempts examined, the cache-hot ones left in place
+    /// (`task_hot`).
+    balance_hot_skipped,
     /// Tasks that ended here.
     exits,
     /// CPU selections made here (by a waker or spawner on this CPU; from outside, counted on

@@ -91,6 +91,11 @@ pub(crate) struct Worker {
     /// Where the next balance that pulls from this worker resumes its scan of the runqueue's
     /// slots (`sched/balance.rs`); touched only under this worker's runqueue lock.
     pub(crate) balance_cursor: AtomicUsize,
+    /// Balance attempts by this worker that found an imbalance and moved nothing, since the
+    /// last that moved something (the kernel's `sd->nr_balance_failed`, one count for all of
+    /// this worker's domains): past a domain's `cache_nice_tries` it lets cache-hot tasks
+    /// move (`policy::can_migrate`). Written only by this worker's thread (the puller).
+    pub(crate) nr_balance_failed: AtomicU32,
     /// An ITMT active-balance request (`sched/balance.rs`): the index of a preferred idle
     /// worker that asked for this worker's running task, `usize::MAX` for none. Set by that
     /// worker's newly idle balance, taken by the next CPU selection of that task (its next
@@ -118,6 +123,7 @@ impl Worker {
             stats: CachePadded::new(Counters::default()),
             tasks: CachePadded::new(Registry::new()),
             balance_cursor: AtomicUsize::new(0),
+            nr_balance_failed: AtomicU32::new(0),
             active_push: AtomicUsize::new(usize::MAX),
             active_push_task: AtomicU64::new(0),
             exited: AtomicBool::new(false),

@@ -109,13 +109,20 @@ counters! {
     /// Of the newly idle pulls, tasks pulled by ITMT asym packing (this worker's CPU is
     /// preferred to the source's).
     balance_asym,
-    /// Running tasks of a less preferred worker moved here by ITMT active balance (at
-    /// their next wakeup, `sched/balance.rs`).
+    /// Running tasks of a less preferred worker moved here by ITMT active balance (at their
+    /// next schedule point, or their next wakeup if they block first; `sched/balance.rs`).
     balance_active,
     /// Tasks pulled here by periodic (load) balancing.
     balance_periodic,
     /// Of those, tasks that were delayed (asleep, still queued) when they moved.
     balance_delayed,
+    /// Balance attempts (newly idle or periodic) that found an imbalance here and moved
+    /// nothing: every candidate was running, pinned, delayed, not eligible or cache hot.
+    balance_failed,
+    /// Of the candidates those attempts examined, the cache-hot ones left in place
+    /// (`task_hot`: ran within the migration cost, or the next buddy, while fewer than
+    /// `cache_nice_tries` attempts had failed).
+    balance_hot_skipped,
     /// Tasks that ended on this worker.
     exits,
     /// Tasks that began to unwind here from a shutdown's cancellation.
