@@ -89,10 +89,11 @@ pub(crate) const TICK: u64 = 50_000;
 /// of which the TSC read alone is 22 ns there (`clock/rdtsc`), while a relaxed load of a flag
 /// is 1.6 ns, so a flag would bring the call to a few ns and meet the 5 ns. But
 /// something must set the flag every `TICK`: a ticker thread sleeping to 50 µs absolute
-/// deadlines (timer slack 1 ns) used 77 % of a CPU on that machine and still fell behind
-/// (its wakeups 5.7 ms late on average), which costs far more than it saves, and a
-/// per-worker interval timer would be a signal every 50 µs into whatever the task is doing
-/// (interrupted system calls included). Reading the clock only every Nth call instead
+/// deadlines (timer slack 1 ns, missed ticks skipped) used 36–44 % of a CPU on that machine
+/// (about 25 µs per wakeup) and still woke 37–70 µs late on average, which costs far more
+/// than it saves (a hog would have to call `cond_resched` some 20 million times a second
+/// before the saving paid for it), and a per-worker interval timer would be a signal every
+/// 50 µs into whatever the task is doing (interrupted system calls included). Reading the clock only every Nth call instead
 /// would make the lateness of a due tick grow with the time between calls, without bound
 /// when a loop slows down. So each call reads the clock: the 5 ns target is not met here
 /// (the clock read alone exceeds it), and the cost a hog pays is what the bench's hog loop
