@@ -22,7 +22,8 @@ them, ROUNDS times (default 7) on each side in turn: lagom, tokio, std threads. 
 fastest and the median round per side, and lagom's ratio to tokio.
   --no-threads     leave std threads out (N threads at once may exceed the thread limit)
   --only SIDE      run that side alone (to profile it)
-  --phases         lagom: also print the median time to spawn all N and the stacks mapped
+  --phases         lagom: also print the median time to spawn all N, the stacks mapped, and
+                   per task the switches, delayed dequeues, placements and balance pulls
   --json           one JSON object per side, one per line
   --features SPEC  lagom's scheduler features on top of the defaults (default: $LAGOM_FEATURES)";
 
