@@ -24,7 +24,9 @@
 //! After the criterion group, the hogs' throughput loss from calling `cond_resched` every
 //! iteration of a tight loop is timed, interleaved round by round with the same loop without
 //! the call (on one lagom worker, nothing else runnable), for a tiny and a ~0.3 µs work unit;
-//! each side's fastest round is kept and the loss printed in %.
+//! each side's fastest round is kept and the loss printed in %. Last, the cost of the
+//! alternative to `cond_resched`'s clock read: a ticker thread waking every 50 µs (its CPU
+//! time per second and how late its wakeups are).
 #![allow(missing_docs)]
 
 use std::hint::black_box;
@@ -371,10 +373,73 @@ fn hog_loss() {
     }
 }
 
+/// What the alternative to `cond_resched`'s clock read would cost (module doc): a ticker
+/// thread that wakes every `TICK` (50 µs) to set a "tick due" flag for the workers. For one
+/// second it sleeps to absolute 50 µs deadlines (`clock_nanosleep`, timer slack 1 ns, as the
+/// workers' own timed sleeps; a tick it missed is skipped, not caught up), and its own CPU
+/// time (`CLOCK_THREAD_CPUTIME_ID`) per second is printed with the wakeups it made and how
+/// late they were on average.
+fn ticker_cost() {
+    const PERIOD_NS: i64 = 50_000;
+    const WALL_NS: i64 = 1_000_000_000;
+    let (cpu_ns, wakeups, late_ns) = std::thread::spawn(|| {
+        // SAFETY: PR_SET_TIMERSLACK with a value takes no pointer; the calling thread's.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
+        let clock = |id| {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: `ts` is writable; both clocks exist on Linux.
+            unsafe { libc::clock_gettime(id, &mut ts) };
+            ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+        };
+        let (start, cpu0) = (
+            clock(libc::CLOCK_MONOTONIC),
+            clock(libc::CLOCK_THREAD_CPUTIME_ID),
+        );
+        let (mut deadline, mut wakeups, mut late) = (start, 0u64, 0i64);
+        while deadline - start < WALL_NS {
+            deadline += PERIOD_NS;
+            let ts = libc::timespec {
+                tv_sec: (deadline / 1_000_000_000) as libc::time_t,
+                tv_nsec: (deadline % 1_000_000_000) as libc::c_long,
+            };
+            // SAFETY: `ts` is a valid absolute time; no remainder is asked for.
+            unsafe {
+                libc::clock_nanosleep(
+                    libc::CLOCK_MONOTONIC,
+                    libc::TIMER_ABSTIME,
+                    &ts,
+                    std::ptr::null_mut(),
+                )
+            };
+            let now = clock(libc::CLOCK_MONOTONIC);
+            late += (now - deadline).max(0);
+            wakeups += 1;
+            // A ticker that fell behind skips the ticks it missed (no burst of catch-up
+            // wakeups, which would count as its cost).
+            deadline = deadline.max(now - PERIOD_NS);
+        }
+        let cpu = clock(libc::CLOCK_THREAD_CPUTIME_ID) - cpu0;
+        (cpu, wakeups, late / wakeups.max(1) as i64)
+    })
+    .join()
+    .expect("ticker");
+    println!(
+        "ticker alternative: a thread waking every 50 µs for 1 s used {:.1} ms of CPU \
+         ({:.1} % of a CPU; {wakeups} wakeups, {:.1} µs late on average)",
+        cpu_ns as f64 / 1e6,
+        cpu_ns as f64 / 1e7,
+        late_ns as f64 / 1e3
+    );
+}
+
 fn main() {
     benches();
     if !std::env::args().any(|a| a == "--list" || a == "--test") {
         hog_loss();
+        ticker_cost();
     }
     Criterion::default().configure_from_args().final_summary();
 }

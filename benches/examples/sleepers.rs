@@ -22,7 +22,8 @@ them, ROUNDS times (default 7) on each side in turn: lagom, tokio, std threads. 
 fastest and the median round per side, and lagom's ratio to tokio.
   --no-threads     leave std threads out (N threads at once may exceed the thread limit)
   --only SIDE      run that side alone (to profile it)
-  --phases         lagom: also print the median time to spawn all N and the stacks mapped
+  --phases         lagom: also print the median time to spawn all N, the stacks mapped, and
+                   per task the switches, delayed dequeues, placements and balance pulls
   --json           one JSON object per side, one per line
   --features SPEC  lagom's scheduler features on top of the defaults (default: $LAGOM_FEATURES)";
 
@@ -202,10 +203,26 @@ fn main() -> ExitCode {
     if args.phases && !spawn_phase.is_empty() {
         spawn_phase.sort();
         let st = rt.stats();
-        let mapped: u64 = st.workers.iter().map(|w| w.stacks_mapped).sum();
+        let sum = |f: fn(&lagom::WorkerStats) -> u64| st.workers.iter().map(f).sum::<u64>();
+        let mapped = sum(|w| w.stacks_mapped);
         eprintln!(
             "lagom phases: spawning {n} tasks took {:.1} ms (median); stacks mapped so far {mapped}",
             ms(spawn_phase[spawn_phase.len() / 2])
+        );
+        // What each task cost the schedulers, over every round so far (the untimed one too).
+        let tasks = sum(|w| w.exits).max(1) as f64;
+        eprintln!(
+            "lagom per task: {:.2} voluntary + {:.2} involuntary switches, {:.2} idle sleeps, \
+             {:.2} delayed dequeues, {:.2} fork-idlest / {:.2} affine / {:.2} prev placements, \
+             {:.3} newly idle pulls",
+            sum(|w| w.switches_voluntary) as f64 / tasks,
+            sum(|w| w.switches_involuntary) as f64 / tasks,
+            sum(|w| w.idle_sleeps) as f64 / tasks,
+            sum(|w| w.delayed_dequeues) as f64 / tasks,
+            sum(|w| w.place_fork_idlest) as f64 / tasks,
+            sum(|w| w.place_affine) as f64 / tasks,
+            sum(|w| w.place_prev) as f64 / tasks,
+            sum(|w| w.balance_pulls) as f64 / tasks,
         );
     }
     for (name, s) in NAMES.iter().zip(&sides) {

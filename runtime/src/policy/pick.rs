@@ -161,6 +161,16 @@ impl<T> RunQueue<T> {
         self.put_prev();
     }
 
+    /// The payload of the entity `k` places after the leftmost one (0: the leftmost, most
+    /// likely the next pick), if the tree's leftmost leaf holds it; for hints that fetch what
+    /// the next switches will touch, never for a decision.
+    #[inline]
+    pub fn upcoming_payload(&self, k: usize) -> Option<&T> {
+        self.slots
+            .get(self.tree.upcoming(k) as usize)
+            .and_then(|s| s.payload.as_ref())
+    }
+
     /// Switch-out of the running entity: back into the tree if it is still queued.
     pub(super) fn put_prev(&mut self) {
         let c = self.curr;

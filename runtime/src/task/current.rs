@@ -84,6 +84,22 @@ pub(crate) const TICK: u64 = 50_000;
 /// eligible, a protected slice), the next full tick waits its 50 µs rather than repeating the
 /// lock, drain and pick at every call.
 ///
+/// Why a clock read and not a flag that a ticker sets (issue #20; `benches/sched_call.rs`
+/// on a 2-vCPU VM shared with builds, load 7–9): the call with nothing due measured 23.5 ns,
+/// of which the TSC read alone is 22 ns there (`clock/rdtsc`), while a relaxed load of a flag
+/// is 1.6 ns, so a flag would bring the call to a few ns and meet the issue's 5 ns. But
+/// something must set the flag every `TICK`: a ticker thread sleeping to 50 µs absolute
+/// deadlines (timer slack 1 ns, missed ticks skipped) used 36–44 % of a CPU on that machine
+/// (about 25 µs per wakeup) and still woke 37–70 µs late on average, which costs far more
+/// than it saves (a hog would have to call `cond_resched` some 20 million times a second
+/// before the saving paid for it), and a per-worker interval timer would be a signal every
+/// 50 µs into whatever the task is doing (interrupted system calls included). Reading the clock only every Nth call instead
+/// would make the lateness of a due tick grow with the time between calls, without bound
+/// when a loop slows down. So each call reads the clock: the 5 ns target is not met here
+/// (the clock read alone exceeds it), and the cost a hog pays is what the bench's hog loop
+/// prints (with ~5 ns of work per iteration the loop runs at a third of its speed; with
+/// ~0.35 µs of work it loses about 5 %).
+///
 /// Past half of a shutdown's timeout, a task in `cond_resched` is cancelled: the call
 /// unwinds ([`crate::Runtime::shutdown_timeout`]).
 #[inline]

@@ -361,7 +361,7 @@ impl Tree {
                 self.top = self.nodes[r as usize].summary(r);
                 return;
             }
-            let pj = self.nodes[p as usize].find(x);
+            let pj = self.nodes[p as usize].find_child(x);
             self.nodes[p as usize].set(pj, sx);
             (x, j, item) = (p, pj + 1, sy);
         }
@@ -439,7 +439,7 @@ impl Tree {
             // Too short: merge with a sibling (the right one if there is one), or borrow
             // one item from it if both do not fit one node.
             let pn = &self.nodes[p as usize];
-            let pj = pn.find(x);
+            let pj = pn.find_child(x);
             let (jl, l, r) = if pj + 1 < pn.len as usize {
                 (pj, x, pn.items[pj + 1].id)
             } else {

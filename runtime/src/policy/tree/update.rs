@@ -110,7 +110,7 @@ impl Tree {
                 return;
             }
             let pn = &mut self.nodes[p as usize];
-            let j = pn.find(x);
+            let j = pn.find_child(x);
             if pn.items[j] == s {
                 return;
             }
@@ -129,7 +129,7 @@ impl Tree {
             let (s, j) = if p == NIL {
                 (self.top, 0)
             } else {
-                let j = self.nodes[p as usize].find(x);
+                let j = self.nodes[p as usize].find_child(x);
                 (self.nodes[p as usize].items[j], j)
             };
             let r = self.nodes[x as usize].resummary(&s, &old, new.as_ref());
@@ -156,7 +156,7 @@ impl Tree {
                 return;
             }
             let pn = &mut self.nodes[p as usize];
-            let j = pn.find(x);
+            let j = pn.find_child(x);
             let s = fold(pn.items[j], item);
             if pn.items[j] == s {
                 return;
