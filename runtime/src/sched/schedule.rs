@@ -246,12 +246,23 @@ fn schedule_on(wt: &WorkerThread, reason: Reason) {
 /// and the context to switch to from it, or `None` if the pick chose the running task again
 /// (no switch). Split out so that a loom model runs it (`lagom::model`) and plays the switch.
 pub(crate) fn schedule_prepare(wt: &WorkerThread, reason: Reason) -> Option<(&Task, *mut Context)> {
+    timer::fire(wt);
+    let now = crate::sys::time::sched_clock();
+    schedule_prepare_at(wt, reason, now)
+}
+
+/// [`schedule_prepare`] after the timers, at scheduler-clock time `now`: the balance tick
+/// and steps 2–5. Split out so that the loom models that pass their own times (the clock
+/// stands still under loom) run it (`lagom::model`'s `Model::schedule_prev`).
+pub(crate) fn schedule_prepare_at(
+    wt: &WorkerThread,
+    reason: Reason,
+    now: u64,
+) -> Option<(&Task, *mut Context)> {
     let prev = wt.curr.get();
     assert!(!prev.is_null(), "lagom: schedule from the idle task");
     // SAFETY: the registry keeps the running task alive.
     let prev_t = unsafe { &*prev };
-    timer::fire(wt);
-    let now = crate::sys::time::sched_clock();
     balance_tick(wt, now);
     let w = wt.worker();
     if reason == Reason::Block {

@@ -40,6 +40,9 @@ pub(crate) fn sweep(wt: &crate::worker::WorkerThread) {
     };
     for t in blocked {
         t.cancel.store(CANCEL_REQUESTED, Ordering::Release);
+        // Mutant `sweep_no_unpark` (loom model `shutdown_sweep`): the request without the
+        // wakeup, left to whoever unparks the task next.
+        #[cfg(not(lagom_mutant = "sweep_no_unpark"))]
         crate::wake::unpark_task(&t);
     }
 }

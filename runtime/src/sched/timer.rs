@@ -37,7 +37,12 @@ fn fire_armed(wt: &WorkerThread) {
             t.pop_due(now)
         };
         match due {
+            // Mutant `timer_fire_no_token` (loom model `timer_unpark`): the expiry wakes the
+            // task without its token, so its `park` finds nothing and sleeps again.
+            #[cfg(not(lagom_mutant = "timer_fire_no_token"))]
             Some(task) => unpark_task(&task),
+            #[cfg(lagom_mutant = "timer_fire_no_token")]
+            Some(task) => drop(crate::wake::try_to_wake_up(&task)),
             None => return,
         }
     }
