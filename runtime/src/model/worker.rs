@@ -1,7 +1,11 @@
 //! A worker thread played by a loom thread ([`ModelWorker`]): the runtime's own
-//! `WorkerThread` state (built for the model: no signal stack, an empty stack pool, no
-//! timers, never installed as the thread's `LOCAL`), driven through the real idle loop and
-//! the real `schedule()`; the model replaces only the switch itself.
+//! `WorkerThread` state (built for the model: no signal stack, an empty stack pool, never
+//! installed as the thread's `LOCAL`), driven through the real idle loop, the real
+//! `schedule()` and `finish_task_switch`, and, for the task it runs, the real `park` loop,
+//! join loops, exit hook and spawn; the model replaces only the switch itself. Also the
+//! spawn from outside the workers ([`Model::spawn`]), the shutdown's phases
+//! ([`Model::begin_shutdown`], [`Model::exit_phase`]) and a blocking pool job
+//! ([`Model::blocking_job`]).
 
 use alloc::sync::Arc;
 use core::ptr::NonNull;

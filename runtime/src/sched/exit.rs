@@ -46,6 +46,14 @@
 //! into its own pool and removes the task (`tcb/registry.rs`). The idle context is kept for when
 //! nothing is runnable; before this path existed every exit went through it: a second switch
 //! per task (issue #5).
+//!
+//! Loom: `exit_recycle` (`loom-tests/tests/exit_recycle.rs`) runs the exit hook and
+//! `finish_task_switch` with `put_dead` (both branches, and the home's reap) against the
+//! joiner's join, its recycle of the task's allocation and the next spawn into it (mutant
+//! `recycle_no_unique_check`); `exit_wake` the joiner's wakeup under the held lock. A
+//! reordering that writes the task after the registry's reference is dropped is a plain
+//! use-after-free, which loom cannot report (it does not model the `Arc` owning a task):
+//! that order is kept by the invariant above, not by a model.
 
 use core::ptr;
 

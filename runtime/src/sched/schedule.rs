@@ -32,8 +32,8 @@
 //! and switches straight to the next task (`exit.rs`); `finish_task_switch` frees it there.
 //!
 //! Checked by the loom models `lost_wakeup` and `double_wake` (`loom-tests/tests/ttwu.rs`),
-//! which run `put_prev`, `pick`, `drain` and `clear_on_cpu` against the real wakeup path
-//! (mutant `finish_relaxed_on_cpu`), and by `delayed_wakeup` and
+//! which run steps 2–5 (`schedule_prepare_at`) and `finish_task_switch_on` against the real
+//! wakeup path (mutant `finish_relaxed_on_cpu`), and by `delayed_wakeup` and
 //! `delayed_wakeup_during_block` (`loom-tests/tests/delayed.rs`), where the task blocks
 //! delayed and a later pick finishes its dequeue. Model 6, `on_cpu_handoff` and
 //! `on_cpu_handoff_busy` (`loom-tests/tests/on_cpu.rs`), plays both halves of the switch —
@@ -41,6 +41,9 @@
 //! `prepare_switch`, the restore) on whichever worker picks the woken task — and checks that
 //! the task never runs on two workers at once (mutants `ttwu_on_cpu_wrong_cpu`,
 //! `ttwu_no_on_cpu_wait`). The migration chase is model 7 (`loom-tests/tests/migrate.rs`).
+//! The models of issues #15 and #21 (`idle_worker`, `two_wakers`, `timer_unpark`,
+//! `balance_wake`, `exit_recycle`, `blocking`, `shutdown_sweep`) run the whole of
+//! `schedule_prepare` (timers and balance tick included) through `lagom::model::ModelWorker`.
 
 use core::ptr;
 

@@ -1,6 +1,7 @@
 //! Firing the timers of `sleep` (`worker/timer.rs` holds the heap): every task whose deadline
 //! has passed is unparked, outside any runqueue lock, at each scheduling call and in the idle
-//! loop.
+//! loop. Loom model `timer_unpark` (`loom-tests/tests/timer_unpark.rs`, mutant
+//! `timer_fire_no_token`) races an expiry against an outside unpark of the same task.
 
 use crate::wake::unpark_task;
 use crate::worker::{TaskRef, WorkerThread};

@@ -6,7 +6,9 @@
 //! `join`), with the pool thread as its one finisher: it stores the value and completes the
 //! packet on its own thread, in program order, as a task's fiber and exit hook do on theirs,
 //! then wakes the registered joiner (a task, through the wakeup path; a plain thread, through
-//! its futex).
+//! its futex). Loom model `blocking` (`loom-tests/tests/blocking.rs`, mutant
+//! `blocking_no_unpark`) races the job's `run_job` on a pool thread against a task's join
+//! parking on a worker.
 
 use alloc::sync::Arc;
 use core::time::Duration;
@@ -94,7 +96,7 @@ pub(crate) fn run_job<T: Send, F: FnOnce() -> T>(f: F, finisher: &Packet<T>, id:
         )),
     };
     if let Some(joiner) = finisher.complete(panic) {
-        // Mutant `blocking_no_unpark` (loom model `blocking_handoff`): the registered joiner
+        // Mutant `blocking_no_unpark` (loom model `blocking`): the registered joiner
         // is never woken.
         #[cfg(not(lagom_mutant = "blocking_no_unpark"))]
         crate::wake::unpark(&joiner);
