@@ -86,6 +86,7 @@ pub(crate) fn exit_current() -> *const Context {
 /// fiber's: `Ok(())` or `None` if the closure returned and stored its value, `Err` if it
 /// panicked or was cancelled). Everything of the exit but the look-up of the thread and the
 /// fiber: a loom model runs it (`lagom::model`) for a task whose fiber never ran.
+#[inline(always)]
 pub(crate) fn exit_on(wt: &WorkerThread, outcome: Option<Result<(), JoinError>>) -> *const Context {
     timer::fire(wt);
     let now = crate::sys::time::sched_clock();

@@ -257,6 +257,7 @@ pub(crate) fn schedule_prepare(wt: &WorkerThread, reason: Reason) -> Option<(&Ta
 /// [`schedule_prepare`] after the timers, at scheduler-clock time `now`: the balance tick
 /// and steps 2–5. Split out so that the loom models that pass their own times (the clock
 /// stands still under loom) run it (`lagom::model`'s `Model::schedule_prev`).
+#[inline(always)]
 pub(crate) fn schedule_prepare_at(
     wt: &WorkerThread,
     reason: Reason,
