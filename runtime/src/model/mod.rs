@@ -40,6 +40,13 @@
 //!   `idle_step` itself, whose round goes on to sleep on the kick word when nothing is
 //!   runnable, where these models want to see "nothing" (the kick protocol has its own
 //!   models: `idle_kick`, `idle_worker`);
+//! * in the older models (`ttwu`, `join`, `delayed`, `on_cpu`, `migrate`, `contract`,
+//!   `exit_wake`), a parking task's rounds (`prepare_park`, then `schedule_prev` or
+//!   `schedule_at` on `Sleep`) and `join`'s rounds (`try_join`, then the park): the order of
+//!   `park_loop` and `JoinHandle::join_with`, which the newer models call through
+//!   [`ModelWorker`] instead. Those models move one task between workers by index from any
+//!   loom thread, at times they pass, where a `ModelWorker` belongs to the loom thread that
+//!   plays its worker and reads the loom clock; rewriting them onto it is not done yet;
 //! * setting up (`running_task`, `queued_task`: an activation and a pick at time 0 on the
 //!   main thread before any other thread starts) and reading state for assertions;
 //! * a task's own code: its closure's value store ([`ModelWorker::exit`]), a timer armed
