@@ -48,6 +48,13 @@ MUTANTS=(
     "drain_delayed_no_recheck      migrate"
     "waiters_validate_unlocked     waiters"
     "waiters_count_late            waiters"
+    "recycle_no_unique_check       exit_recycle"
+    "timer_fire_no_token           timer_unpark"
+    "blocking_no_unpark            blocking"
+    "sweep_no_unpark               shutdown_sweep"
+    "ttwu_no_claim                 shutdown_sweep"
+    "ttwu_runnable_no_cpu_recheck  balance_wake"
+    "ttwu_runnable_no_recheck      balance_wake"
 )
 
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}

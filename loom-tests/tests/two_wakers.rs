@@ -1,9 +1,10 @@
 //! Model 12 (issue #21), **two rounds of wakeup by two wakers**: a task blocked on worker 0
 //! is unparked by two threads outside the workers (each first makes the task's condition true
 //! by one), while a loom thread plays worker 0 through the real code only (`ModelWorker`: the
-//! idle loop's rounds up to the switch into the task, and the task's `park` loop —
-//! `prepare_park`, then the real `schedule()` up to the switch and `finish_task_switch` after
-//! it). The task runs and parks again until both wakers are done: it may be woken by one,
+//! idle loop's rounds up to the switch into the task, and the task's real `park` loop,
+//! `task::park_loop` — `prepare_park`, then the real `schedule()` up to the switch and
+//! `finish_task_switch` after it, `ModelWorker::park`). The task runs and parks again until
+//! both wakers are done: it may be woken by one,
 //! run, block again and be woken by the other, racing with the worker that is still switching
 //! it out, so nothing but the wakeup protocol orders the second waker's claim after the
 //! first round's run (no thread spawn does: both wakers start before the task first runs).
@@ -24,31 +25,10 @@
 //! themselves.
 #![cfg(loom)]
 
-use lagom::model::{Model, ModelTask, ModelWorker, Next, Step};
+use lagom::model::{Model, Step};
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
-
-/// The task's `park()` on the worker `w` plays (`task/park.rs`'s loop): `prepare_park`, and
-/// on `Sleep` the worker's real `schedule()` and, if it switched to idle, its idle loop until
-/// it runs the task again; then round again, until a token is consumed.
-fn park(m: &Model, w: &ModelWorker, t: &ModelTask, spec: &str) {
-    loop {
-        match m.prepare_park(t) {
-            Step::Return => return,
-            Step::Retry => {}
-            Step::Sleep => match w.block() {
-                // Requeued by a waker before its dequeue: it runs on.
-                Next::Same => {}
-                Next::Idle => {
-                    let ran = w.idle_run();
-                    assert_eq!(ran.id(), t.id(), "[{spec}] the worker ran another task");
-                }
-                Next::Task(_) => panic!("[{spec}] the worker has one task"),
-            },
-        }
-    }
-}
 
 fn two_rounds(spec: &'static str) {
     loom::model(move || {
@@ -73,9 +53,9 @@ fn two_rounds(spec: &'static str) {
         let w = m.worker(0);
         let ran = w.idle_run();
         assert_eq!(ran.id(), t.id(), "[{spec}] the worker ran another task");
-        park(&m, &w, &t, spec);
+        w.park(&t);
         while done.load(Ordering::Acquire) < 2 {
-            park(&m, &w, &t, spec);
+            w.park(&t);
         }
         for h in wakers {
             h.join().unwrap();

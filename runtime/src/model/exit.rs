@@ -10,7 +10,7 @@ use crate::JoinError;
 use crate::sched;
 use crate::task::JoinHandle;
 use crate::wake;
-use crate::worker::{Packet, TaskRef, Waiter, WorkerThread};
+use crate::worker::{Packet, TaskRef, Waiter};
 
 /// The finishing side of a joinable model task (see [`Model::joinable_task`]).
 pub struct ModelExit<T> {
@@ -89,54 +89,31 @@ impl Model {
     }
 
     /// Worker `cpu` ends its running task, whose closure returned `v`, at time `now`: the
-    /// task's fiber stores the value (`Packet::set_value`), then the exit hook
-    /// `sched::exit_current` runs on a `WorkerThread` built for the model (`for_model`):
-    ///
-    /// 1. under worker `cpu`'s runqueue lock, the ending task's dequeue (exit's step 2,
-    ///    `sched::dequeue_dead`: `DEAD`, `DequeueKind::Dead`, `on_rq = false` Release, and
-    ///    the worker's load published);
-    /// 2. still under the lock, the outcome's delivery (`Complete::complete`) and the
-    ///    joiner's wakeup with that lock held (`Unparker::unpark_held` →
-    ///    `try_to_wake_up_held`), with the worker's clock set to `now` as exit sets it; the
-    ///    lock is taken again if the wakeup released it;
-    /// 3. the wakelist drain, the pick and `prepare_switch` of the next task, the lock's
-    ///    release, and the switch (the dead task's save, the next task's restore) and
-    ///    `finish_task_switch`'s `on_cpu` clear.
-    ///
-    /// Step 1 is `exit_current`'s own dequeue function. Holding the lock alone would not do: the
-    /// held-lock wakeup acts on the runqueue as the exit leaves it mid-section — its running
-    /// entity dequeued, so no `curr` for the requeue's placement and preemption check to
-    /// weigh, and the dead task's load gone from the published load that the other worker's
-    /// balancer and CPU selection read — and the pick after it must not find the dead task.
-    /// Steps 2 and 3 are calls into the runtime's own functions.
+    /// task's fiber stores the value (`Packet::set_value`), then the real exit hook after its
+    /// timers (`sched::exit_at`, what `exit_current` runs once it has read the clock) on a
+    /// worker thread built for the call whose running task it is: under the runqueue lock
+    /// the dead task's dequeue, the outcome's delivery and the joiner's wakeup with that lock
+    /// held (`Unparker::unpark_held` → `try_to_wake_up_held`, the lock taken again if the
+    /// wakeup released it), the drain, the pick and the next task's `prepare_switch`; then
+    /// the model's switch (the dead task's save, the next one's restore) and the real
+    /// `finish_task_switch` (`on_cpu` cleared, then `put_dead`, which removes the task from
+    /// its registry: model tasks are registered as spawns from outside are).
     pub fn exit<T: Send>(&self, exit: ModelExit<T>, cpu: usize, v: T, now: u64) -> Exited {
         // SAFETY: the task's one store; `complete` follows below on this thread, as on the
         // worker thread that runs the exit hook.
         unsafe { exit.slot.set_value(v) };
         let t = &exit.task;
-        let wt = WorkerThread::for_model(Arc::clone(&self.shared), cpu);
-        let w = &self.shared.workers[cpu];
-        let mut rq = w.rq.lock();
-        sched::dequeue_dead(w, &mut rq, t, now);
-        let (wake, mut rq) = match t.completion.complete(None) {
-            None => (ExitWake::NoJoiner, rq),
-            Some(joiner) => {
-                wt.set_clock(now);
-                let held = wake::unpark_held(&joiner, &wt, rq);
-                wt.set_clock(0);
-                match held {
-                    Some(rq) => (ExitWake::Held, rq),
-                    None => (ExitWake::Released, w.rq.lock()),
-                }
-            }
+        let wt = self.worker_thread(cpu, t);
+        let (_, how) = sched::exit_at(&wt, None, now);
+        let wake = match how {
+            sched::JoinerWake::None => ExitWake::NoJoiner,
+            sched::JoinerWake::Held => ExitWake::Held,
+            sched::JoinerWake::Released => ExitWake::Released,
         };
-        wake::drain(&self.shared, cpu, &mut rq, now);
-        let next = sched::pick(w, &mut rq, now);
-        let next = self.prepare_switch(cpu, next);
-        drop(rq);
+        let next = Self::adopt(wt.curr.get());
         let dead = ModelTask(Arc::clone(t));
         self.switch(&dead, next.as_ref());
-        self.finish_task_switch(&dead);
+        sched::finish_task_switch_on(&wt);
         Exited { wake, next }
     }
 }

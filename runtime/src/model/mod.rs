@@ -1,33 +1,63 @@
 //! Seams for the loom models of `loom-tests/` (compiled only with `--cfg loom`).
 //!
 //! A model cannot start worker threads or switch stacks, so it plays the workers itself: it
-//! builds the runtime's shared state without threads, and each method here runs one real
-//! piece of the runtime on the calling loom thread — the sleeper's side of `park`
-//! (`prepare_park`), the worker's side of `schedule()` (`put_prev`, `pick`, `prepare_switch`,
-//! and the `finish_task_switch` store that a completed switch makes), an idle worker's
-//! switch into a task it picks (`drain`, `pick`, `prepare_switch`), the waker's side
-//! (`unpark_task`, `try_to_wake_up`), the wakelist drain, the periodic load balance, and a
-//! task's end against its joiner
-//! (`JoinHandle::try_take`, one round of `join`; `Packet::set_value` and
-//! `Complete::complete`, what the task's fiber and its exit hook `sched::exit_current` run),
-//! and the exit hook on the worker that runs it ([`Model::exit`]): the dead task's dequeue and
-//! the joiner's wakeup with that worker's runqueue lock held (`Unparker::unpark_held` →
-//! `wake::try_to_wake_up_held`), which needs a worker thread: the seam builds a
-//! `WorkerThread` for the worker it plays (`WorkerThread::for_model`, cfg(loom): no signal
-//! stack, an empty stack pool, no timers), never installed as the thread's `LOCAL`.
-//! Each method is a call into the functions the threaded runtime runs (the exit's dequeue of
-//! the dead task included: `sched::dequeue_dead`, which [`Model::exit`] calls as
-//! `exit_current` does), but four of them still sequence those calls themselves, in the order
-//! the real caller does: [`Model::schedule_prev`] (the order of `schedule_on`), its
-//! [`Model::finish_task_switch`] (the `clear_on_cpu` of `finish_task_switch`, without
-//! `put_dead`), [`Model::switch_in`] (one round of the idle loop) and [`Model::exit`] (the
-//! order of `exit_current`). A reordering inside the real function is invisible to the models
-//! that use them. [`ModelWorker`] has none of that: it runs the real `schedule()` up to the
-//! switch (`sched::schedule_prepare`), the real `finish_task_switch` (`on_cpu` cleared, then
-//! `put_dead`) and the real idle loop's rounds (`sched::idle_step`), with only the switch
-//! itself played by the model; the models of issue #21 (`idle_worker`, `two_wakers`) use it.
-//! The older models keep the sequencing seams because they pass the time a switch-out charges
-//! (`now`), which the real `schedule()` reads from the clock, constant under loom.
+//! builds the runtime's shared state without threads, and each method here runs real pieces
+//! of the runtime on the calling loom thread. Where a worker thread's state is needed, a
+//! seam builds the runtime's own `WorkerThread` for the worker it plays
+//! (`WorkerThread::for_model`, cfg(loom): no signal stack, an empty stack pool, never
+//! installed as the thread's `LOCAL`, since loom threads share one OS thread).
+//!
+//! ## What runs, and what the model still does itself
+//!
+//! Every protocol step is the runtime's own function, called as its threaded caller calls
+//! it; where a real function could not run under loom as it was, it was split so that the
+//! part loom runs is the part the threads run (the outer part only looks the worker thread
+//! up through `LOCAL`, reads the clock, or fires the timers):
+//!
+//! * [`ModelWorker`] (the models of issues #15 and #21) runs a worker through the real
+//!   idle loop's rounds (`sched::idle_step`), the real `schedule()` up to the switch
+//!   (`sched::schedule_prepare`: timers, balance tick, drain, `put_prev`, pick,
+//!   `prepare_switch`), the real `finish_task_switch` (`finish_task_switch_on`: `on_cpu`
+//!   cleared, then `put_dead`), the real exit hook (`sched::exit_on`, split from
+//!   `exit_current`, which only adds the look-up of the thread and the fiber's outcome), the
+//!   real `park` loop (`task::park_loop`, split from `park_task`), the real join loops
+//!   (`JoinHandle::join_with`, `BlockingHandle::join_with`, with the recycle of
+//!   `recycle_on`), the real spawn (`task::spawn_inner`), timers armed by `task::arm_timer`
+//!   and the blocking pool's job (`task::run_job`).
+//! * The older seams on [`Model`] pass the times a switch-out or an exit charges (`now`),
+//!   which the runtime reads from a clock that stands still under loom: [`Model::schedule_prev`]
+//!   runs `sched::schedule_prepare_at` (split from `schedule_prepare` after its timers and
+//!   clock read), [`Model::exit`] runs `sched::exit_at` (split from `exit_on` likewise) and
+//!   the real `finish_task_switch_on` with `put_dead`, and [`Model::finish_task_switch`]
+//!   runs `finish_task_switch_on`. Their worker threads' balance tick is never due: these
+//!   models place their tasks themselves.
+//!
+//! What the models still do themselves, and why:
+//!
+//! * **the context switch**, which the asm does (below);
+//! * [`Model::switch_in`], an idle worker's switch into a task at a time the model passes: it
+//!   calls the real drain, pick and `prepare_switch` in the idle loop's order, but not
+//!   `idle_step` itself, whose round goes on to sleep on the kick word when nothing is
+//!   runnable, where these models want to see "nothing" (the kick protocol has its own
+//!   models: `idle_kick`, `idle_worker`);
+//! * in the older models (`ttwu`, `join`, `delayed`, `on_cpu`, `migrate`, `contract`,
+//!   `exit_wake`), a parking task's rounds (`prepare_park`, then `schedule_prev` or
+//!   `schedule_at` on `Sleep`) and `join`'s rounds (`try_join`, then the park): the order of
+//!   `park_loop` and `JoinHandle::join_with`, which the newer models call through
+//!   [`ModelWorker`] instead. Those models move one task between workers by index from any
+//!   loom thread, at times they pass, where a `ModelWorker` belongs to the loom thread that
+//!   plays its worker and reads the loom clock; rewriting them onto it is not done yet;
+//! * setting up (`running_task`, `queued_task`: an activation and a pick at time 0 on the
+//!   main thread before any other thread starts) and reading state for assertions;
+//! * a task's own code: its closure's value store ([`ModelWorker::exit`]), a timer armed
+//!   already due (`park_until`'s early return for a past deadline is not run, as no
+//!   deadline can pass while the clock stands still), and the `catch_unwind` that the fiber
+//!   wraps around the closure (the `shutdown_sweep` model).
+//!
+//! A model task spawned by [`Model::spawn`] or [`ModelWorker::spawn`] has a real fiber and
+//! stack, but its closure never runs; tasks made by `running_task`/`queued_task` have no
+//! fiber. Both are registered (the foreign part of a registry, as a spawn from outside the
+//! workers is), so that the real `put_dead` frees them.
 //!
 //! The asm switch cannot run under loom: a switch away from a task writes the task's
 //! loom-only `loom_ctx` cell (the registers it saves) before `clear_on_cpu`, and a switch
@@ -43,7 +73,7 @@ mod exit;
 mod worker;
 
 pub use exit::{ExitWake, Exited, ModelExit};
-pub use worker::ModelWorker;
+pub use worker::{ModelJob, ModelValue, ModelWorker};
 
 /// The runtime's internal synchronization (`locking/`), for the models of its pieces.
 pub use crate::locking;
@@ -57,7 +87,7 @@ use crate::policy::{Features, Pick, RqConfig, SchedEntity};
 use crate::sched::{self, Reason};
 use crate::tcb::{self, Complete, ParkStep, RUNNING};
 use crate::wake;
-use crate::worker::{Packet, Shared, Task, TaskRef, Waiter, Worker};
+use crate::worker::{Packet, Shared, Task, TaskRef, Waiter, Worker, WorkerThread};
 
 /// The runtime's shared state with `workers` workers and no threads.
 pub struct Model {
@@ -180,6 +210,13 @@ impl Model {
             Arc::clone(&self.shared),
         ));
         t.cpu.store(cpu, Ordering::Relaxed);
+        // The registry's reference, as a spawn from outside the workers keeps one (the
+        // foreign part of worker `cpu`'s registry): the real `put_dead` removes it at exit.
+        let slot = self.shared.workers[cpu]
+            .tasks
+            .insert_foreign(Arc::clone(&t));
+        t.reg_home.store(cpu, Ordering::Relaxed);
+        t.reg_slot.store(slot, Ordering::Relaxed);
         t
     }
 
@@ -236,22 +273,40 @@ impl Model {
     }
 
     /// Worker `cpu`'s `schedule()` for its running task `t` at time `now`, up to the switch:
-    /// under the runqueue lock, drain the wakelist, charge `t`, put it away (`put_prev`: a
-    /// blocked `t` is dequeued), pick, and mark the task picked running (`prepare_switch`);
-    /// then release the lock. `t` is still `on_cpu`.
+    /// the real `sched::schedule_prepare_at` (what `schedule()` runs after firing its timers:
+    /// under the runqueue lock, drain the wakelist, charge `t`, put it away — a blocked `t`
+    /// is dequeued —, pick, and mark the task picked running; then release the lock) on a
+    /// worker thread built for the call (`WorkerThread::for_model`) whose running task is
+    /// `t` and whose balance tick is not due (these models place their tasks themselves;
+    /// [`ModelWorker`]'s worker threads run the tick). `t` is still `on_cpu`.
     pub fn schedule_prev(&self, t: &ModelTask, cpu: usize, now: u64) -> Next {
-        let w = &self.shared.workers[cpu];
-        let mut rq = w.rq.lock();
-        wake::drain(&self.shared, cpu, &mut rq, now);
-        rq.update_curr(now);
-        sched::put_prev(w, &mut rq, &t.0, Reason::Block, now);
-        let next = sched::pick(w, &mut rq, now);
-        if core::ptr::eq(next, &*t.0) {
-            Next::Same
-        } else {
-            self.prepare_switch(cpu, next)
-                .map_or(Next::Idle, Next::Task)
+        let wt = self.worker_thread(cpu, &t.0);
+        if sched::schedule_prepare_at(&wt, Reason::Block, now).is_none() {
+            return Next::Same;
         }
+        Self::adopt(wt.curr.get()).map_or(Next::Idle, Next::Task)
+    }
+
+    /// A worker thread for one seam's call, playing worker `cpu` with `running` as its running
+    /// task and its balance tick not due.
+    fn worker_thread(&self, cpu: usize, running: &Task) -> WorkerThread {
+        let wt = WorkerThread::for_model(Arc::clone(&self.shared), cpu);
+        wt.next_balance.set(u64::MAX);
+        wt.curr.set(running);
+        wt
+    }
+
+    /// The model's reference to `t` (null: none), picked and marked running under a runqueue
+    /// lock just released.
+    fn adopt(t: *const Task) -> Option<ModelTask> {
+        (!t.is_null()).then(|| {
+            // SAFETY: picked from a runqueue, whose registry keeps it alive
+            // (`tcb/queued.rs`): one more reference may be taken.
+            unsafe {
+                Arc::increment_strong_count(t);
+                ModelTask(Arc::from_raw(t))
+            }
+        })
     }
 
     /// The switch from `prev` to `next` (`None`: the idle task), which the asm does in the
@@ -267,10 +322,14 @@ impl Model {
         }
     }
 
-    /// `finish_task_switch` on the next context's stack: the switch away from `prev` is
-    /// complete (`clear_on_cpu`, Release).
+    /// The real `finish_task_switch` on the next context's stack (`finish_task_switch_on`,
+    /// on a worker thread built for the call whose previous task is `prev`): the switch away
+    /// from `prev` is complete (`clear_on_cpu`, Release); no task died in it, so `put_dead`
+    /// has nothing to free.
     pub fn finish_task_switch(&self, prev: &ModelTask) {
-        sched::clear_on_cpu(&prev.0);
+        let wt = WorkerThread::for_model(Arc::clone(&self.shared), 0);
+        wt.prev.set(&*prev.0);
+        sched::finish_task_switch_on(&wt);
     }
 
     /// Idle worker `cpu`'s loop at time `now` (`idle.rs`): under the runqueue lock, drain the

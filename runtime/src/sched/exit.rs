@@ -46,11 +46,20 @@
 //! into its own pool and removes the task (`tcb/registry.rs`). The idle context is kept for when
 //! nothing is runnable; before this path existed every exit went through it: a second switch
 //! per task (issue #5).
+//!
+//! Loom: `exit_recycle` (`loom-tests/tests/exit_recycle.rs`) runs the exit hook and
+//! `finish_task_switch` with `put_dead` (both branches, and the home's reap) against the
+//! joiner's join, its recycle of the task's allocation and the next spawn into it (mutant
+//! `recycle_no_unique_check`); `exit_wake` the joiner's wakeup under the held lock. A
+//! reordering that writes the task after the registry's reference is dropped is a plain
+//! use-after-free, which loom cannot report (it does not model the `Arc` owning a task):
+//! that order is kept by the invariant above, not by a model.
 
 use core::ptr;
 
 use super::schedule::{pick, prepare_switch_on};
 use super::timer;
+use crate::JoinError;
 use crate::arch::Context;
 use crate::locking::atomic::Ordering;
 use crate::policy::{DequeueKind, Dequeued, RunQueue};
@@ -67,19 +76,56 @@ pub(crate) fn exit_current() -> *const Context {
     assert!(!prev.is_null(), "lagom: exit from the idle task");
     // SAFETY: the registry keeps the running task alive until `put_dead` on the next context.
     let t = unsafe { &*prev };
-    timer::fire(wt);
-    let now = crate::sys::time::sched_clock();
-    let w = wt.worker();
     // SAFETY: the running task's scheduling part belongs to this worker; the fiber's outcome
     // was recorded before the hook was called and the fiber touches it no more.
     let outcome = unsafe { t.sched(|s| s.fiber.as_mut().and_then(|f| f.take_outcome())) };
+    exit_on(wt, outcome)
+}
+
+/// [`exit_current`] on worker thread `wt`, whose running task ended with `outcome` (its
+/// fiber's: `Ok(())` or `None` if the closure returned and stored its value, `Err` if it
+/// panicked or was cancelled). Everything of the exit but the look-up of the thread and the
+/// fiber: a loom model runs it (`lagom::model`) for a task whose fiber never ran.
+#[inline(always)]
+pub(crate) fn exit_on(wt: &WorkerThread, outcome: Option<Result<(), JoinError>>) -> *const Context {
+    timer::fire(wt);
+    let now = crate::sys::time::sched_clock();
+    exit_at(wt, outcome, now).0
+}
+
+/// How the exit woke the task's joiner (returned by [`exit_at`] for the loom models, which
+/// tell the paths apart; the runtime ignores it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JoinerWake {
+    /// No joiner was registered.
+    None,
+    /// Woken with the runqueue lock still held (or nothing to do: it was not blocked).
+    Held,
+    /// The wakeup released the lock on its way; the exit took it again.
+    Released,
+}
+
+/// [`exit_on`] after the timers, at scheduler-clock time `now` (steps 2–4 of the module
+/// doc); also returns how the joiner was woken. Split out so that the loom models that pass
+/// their own times run it (`lagom::model`'s `Model::exit`).
+#[inline(always)]
+pub(crate) fn exit_at(
+    wt: &WorkerThread,
+    outcome: Option<Result<(), JoinError>>,
+    now: u64,
+) -> (*const Context, JoinerWake) {
+    let prev = wt.curr.get();
+    assert!(!prev.is_null(), "lagom: exit from the idle task");
+    // SAFETY: as in `exit_current`.
+    let t = unsafe { &*prev };
+    let w = wt.worker();
     let mut rq = w.rq.lock();
     dequeue_dead(w, &mut rq, t, now);
     // Deliver the outcome and wake the joiner, in the same lock section when the joiner
     // lands on this worker (step 3).
     let joiner = t.completion.complete(outcome.and_then(Result::err));
     crate::locking::probe::probe!("sched/exit: exit_current runs");
-    let mut rq = match joiner {
+    let (mut rq, how) = match joiner {
         Some(j) => {
             wt.clock.set(now);
             let held = unpark_held(&j, wt, rq);
@@ -87,11 +133,11 @@ pub(crate) fn exit_current() -> *const Context {
             // Dropping the waiter's reference never frees the joiner, which its registry
             // keeps alive while it waits.
             match held {
-                Some(rq) => rq,
-                None => w.rq.lock(),
+                Some(rq) => (rq, JoinerWake::Held),
+                None => (w.rq.lock(), JoinerWake::Released),
             }
         }
-        None => rq,
+        None => (rq, JoinerWake::None),
     };
     drain(&wt.shared, wt.index, &mut rq, now);
     let next = pick(w, &mut rq, now);
@@ -109,14 +155,13 @@ pub(crate) fn exit_current() -> *const Context {
     drop(rq);
     // Suspended: a task picked under the lock whose previous switch-out completed, or this
     // thread's idle context, suspended while any task runs here.
-    next_t.map_or(wt.idle_ctx(), |n| n.ctx)
+    (next_t.map_or(wt.idle_ctx(), |n| n.ctx), how)
 }
 
 /// The ending task `t`, running on worker `w` whose runqueue lock the caller holds as `rq`,
 /// leaves the runqueue for good (step 2): `DEAD`, dequeued at once (`DequeueKind::Dead`, never
-/// delayed), `on_rq = false` (Release), and the worker's load published. Also run by the
-/// loom seam `Model::exit`.
-pub(crate) fn dequeue_dead(w: &Worker, rq: &mut RunQueue<QueuedTask>, t: &Task, now: u64) {
+/// delayed), `on_rq = false` (Release), and the worker's load published.
+fn dequeue_dead(w: &Worker, rq: &mut RunQueue<QueuedTask>, t: &Task, now: u64) {
     // SAFETY: the running task's scheduling part belongs to this worker (it runs here).
     let h = unsafe { t.sched(|s| s.handle.take()) }.expect("lagom: ending task not queued");
     t.state.store(DEAD, Ordering::Relaxed);
@@ -162,6 +207,8 @@ pub(crate) fn put_dead(wt: &WorkerThread) {
     crate::locking::probe::probe!("sched/exit: put_dead frees the task");
     // SAFETY: an own slot of this worker (this thread is its home), or a foreign one.
     let me = unsafe { reg.remove(slot) };
-    // The registry's reference, dropped last: it may be the one that frees `t`.
+    // The registry's reference, dropped last: it may be the one that frees `t`, or leave a
+    // joiner that holds the only other one free to recycle the allocation (loom model
+    // `exit_recycle`): nothing touches `t` after this line.
     drop(me);
 }

@@ -25,14 +25,14 @@ mod timer;
 #[cfg(loom)]
 pub(crate) use balance::periodic_balance;
 pub(crate) use balance::tick as balance_tick;
-#[cfg(loom)]
-pub(crate) use exit::dequeue_dead;
 pub(crate) use exit::exit_current;
+#[cfg(loom)]
+pub(crate) use exit::{JoinerWake, exit_at, exit_on};
 pub(crate) use idle::worker_main;
 #[cfg(loom)]
 pub(crate) use idle::{IdleStep, idle_step};
 pub(crate) use schedule::{Reason, block_current, finish_task_switch, schedule};
 #[cfg(loom)]
 pub(crate) use schedule::{
-    clear_on_cpu, finish_task_switch_on, pick, prepare_switch, put_prev, schedule_prepare,
+    finish_task_switch_on, pick, prepare_switch, schedule_prepare, schedule_prepare_at,
 };

@@ -32,8 +32,8 @@
 //! and switches straight to the next task (`exit.rs`); `finish_task_switch` frees it there.
 //!
 //! Checked by the loom models `lost_wakeup` and `double_wake` (`loom-tests/tests/ttwu.rs`),
-//! which run `put_prev`, `pick`, `drain` and `clear_on_cpu` against the real wakeup path
-//! (mutant `finish_relaxed_on_cpu`), and by `delayed_wakeup` and
+//! which run steps 2–5 (`schedule_prepare_at`) and `finish_task_switch_on` against the real
+//! wakeup path (mutant `finish_relaxed_on_cpu`), and by `delayed_wakeup` and
 //! `delayed_wakeup_during_block` (`loom-tests/tests/delayed.rs`), where the task blocks
 //! delayed and a later pick finishes its dequeue. Model 6, `on_cpu_handoff` and
 //! `on_cpu_handoff_busy` (`loom-tests/tests/on_cpu.rs`), plays both halves of the switch —
@@ -41,6 +41,9 @@
 //! `prepare_switch`, the restore) on whichever worker picks the woken task — and checks that
 //! the task never runs on two workers at once (mutants `ttwu_on_cpu_wrong_cpu`,
 //! `ttwu_no_on_cpu_wait`). The migration chase is model 7 (`loom-tests/tests/migrate.rs`).
+//! The models of issues #15 and #21 (`idle_worker`, `two_wakers`, `timer_unpark`,
+//! `balance_wake`, `exit_recycle`, `blocking`, `shutdown_sweep`) run the whole of
+//! `schedule_prepare` (timers and balance tick included) through `lagom::model::ModelWorker`.
 
 use core::ptr;
 
@@ -295,12 +298,24 @@ fn schedule_on(wt: &WorkerThread, reason: Reason) {
 /// and the context to switch to from it, or `None` if the pick chose the running task again
 /// (no switch). Split out so that a loom model runs it (`lagom::model`) and plays the switch.
 pub(crate) fn schedule_prepare(wt: &WorkerThread, reason: Reason) -> Option<(&Task, *mut Context)> {
+    timer::fire(wt);
+    let now = crate::sys::time::sched_clock();
+    schedule_prepare_at(wt, reason, now)
+}
+
+/// [`schedule_prepare`] after the timers, at scheduler-clock time `now`: the balance tick
+/// and steps 2–5. Split out so that the loom models that pass their own times (the clock
+/// stands still under loom) run it (`lagom::model`'s `Model::schedule_prev`).
+#[inline(always)]
+pub(crate) fn schedule_prepare_at(
+    wt: &WorkerThread,
+    reason: Reason,
+    now: u64,
+) -> Option<(&Task, *mut Context)> {
     let prev = wt.curr.get();
     assert!(!prev.is_null(), "lagom: schedule from the idle task");
     // SAFETY: the registry keeps the running task alive.
     let prev_t = unsafe { &*prev };
-    timer::fire(wt);
-    let now = crate::sys::time::sched_clock();
     balance_tick(wt, now);
     let w = wt.worker();
     if reason == Reason::Block {

@@ -16,6 +16,10 @@
 //! A task that was not really asleep (woken meanwhile, or between its `BLOCKED` store and its
 //! switch) just sees a spurious return of `park` and the request at its next one.
 //!
+//! Loom model `shutdown_sweep` (`loom-tests/tests/shutdown_sweep.rs`, mutant
+//! `sweep_no_unpark`) runs the sweep from a worker's real idle loop against an outside unpark
+//! of the task, which unwinds once from its `park` and whose join sees the cancellation.
+//!
 //! Without `std` nothing can unwind a task, so there is no sweep: blocked tasks are
 //! abandoned once the workers stop.
 
@@ -40,6 +44,9 @@ pub(crate) fn sweep(wt: &crate::worker::WorkerThread) {
     };
     for t in blocked {
         t.cancel.store(CANCEL_REQUESTED, Ordering::Release);
+        // Mutant `sweep_no_unpark` (loom model `shutdown_sweep`): the request without the
+        // wakeup, left to whoever unparks the task next.
+        #[cfg(not(lagom_mutant = "sweep_no_unpark"))]
         crate::wake::unpark_task(&t);
     }
 }

@@ -1,6 +1,7 @@
 //! Firing the timers of `sleep` (`worker/timer.rs` holds the heap): every task whose deadline
 //! has passed is unparked, outside any runqueue lock, at each scheduling call and in the idle
-//! loop.
+//! loop. Loom model `timer_unpark` (`loom-tests/tests/timer_unpark.rs`, mutant
+//! `timer_fire_no_token`) races an expiry against an outside unpark of the same task.
 
 use crate::wake::unpark_task;
 use crate::worker::{TaskRef, WorkerThread};
@@ -37,7 +38,12 @@ fn fire_armed(wt: &WorkerThread) {
             t.pop_due(now)
         };
         match due {
+            // Mutant `timer_fire_no_token` (loom model `timer_unpark`): the expiry wakes the
+            // task without its token, so its `park` finds nothing and sleeps again.
+            #[cfg(not(lagom_mutant = "timer_fire_no_token"))]
             Some(task) => unpark_task(&task),
+            #[cfg(lagom_mutant = "timer_fire_no_token")]
+            Some(task) => drop(crate::wake::try_to_wake_up(&task)),
             None => return,
         }
     }

@@ -6,7 +6,9 @@
 //! `join`), with the pool thread as its one finisher: it stores the value and completes the
 //! packet on its own thread, in program order, as a task's fiber and exit hook do on theirs,
 //! then wakes the registered joiner (a task, through the wakeup path; a plain thread, through
-//! its futex).
+//! its futex). Loom model `blocking` (`loom-tests/tests/blocking.rs`, mutant
+//! `blocking_no_unpark`) races the job's `run_job` on a pool thread against a task's join
+//! parking on a worker.
 
 use alloc::sync::Arc;
 use core::time::Duration;
@@ -71,25 +73,36 @@ where
     let packet = Packet::<T>::new();
     let id = crate::tcb::next_id();
     let finisher = Arc::clone(&packet);
-    pool().submit(alloc::boxed::Box::new(move || {
-        let panic = match catching(f) {
-            Ok(v) => {
-                // SAFETY: the packet's one value store, made by its one finisher (this job)
-                // just before it completes the packet below, on this same thread.
-                unsafe { finisher.set_value(v) };
-                None
-            }
-            Err(payload) => Some(JoinError::panicked(
-                alloc::format!("blocking-{id}"),
-                id,
-                payload,
-            )),
-        };
-        if let Some(joiner) = finisher.complete(panic) {
-            crate::wake::unpark(&joiner);
-        }
-    }));
+    pool().submit(alloc::boxed::Box::new(move || run_job(f, &finisher, id)));
     BlockingHandle { packet, id }
+}
+
+/// A pool thread runs the job `f` of the [`BlockingHandle`] with id `id` and delivers its
+/// outcome through `finisher`, its one finisher: the value's store (or the panic), the
+/// completion, and the wakeup of a joiner that registered. A loom model runs it on a thread
+/// of its own against the joiner's park (`lagom::model`).
+pub(crate) fn run_job<T: Send, F: FnOnce() -> T>(f: F, finisher: &Packet<T>, id: u64) {
+    let panic = match catching(f) {
+        Ok(v) => {
+            // SAFETY: the packet's one value store, made by its one finisher (this job)
+            // just before it completes the packet below, on this same thread.
+            unsafe { finisher.set_value(v) };
+            None
+        }
+        Err(payload) => Some(JoinError::panicked(
+            alloc::format!("blocking-{id}"),
+            id,
+            payload,
+        )),
+    };
+    if let Some(joiner) = finisher.complete(panic) {
+        // Mutant `blocking_no_unpark` (loom model `blocking`): the registered joiner
+        // is never woken.
+        #[cfg(not(lagom_mutant = "blocking_no_unpark"))]
+        crate::wake::unpark(&joiner);
+        #[cfg(lagom_mutant = "blocking_no_unpark")]
+        drop(joiner);
+    }
 }
 
 /// Runs `f`, catching a panic (with `std`; without it a panic aborts the process, as a
@@ -121,10 +134,21 @@ impl<T> BlockingHandle<T> {
     /// The closure's panic, as [`JoinError`] (named `blocking-<id>`). A joining task that a
     /// shutdown cancels unwinds from here.
     pub fn join(self) -> Result<T, JoinError> {
+        self.join_with(current_waiter, park)
+    }
+
+    /// The loop of [`join`](Self::join), registering `waiter()` and parking with `park` (a
+    /// loom model passes its own task and worker thread: `lagom::model`).
+    #[inline(always)]
+    pub(crate) fn join_with(
+        self,
+        waiter: impl Fn() -> crate::worker::Waiter,
+        mut park: impl FnMut(),
+    ) -> Result<T, JoinError> {
         loop {
             // SAFETY: this handle is the packet's one joiner (not Clone, and `join` consumes
             // it), and it stops asking once it got the outcome.
-            match unsafe { self.packet.try_take(current_waiter) } {
+            match unsafe { self.packet.try_take(&waiter) } {
                 Some(Outcome::Ended(r)) => return r,
                 Some(Outcome::Cancelled) => {
                     unreachable!("lagom: a blocking job's packet is never cancelled")
@@ -132,6 +156,15 @@ impl<T> BlockingHandle<T> {
                 None => park(),
             }
         }
+    }
+
+    /// A handle for a job that a loom model runs itself (`lagom::model`): its packet (the
+    /// job's finisher, for [`run_job`]) and the handle.
+    #[cfg(loom)]
+    pub(crate) fn for_model() -> (Arc<Packet<T>>, BlockingHandle<T>) {
+        let packet = Packet::<T>::new();
+        let id = crate::tcb::next_id();
+        (Arc::clone(&packet), BlockingHandle { packet, id })
     }
 }
 

@@ -90,14 +90,28 @@ impl<T> JoinHandle<T> {
                 .join_polling(None)
                 .unwrap_or_else(|_| unreachable!("no deadline"));
         }
+        self.join_with(current_waiter, park, crate::worker::local)
+    }
+
+    /// The loop of [`join`](Self::join): rounds of `try_take` registering `waiter()`, with
+    /// `park` between them, then the recycle of the task's allocation on the worker thread
+    /// that `here` finds once the outcome is in (looked up after the last park: the joiner may
+    /// have moved). A loom model runs it with its own worker thread (`lagom::model`).
+    #[inline(always)]
+    pub(crate) fn join_with<'a>(
+        self,
+        waiter: impl Fn() -> crate::worker::Waiter,
+        mut park: impl FnMut(),
+        here: impl FnOnce() -> Option<&'a crate::worker::WorkerThread>,
+    ) -> Result<T, JoinError> {
         let r = loop {
-            if let Some(r) = self.try_take(current_waiter) {
+            if let Some(r) = self.try_take(&waiter) {
                 break r;
             }
             park();
         };
         // The outcome is out of the packet: the task's allocation may serve the next spawn.
-        super::recycle::recycle(self.task);
+        super::recycle::recycle_on(here(), self.task);
         r
     }
 

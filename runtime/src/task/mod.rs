@@ -25,6 +25,8 @@ mod pool;
 mod recycle;
 mod scope;
 
+#[cfg(loom)]
+pub(crate) use blocking::run_job;
 pub use blocking::{BlockingHandle, blocking_pool_stats, configure_blocking_pool, spawn_blocking};
 pub(crate) use builder::spawn_inner;
 pub use builder::{Builder, spawn};
@@ -33,6 +35,8 @@ pub use join::JoinHandle;
 pub use local::{AccessError, LocalKey};
 pub(crate) use park::park_until;
 pub use park::{Unparker, current_unparker, park, park_timeout};
+#[cfg(loom)]
+pub(crate) use park::{arm_timer, park_loop};
 pub use pool::{
     BlockingPoolStats, DEFAULT_BLOCKING_KEEP_ALIVE, DEFAULT_MAX_BLOCKING_THREADS,
     MAX_BLOCKING_THREADS,

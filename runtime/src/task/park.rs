@@ -138,6 +138,15 @@ pub(crate) fn arm_timer(wt: &WorkerThread, deadline: u64, task: TaskRef) {
 /// from here (or, unwinding already, returns without sleeping).
 fn park_task(wt: &WorkerThread, task: &Task) {
     let mut wt = Some(wt);
+    park_loop(task, || block_current(wt.take()));
+}
+
+/// The loop of [`park_task`], with `block` the switch away (`block_current`): a cancellation
+/// point, the sleeper's half (`prepare_park`), and on `Sleep` the block; round again until a
+/// token is consumed. A loom model runs it with a worker thread of its own in `block`
+/// (`lagom::model`: the real `schedule()` up to the switch, which the model plays).
+#[inline(always)]
+pub(crate) fn park_loop(task: &Task, mut block: impl FnMut()) {
     loop {
         if super::cancel::park_point(task) {
             return;
@@ -147,7 +156,7 @@ fn park_task(wt: &WorkerThread, task: &Task) {
             ParkStep::Retry => {}
             ParkStep::Sleep => {
                 crate::locking::probe::probe!("task/park: park_task blocks in schedule()");
-                block_current(wt.take())
+                block()
             }
         }
     }

@@ -24,16 +24,26 @@
 
 use alloc::sync::Arc;
 
-use crate::worker::TaskRef;
-use crate::worker::local;
+use crate::worker::{TaskRef, WorkerThread, local};
 
 /// Keeps `task`, just joined, as its worker's spare if nothing else refers to it (module
 /// doc); drops it otherwise.
-pub(crate) fn recycle(mut task: TaskRef) {
+pub(crate) fn recycle(task: TaskRef) {
+    recycle_on(local(), task);
+}
+
+/// [`recycle`] by the joiner running on worker thread `wt` (`None`: not on a worker), as a
+/// loom model calls it with its own worker thread (`lagom::model`).
+#[inline(always)]
+pub(crate) fn recycle_on(wt: Option<&WorkerThread>, mut task: TaskRef) {
+    // Mutant `recycle_no_unique_check` (loom model `exit_recycle`): a task that its worker
+    // has not freed yet is recycled, and the next spawn builds a task in memory that the
+    // exiting worker still writes.
+    #[cfg(not(lagom_mutant = "recycle_no_unique_check"))]
     if Arc::get_mut(&mut task).is_none() {
         return;
     }
-    let Some(wt) = local() else { return };
+    let Some(wt) = wt else { return };
     if !Arc::ptr_eq(&task.shared, &wt.shared) {
         return;
     }

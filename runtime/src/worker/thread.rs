@@ -157,12 +157,6 @@ impl WorkerThread {
         let pool = StackPool::new(shared.stack_size, 0).expect("the model's stack size is valid");
         WorkerThread::new(shared, index, pool, None)
     }
-
-    /// Publishes (or, with 0, clears) the time of the runtime call in progress, as the exit
-    /// hook does around its joiner's wakeup ([`WorkerThread::sched_now`]).
-    pub(crate) fn set_clock(&self, now: u64) {
-        self.clock.set(now);
-    }
 }
 
 impl WorkerThread {
