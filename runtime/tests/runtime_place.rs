@@ -604,3 +604,86 @@ fn itmt_active_balance_moves_a_running_task() {
         "the migration contract: P stays"
     );
 }
+
+/// ITMT active balance does not re-check that the asking worker is still idle, as the
+/// kernel's stopper (`active_load_balance_cpu_stop`) does not: P computes on worker 0 (rank
+/// 10) without a schedule point while the blocker on worker 1 (rank 30) ends, so the idle
+/// worker 1 asks for P; then Q, pinned there, starts running on worker 1; at P's next
+/// `cond_resched` the active balance still moves P to worker 1, next to Q (seed 001's way
+/// onto one CPU).
+#[test]
+fn itmt_active_balance_moves_to_a_worker_busy_since_it_asked() {
+    // SAFETY: P keeps no thread-local state across its schedule points.
+    let rt = unsafe {
+        Runtime::builder()
+            .topology(one_llc(2))
+            .cpu_priorities([(0, 10), (1, 30)])
+            .allow_migration()
+    }
+    .build()
+    .unwrap();
+    let stop_blocker = Arc::new(AtomicBool::new(false));
+    let blocker = hog(&rt, 1, &stop_blocker);
+    // Let the blocker start, so that fork placement sends P to worker 0.
+    std::thread::sleep(Duration::from_millis(20));
+    let cpu = Arc::new(AtomicUsize::new(usize::MAX));
+    let on_1 = Arc::new(AtomicBool::new(false));
+    let gate = Arc::new(AtomicBool::new(true));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (c2, o2, g2, s2) = (
+        Arc::clone(&cpu),
+        Arc::clone(&on_1),
+        Arc::clone(&gate),
+        Arc::clone(&stop),
+    );
+    let p = rt.spawn(move || {
+        while !s2.load(Ordering::Relaxed) {
+            let now = task::current().unwrap().cpu;
+            c2.store(now, Ordering::Release);
+            if now == 1 {
+                o2.store(true, Ordering::Release);
+            }
+            if g2.load(Ordering::Acquire) {
+                task::cond_resched();
+            }
+        }
+    });
+    wait_for("P to run on worker 0", || cpu.load(Ordering::Acquire) == 0);
+    // From here P computes with no schedule point (and so no tick) until the gate opens.
+    gate.store(false, Ordering::Release);
+    std::thread::sleep(Duration::from_millis(5));
+    let before = rt.stats();
+    stop_blocker.store(true, Ordering::Relaxed);
+    blocker.join().unwrap();
+    // Worker 1 went idle with P running alone on worker 0: its newly idle balance asks (at
+    // once; the sleep leaves a loaded host time to run that worker).
+    std::thread::sleep(Duration::from_millis(100));
+    let stop_q = Arc::new(AtomicBool::new(false));
+    let q_runs = Arc::new(AtomicBool::new(false));
+    let (sq, rq) = (Arc::clone(&stop_q), Arc::clone(&q_runs));
+    let q = rt
+        .spawn_with(TaskBuilder::new().name("q").cpus([1]), move || {
+            rq.store(true, Ordering::Release);
+            while !sq.load(Ordering::Relaxed) {
+                task::cond_resched();
+            }
+        })
+        .unwrap();
+    wait_for("Q to run on worker 1", || q_runs.load(Ordering::Acquire));
+    let active = |s: &Stats| diff(&before, s, |w| w.balance_active)[1];
+    assert_eq!(active(&rt.stats()), 0, "P moved before its schedule point");
+    assert!(
+        !on_1.load(Ordering::Acquire),
+        "P ran on worker 1 before its schedule point"
+    );
+    gate.store(true, Ordering::Release);
+    // The move is counted in worker 1's `balance_active`. (P need not run there: worker 0,
+    // now idle, may pull it back while it waits behind Q.)
+    wait_for("the active balance to move P to the busy worker 1", || {
+        active(&rt.stats()) == 1
+    });
+    stop.store(true, Ordering::Relaxed);
+    stop_q.store(true, Ordering::Relaxed);
+    p.join().unwrap();
+    q.join().unwrap();
+}

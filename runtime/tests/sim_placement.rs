@@ -87,7 +87,8 @@ end
 fn itmt_packs_busy_tasks_onto_the_top_ranked_cpus() {
     // asym_stall: two tasks allowed on CPUs 4-7 (ranked 211 / 216 / 231 / 221), started by
     // fork placement on 4 and 5. With ITMT the busy CPUs' ticks kick the idle preferred
-    // ones, whose active balance moves each task at its next wakeup: they end on 6 and 7.
+    // ones, whose active balance moves each task at its next schedule point: they end on 6
+    // and 7.
     let text = builtin("asym_stall").unwrap();
     let on = run(text, "ryzen-7950x", "", Some(20_000));
     let top = busy(&on, |c| c == 6 || c == 7);
@@ -99,4 +100,36 @@ fn itmt_packs_busy_tasks_onto_the_top_ranked_cpus() {
     let low = busy(&off, |c| c == 4 || c == 5);
     assert!(low > 10 * top, "NO_ITMT: CPUs 6-7 {top} ns, 4-5 {low} ns");
     assert_eq!(off.total().balance_active, 0);
+}
+
+#[test]
+fn active_balance_does_not_recheck_that_the_preferred_cpu_is_idle() {
+    // Seed 001's mechanism: asym_stall with bursts that drift apart (990-1010 us instead of
+    // exactly 1 ms). When one task blocks on CPU 6, CPU 6's newly idle balance asks for the
+    // task running on CPU 7; the move waits for that task's next schedule point, and the
+    // first task may be woken onto the still idle CPU 6 meanwhile. As the kernel's stopper,
+    // the move does not re-check that CPU 6 is idle: both tasks share it, one blocks while
+    // not eligible (DELAY_DEQUEUE keeps it queued) and its wakeup requeues it in place
+    // behind the other, a burst late. Without ITMT nothing asks, and nothing stalls.
+    let text = builtin("asym_stall")
+        .unwrap()
+        .replace("run 1ms", "run uniform(990us, 1010us)");
+    let on = run(&text, "ryzen-7950x", "", Some(20_000));
+    assert!(
+        on.stalls > 0,
+        "ITMT: {} stalls, {:?}",
+        on.stalls,
+        on.total()
+    );
+    assert!(on.total().balance_active > 2, "{:?}", on.total());
+    assert!(on.total().runnable_in_place > 0, "{:?}", on.total());
+    let off = run(&text, "ryzen-7950x", "NO_ITMT", Some(20_000));
+    assert_eq!(off.stalls, 0, "NO_ITMT: {:?}", off.total());
+    let no_delay = run(&text, "ryzen-7950x", "NO_DELAY_DEQUEUE", Some(20_000));
+    assert!(
+        no_delay.stalls * 5 < on.stalls,
+        "NO_DELAY_DEQUEUE {} stalls, defaults {}",
+        no_delay.stalls,
+        on.stalls
+    );
 }

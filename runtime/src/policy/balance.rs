@@ -523,3 +523,36 @@ pub fn asym_active_balance(
     }
     best
 }
+
+/// What a driver knows where it could carry out a pending ITMT active-balance request
+/// ([`asym_active_balance`]) for a task: at the task's next schedule point on the source,
+/// and again at the move once it is switched out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActivePush {
+    /// The request names this task (the one that ran alone on the source when it was made).
+    pub named: bool,
+    /// The task is still the source's: queued there, alone (at the schedule point) or not
+    /// running (at the move).
+    pub on_src: bool,
+    /// The task may run on the requesting CPU (its affinity and, in the threaded runtime,
+    /// the migration contract).
+    pub allowed: bool,
+}
+
+/// Whether a pending ITMT active-balance request may be carried out: the task it names is
+/// still the source's and may go to the CPU that asked. Deliberately *not* whether that CPU
+/// is still idle: the kernel's `active_load_balance_cpu_stop` re-checks only that the source
+/// still has the task to move and `can_migrate_task` (with the destination counted idle), so
+/// a task woken onto the preferred CPU while the stopper's move was pending ends up sharing
+/// it with the moved one (the preferred-core stall of seed 001).
+///
+/// ```
+/// use lagom::policy::{ActivePush, may_active_push};
+/// let p = ActivePush { named: true, on_src: true, allowed: true };
+/// assert!(may_active_push(p));
+/// assert!(!may_active_push(ActivePush { on_src: false, ..p }), "it blocked or moved");
+/// assert!(!may_active_push(ActivePush { allowed: false, ..p }), "affinity");
+/// ```
+pub fn may_active_push(p: ActivePush) -> bool {
+    p.named && p.on_src && p.allowed
+}

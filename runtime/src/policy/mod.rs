@@ -68,9 +68,9 @@ pub mod vtime;
 mod weight;
 
 pub use balance::{
-    BALANCE_INTERVAL, Candidate, IMBALANCE_PCT, Imbalance, LoadView, MIGRATION_COST,
+    ActivePush, BALANCE_INTERVAL, Candidate, IMBALANCE_PCT, Imbalance, LoadView, MIGRATION_COST,
     MIGRATION_COST_ALWAYS_HOT, MigrateEnv, Migration, PullReason, asym_active_balance,
-    cache_nice_tries, can_migrate, imbalance_pct, moved, newidle_imbalance,
+    cache_nice_tries, can_migrate, imbalance_pct, may_active_push, moved, newidle_imbalance,
     newidle_imbalance_domains, periodic_imbalance, periodic_imbalance_domains, task_hot,
 };
 pub use config::{NORMALIZED_BASE_SLICE, RqConfig, TunableScaling, scaled_base_slice};

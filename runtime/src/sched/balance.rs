@@ -40,25 +40,28 @@
 //!
 //! ## Active balance (ITMT)
 //!
-//! When that least preferred CPU runs a single task, the idle preferred worker asks for the
-//! running task itself (`request_active`, under the source's lock): it names the task
+//! When that least preferred CPU runs a single task, the idle preferred worker asks for the running
+//! task itself (`request_active`, under the source's lock): it names the task
 //! (`Worker::active_push_task`) and itself (`Worker::active_push`) and sets the source's
-//! need-resched, so the task's next `cond_resched` (or yield, or preemption) is a schedule
-//! point. There (`active_push_point`, from `schedule_prepare`, under the source's lock) a
-//! task still running alone, that may move, towards a worker still idle, goes back into the
-//! tree (`RunQueue::put_curr`) and the source switches to its idle context instead of
-//! picking. Once the switch is complete — the task's registers saved, `on_cpu` clear —
-//! `finish_task_switch` hands it over (`active_push_switched_out`: both locks, the pull's
-//! checks again, `move_task`), counts it in the destination's `balance_active` and kicks
-//! it. If anything changed meanwhile the task simply stays queued on the source and its
-//! idle loop picks it again. A task that blocks before its next schedule point is handed
-//! over at its wakeup instead (`wake/select.rs`). The kernel pushes the running task at
-//! once with its stopper thread; lagom cannot move a task whose registers its worker still
-//! holds, so it waits for the task's next schedule point (at most `cond_resched`'s 50 µs
-//! tick for a task that computes). A started task moves this way only where migration is
-//! opted in (the contract below). A busy worker that runs one such task, with an idle
-//! worker preferred to it, kicks that worker from its tick (`nohz_kick`, the kernel's kick
-//! for `sd_asym_packing`), so a request lost to a race is made again.
+//! need-resched, so the task's next `cond_resched` (or yield, or preemption) is a schedule point.
+//! There (`active_push_point`, from `schedule_prepare`, under the source's lock) a task still
+//! running alone, that may move, goes back into the tree (`RunQueue::put_curr`) and the source
+//! switches to its idle context instead of picking. Once the switch is complete — the task's
+//! registers saved, `on_cpu` clear — `finish_task_switch` hands it over
+//! (`active_push_switched_out`: both locks, the pull's checks again, `move_task`), counts it in the
+//! destination's `balance_active` and kicks it. If the task blocked or may no longer move, it
+//! simply stays queued on the source and its idle loop picks it again. Neither step re-checks that
+//! the destination is still idle (`policy::may_active_push`): the kernel's
+//! `active_load_balance_cpu_stop` does not either, so a task woken onto the preferred CPU while the
+//! move was pending ends up sharing it with the moved one — the preferred-core stall of README's
+//! asym_stall. A task that blocks before its next schedule point is handed over at its wakeup
+//! instead (`wake/select.rs`). The kernel pushes the running task at once with its stopper thread;
+//! lagom cannot move a task whose registers its worker still holds, so it waits for the task's next
+//! schedule point (at most `cond_resched`'s 50 µs tick for a task that computes). A started task
+//! moves this way only where migration is opted in (the contract below). A busy worker that runs
+//! one such task, with an idle worker preferred to it, kicks that worker from its tick
+//! (`nohz_kick`, the kernel's kick for `sd_asym_packing`), so a request lost to a race is made
+//! again.
 //!
 //! Which queued task may move is `policy::can_migrate`, the kernel's `can_migrate_task`,
 //! given the domain the two workers meet in (their lowest common level: SMT, then the LLC,
@@ -81,9 +84,10 @@
 
 use crate::locking::atomic::Ordering;
 use crate::policy::{
-    BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Handle, Imbalance, LoadView,
-    MigrateEnv, PullReason, RunQueue, WakeFlags, asym_active_balance, can_migrate, moved,
-    newidle_imbalance_domains, nohz_kick_target, periodic_imbalance_domains, task_hot,
+    ActivePush, BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Handle, Imbalance,
+    LoadView, MigrateEnv, PullReason, RunQueue, WakeFlags, asym_active_balance, can_migrate,
+    may_active_push, moved, newidle_imbalance_domains, nohz_kick_target,
+    periodic_imbalance_domains, task_hot,
 };
 use crate::trace::MigrateCause;
 use crate::wake::check_preempt;
@@ -162,7 +166,8 @@ fn request_active(shared: &Shared, src: usize, me: usize) {
 
 /// At a schedule point of `prev`, running on worker `me` (which holds its runqueue lock,
 /// `rq`, and has put `prev` back with `put_prev`): whether an ITMT active-balance request
-/// names `prev`, which still runs alone here and may go to the idle worker that asked. Then
+/// names `prev`, which still runs alone here and may go to the worker that asked (idle when
+/// it asked; not re-checked, as the kernel's stopper does not, `policy::may_active_push`). Then
 /// `prev` goes back into the tree (`put_curr`) and the caller switches to the idle context
 /// instead of picking; [`active_push_switched_out`] moves it once its registers are saved.
 pub(crate) fn active_push_point(
@@ -176,11 +181,14 @@ pub(crate) fn active_push_point(
     if dst == usize::MAX || w.active_push_task.load(Ordering::Relaxed) != prev.id {
         return false;
     }
+    // Not whether `dst` is still idle: the kernel's stopper does not re-check that either
+    // (`policy::may_active_push`).
     if dst >= shared.workers.len()
-        || rq.nr_runnable() != 1
-        || !prev.on_rq.load(Ordering::Relaxed)
-        || !may_pull(prev, dst)
-        || shared.workers[dst].nr_running.load(Ordering::Relaxed) != 0
+        || !may_active_push(ActivePush {
+            named: true,
+            on_src: rq.nr_runnable() == 1 && prev.on_rq.load(Ordering::Relaxed),
+            allowed: may_pull(prev, dst),
+        })
     {
         w.active_push.store(usize::MAX, Ordering::Relaxed);
         return false;
@@ -206,10 +214,10 @@ pub(crate) fn active_push_pending(wt: &WorkerThread, prev: &Task) -> Option<Hand
 }
 
 /// After the switch away from `prev` (its registers saved, `on_cpu` cleared), queued here
-/// under `h` ([`active_push_pending`]): moves it to the idle worker that asked, under both
-/// locks, with the checks of a pull (still queued here under `h`, not running, may move
-/// there, that worker still idle); counted in `balance_active` there, which is kicked. Else
-/// nothing: it runs here again. `prev` is dereferenced only once this worker's lock shows
+/// under `h` ([`active_push_pending`]): moves it to the worker that asked, under both locks,
+/// with the checks of the kernel's stopper (`policy::may_active_push`: still queued here
+/// under `h`, not running, may move there — not whether that worker is still idle);
+/// counted in `balance_active` there, which is kicked. Else nothing: it runs here again. `prev` is dereferenced only once this worker's lock shows
 /// it still queued here (so its registry keeps it alive).
 pub(crate) fn active_push_switched_out(wt: &WorkerThread, prev: *const Task, h: Handle) {
     let shared = &wt.shared;
@@ -234,11 +242,12 @@ pub(crate) fn active_push_switched_out(wt: &WorkerThread, prev: *const Task, h: 
         _ => return,
     }
     let t = src_rq.payload(h);
-    if src_rq.curr() == Some(h)
-        || t.on_cpu.load(Ordering::Acquire)
-        || dst_rq.nr_runnable() != 0
-        || !may_pull(t, dst)
-    {
+    let on_src = src_rq.curr() != Some(h) && !t.on_cpu.load(Ordering::Acquire);
+    if !may_active_push(ActivePush {
+        named: true,
+        on_src,
+        allowed: on_src && may_pull(t, dst),
+    }) {
         return;
     }
     move_task(shared, src_rq, dst_rq, h, (me, dst), Balancer::Active, now);

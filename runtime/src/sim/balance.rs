@@ -14,9 +14,9 @@
 
 use super::engine::{NONE, Sim};
 use crate::policy::{
-    BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Imbalance, LoadView,
-    MigrateEnv, PullReason, WakeFlags, asym_active_balance, can_migrate, moved,
-    newidle_imbalance_domains, nohz_kick_target, periodic_imbalance_domains, task_hot,
+    ActivePush, BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Imbalance,
+    LoadView, MigrateEnv, PullReason, WakeFlags, asym_active_balance, can_migrate, may_active_push,
+    moved, newidle_imbalance_domains, nohz_kick_target, periodic_imbalance_domains, task_hot,
 };
 use crate::trace::MigrateCause;
 
@@ -61,9 +61,10 @@ impl Sim {
     /// walks `me`'s domains bottom-up (`newidle_imbalance_domains`: SMT, LLC, then up, ITMT
     /// asym packing first where it applies); when it finds nothing to pull, ITMT active
     /// balance may ask for the running task of a less preferred CPU (`asym_active_balance`),
-    /// a request honoured at that task's next wakeup placement (`wake.rs`'s `select_cpu`),
-    /// as in the threaded runtime, which cannot move a running task either. Returns whether
-    /// it pulled a task.
+    /// a request carried out at that task's next schedule point ([`Sim::active_push_point`]
+    /// and [`Sim::active_push_switched_out`]), or, if it blocks and leaves the runqueue
+    /// first, at its next wakeup placement (`wake.rs`'s `select_cpu`), as in the threaded
+    /// runtime, which cannot move a running task either. Returns whether it pulled a task.
     pub(super) fn newidle_balance(&mut self, me: usize) -> bool {
         let features = self.options.features;
         let map = self.machine.cpu_map();
@@ -81,7 +82,11 @@ impl Sim {
                 if let Some(src) = asym_active_balance(map, me, |i| self.load_view(i), features) {
                     let curr = self.cpus[src].curr;
                     if curr != NONE {
-                        self.cpus[src].active_push = Some((me, curr));
+                        // `request_active`: name the task, and need-resched makes its next
+                        // `cond_resched` a schedule point.
+                        let cpu = &mut self.cpus[src];
+                        cpu.active_push = Some((me, curr));
+                        cpu.need_resched = true;
                     }
                 }
                 false
@@ -104,6 +109,86 @@ impl Sim {
         {
             self.cpus[me].counters.nohz_kicks += 1;
         }
+    }
+
+    /// At a schedule point of `prev`, running on CPU `c` and put back (`put_prev`), not
+    /// blocking (`sched/balance.rs`'s `active_push_point`): whether an ITMT active-balance
+    /// request names `prev`, which still runs alone here and may go to the CPU that asked
+    /// (`policy::may_active_push`; that CPU is not re-checked for idleness, as the kernel's
+    /// stopper does not). Then `prev` goes back into the tree and `c` switches to its idle
+    /// loop; the move follows in [`Sim::active_push_switched_out`]. A request refused here
+    /// is dropped.
+    pub(super) fn active_push_point(&mut self, c: usize, prev: u32) -> bool {
+        let Some((dst, who)) = self.cpus[c].active_push else {
+            return false;
+        };
+        if who != prev {
+            return false;
+        }
+        let queued = self.tasks[prev as usize].handle.is_some();
+        let p = ActivePush {
+            named: true,
+            on_src: self.cpus[c].rq.nr_runnable() == 1 && queued,
+            allowed: self.tasks[prev as usize].allowed(dst),
+        };
+        if !may_active_push(p) {
+            self.cpus[c].active_push = None;
+            return false;
+        }
+        self.cpus[c].rq.put_curr();
+        true
+    }
+
+    /// CPU `c` has switched away from `prev` (`finish_task_switch`'s part,
+    /// `sched/balance.rs`'s `active_push_switched_out`): if an ITMT active-balance request
+    /// names `prev` and it is still queued here, not running, and may go to the CPU that
+    /// asked (`policy::may_active_push`, with no idle re-check of that CPU), it moves there
+    /// (counted in that CPU's `balance_active`, which is notified). That is the task
+    /// [`Sim::active_push_point`] put back, or one that blocked and whose dequeue was
+    /// delayed; a task that left the runqueue keeps the request for its wakeup. The threaded
+    /// runtime does this once the switch completes; the simulator at the switch itself.
+    pub(super) fn active_push_switched_out(&mut self, c: usize, prev: u32) {
+        let Some((dst, who)) = self.cpus[c].active_push else {
+            return;
+        };
+        let Some(h) = self.tasks[prev as usize].handle else {
+            return;
+        };
+        if who != prev {
+            return;
+        }
+        self.cpus[c].active_push = None;
+        if dst == c || dst >= self.cpus.len() {
+            return;
+        }
+        let on_src = self.tasks[prev as usize].cpu == c && self.cpus[c].rq.curr() != Some(h);
+        let p = ActivePush {
+            named: true,
+            on_src,
+            allowed: self.tasks[prev as usize].allowed(dst),
+        };
+        if !may_active_push(p) {
+            return;
+        }
+        let now = self.now;
+        let Dequeued::Removed { mut se, payload: t } =
+            self.cpus[c].rq.dequeue(h, DequeueKind::Save, now)
+        else {
+            unreachable!("a Save dequeue is never delayed");
+        };
+        // ENQUEUE_MIGRATED: not cache hot where it arrives (`task_hot`).
+        se.exec_start = 0;
+        let nh = self.cpus[dst].rq.enqueue(se, t, EnqueueKind::Restore, now);
+        self.tasks[t as usize].handle = Some(nh);
+        self.moved(Some(c), t, c, dst, MigrateCause::Balance);
+        let counters = &mut self.cpus[dst].counters;
+        counters.balance_active += 1;
+        if se.sched_delayed {
+            counters.balance_delayed += 1;
+        } else {
+            self.check_preempt(dst, nh, WakeFlags::NONE);
+        }
+        self.notify(dst);
     }
 
     /// Pulls tasks from `imb.busiest` to `me` while the policy allows; returns how many.

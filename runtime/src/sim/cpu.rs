@@ -260,7 +260,17 @@ impl Sim {
         let now = self.now;
         self.cpus[c].rq.update_curr(now);
         let voluntary = self.put_prev(c, prev, reason);
-        let next = self.pick(c);
+        // ITMT active balance (`balance.rs`): a preempted or yielding task that an idle,
+        // preferred CPU asked for goes back into the tree and this CPU switches to its idle
+        // loop; the move follows the switch (`active_push_switched_out`).
+        let push =
+            self.tasks[prev as usize].state != State::Blocked && self.active_push_point(c, prev);
+        let next = if push {
+            self.cpus[c].need_resched = false;
+            None
+        } else {
+            self.pick(c)
+        };
         if next == Some(prev) {
             return false;
         }
@@ -290,6 +300,7 @@ impl Sim {
         };
         self.trace_switch(c, Some(prev), next, why);
         self.switch_to(c, next);
+        self.active_push_switched_out(c, prev);
         true
     }
 

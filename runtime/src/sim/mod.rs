@@ -26,10 +26,13 @@
 //! here by hand): what selection reads of a CPU (`CpuView::of`), the delayed wakee's
 //! dequeue-or-requeue (`delayed_wake` over `DelayedWakeView::of` and `idle_in_llc`), the
 //! sleeper's wakelist-or-lock (`ttwu_queue_cond`), and the nohz kick's target
-//! (`nohz_kick_target`). Still replayed step for step, and so kept in step by hand: the
+//! (`nohz_kick_target`), and whether a pending active-balance request may be carried out
+//! (`may_active_push`). Still replayed step for step, and so kept in step by hand: the
 //! TTWU_QUEUE_DELAYED hand-off test (the feature and "not on the waker's CPU"),
-//! `cond_resched`'s "should I schedule" test, the honouring of an active-balance request at
-//! the task's next wakeup, and the pull loop's walk of the busiest runqueue (its
+//! `cond_resched`'s "should I schedule" test, the steps of an active-balance move (at the
+//! task's next schedule point, or its next wakeup if it left the runqueue first; the
+//! simulator moves it at the switch, the threaded driver once the switch completes), and the
+//! pull loop's walk of the busiest runqueue (its
 //! `NR_MIGRATE` bound and `Candidate` building; the simulator walks from the first slot each
 //! time where the threaded driver resumes from a cursor). Simulated tasks may all migrate
 //! (the threaded runtime's `allow_migration` lab setting): the migration contract has no
