@@ -4,6 +4,7 @@
 //! | name | what | machine |
 //! |---|---|---|
 //! | `asym_stall` | seed 001: two tasks with 1 ms bursts on CPUs 4–7, woken 10 µs after each burst from a busy-polling waker on CPU 2; a handoff ≥ 0.5 ms is a stall | `ryzen-7950x` |
+//! | `asym_stall_drift` | `asym_stall` with bursts uniform in 990–1010 µs, so the tasks drift apart and the seed's sequence (an active-balance move onto a CPU a wakeup just reached) can happen | `ryzen-7950x` |
 //! | `schbench` | seeds 000/004: schbench's message/worker pattern (`-m 2 -t 64 -n 0`: the request is the 100 µs sleep), RPS = workers' loops per second | recorded `20em64t-hybrid-1p6c2t+2ca4co1t` (20 CPUs, one LLC) |
 //! | `schbench_server` | Chris Mason's `-m 4 -t 128 -n 0` on a multi-LLC server | recorded `x86_64-epyc_7451` (96 CPUs, 16 LLCs) |
 //! | `delay_zero` | seed 003: 15 pipe pairs (will-it-scale `context_switch1_threads -t 15`), 1 µs of work before and after each wakeup, handoffs per second and the share of involuntary switches | `cpus-16` |
@@ -16,6 +17,7 @@
 /// The built-in scenarios' names.
 pub const BUILTIN: &[&str] = &[
     "asym_stall",
+    "asym_stall_drift",
     "schbench",
     "schbench_server",
     "delay_zero",
@@ -38,6 +40,7 @@ pub const BUILTIN: &[&str] = &[
 pub fn builtin(name: &str) -> Option<&'static str> {
     Some(match name {
         "asym_stall" => ASYM_STALL,
+        "asym_stall_drift" => ASYM_STALL_DRIFT,
         "schbench" => SCHBENCH,
         "schbench_server" => SCHBENCH_SERVER,
         "delay_zero" => DELAY_ZERO,
@@ -58,7 +61,7 @@ const ASYM_STALL: &str = "\
 # 10 us after its burst ends. A handoff (wake call to running) of 0.5 ms or more is a stall.
 # Fork placement starts the tasks on the idlest allowed CPUs (4 and 5); with ITMT the busy
 # CPUs' ticks kick the idle preferred CPUs 6 and 7 (nohz_kick_target), whose newly idle
-# balance asks for each task by active balance, honoured at its next wakeup.
+# balance asks for each task by active balance, carried out at its next schedule point.
 scenario asym_stall
 topology ryzen-7950x
 duration 1000s
@@ -69,6 +72,27 @@ resched 10us
 task worker count=2 cpus=4-7
   loop
     run 1ms
+    wake self after 10us from 2
+    block
+  end
+end
+";
+
+const ASYM_STALL_DRIFT: &str = "\
+# asym_stall with bursts that drift apart, as a calibrated burst does on real hardware: each
+# burst is uniform in 990-1010 us. With exactly 1 ms bursts the two tasks run in lockstep on
+# CPUs 6 and 7 and nothing asks for either; with drift, CPU 6 goes idle while CPU 7 runs its
+# task alone, asks for it, and a wakeup onto CPU 6 can land before the move (seed 001).
+scenario asym_stall_drift
+topology ryzen-7950x
+duration 1000s
+wakeups 300000
+stall 500us
+resched 10us
+
+task worker count=2 cpus=4-7
+  loop
+    run uniform(990us, 1010us)
     wake self after 10us from 2
     block
   end
