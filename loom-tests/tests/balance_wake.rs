@@ -17,6 +17,14 @@
 //! runs it (`on_cpu`); loom checks the task's cells (its entity and handle, moved between
 //! runqueues) for happens-before edges.
 //!
+//! **Known gap (found by CI on 2026-12-02):** since the balancer follows the kernel's
+//! `can_migrate_task` (an ineligible entity — T, delayed — is skipped until a balance attempt
+//! has failed; a task that ran within the migration cost is hot), the one tick this model
+//! plays pulls V and never T, so the race below is no longer explored and neither mutant
+//! named next fails this model any more; both are still caught by their own models
+//! (`delayed`, `migrate`), and this model's rows are out of `mutants.sh` until it plays a
+//! failed attempt before the racing one.
+//!
 //! Mutant `ttwu_runnable_no_cpu_recheck` (`wake/runnable.rs`): the requeue in place of a
 //! task still queued (delayed) trusts the `cpu` it read before taking that runqueue's lock
 //! instead of re-checking it under the lock (O4), so where the balancer moved T in between,
