@@ -1,8 +1,10 @@
 //! Load balancing with two workers: work spawned on one worker while the other sleeps idle
-//! spreads to both (the busy worker's tick kicks the sleeper, whose newly idle balance pulls;
-//! the runtime opts in to migration, as tasks that have run may be what it pulls).
-//! Weighted balancing is checked by `runtime_fair.rs`; the delayed-task migration race by
-//! loom model 7 (`loom-tests/tests/migrate.rs`).
+//! spreads to both (fork placement sends new tasks to the idlest CPU, waking the sleeper;
+//! the balance evens out what placement left uneven; the runtime opts in to migration, as
+//! tasks that have run may be what it pulls), and the periodic balance alone evens out two
+//! busy workers. Weighted balancing is checked by `runtime_fair.rs`; the delayed-task
+//! migration race by loom model 7 (`loom-tests/tests/migrate.rs`); the nohz kick's target by
+//! the shared policy (`policy/nohz.rs`) and the simulator.
 mod runtime_util;
 
 use std::sync::Arc;
@@ -11,10 +13,13 @@ use std::time::{Duration, Instant};
 
 use lagom::Runtime;
 
-/// A task spawns four CPU-bound tasks, which all start on its worker; the other worker went
-/// to sleep long before. Each task records the CPUs it runs on. Both CPUs must show up:
-/// without the nohz kick the sleeping worker would never wake, since nothing is ever queued
-/// for it directly.
+/// A task spawns four CPU-bound tasks; the other worker went to sleep long before. Each task
+/// records the CPUs it runs on. Both CPUs must show up: fork placement
+/// (`sched_balance_find_dst_cpu`) sends new tasks to the idlest CPU, and a task it leaves
+/// queued behind another is pulled by the balance (newly idle, periodic, or after a nohz
+/// kick). Which of these moved the work depends on timing (under qemu, placement alone), so
+/// the test asks only that every spawn went through fork placement and that the work reached
+/// both CPUs.
 #[test]
 fn spawned_work_spreads_to_the_idle_worker() {
     let Some(cpus) = runtime_util::two_cpus_or_skip("spawned_work_spreads_to_the_idle_worker")
@@ -70,8 +75,9 @@ fn spawned_work_spreads_to_the_idle_worker() {
     );
     let total = stats.total();
     assert!(
-        total.balance_pulls + total.balance_periodic > 0,
-        "work moved without a balance pull?"
+        total.place_fork_idlest >= 4,
+        "the four spawns were not placed by fork placement: {}",
+        total.place_fork_idlest
     );
 }
 
