@@ -102,6 +102,7 @@ extern crate std;
 pub mod arch;
 mod error;
 pub mod graph;
+mod hint;
 mod join_error;
 mod layout;
 #[cfg(not(loom))]

@@ -24,7 +24,10 @@ use std::path::{Path, PathBuf};
 /// Keep in step with `ARCHITECTURE.md`.
 const LAYERS: &[(&str, &[&str])] = &[
     ("OS access", &["sys"]),
-    ("error types and time", &["error", "join_error", "time"]),
+    (
+        "error types, time and hints",
+        &["error", "join_error", "time", "hint"],
+    ),
     (
         "mechanisms and policy",
         &["locking", "arch", "policy", "topology"],

@@ -117,15 +117,8 @@ impl StackPool {
     /// results: a prefetch never faults (a page given back to the OS is simply not fetched).
     #[inline(always)]
     fn prefetch_next(&self) {
-        #[cfg(target_arch = "x86_64")]
         if let Some(next) = self.free.last() {
-            use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            let top = next.base().as_ptr().cast::<i8>().cast_const();
-            for k in 1..=PREFETCH_LINES {
-                // SAFETY: SSE is part of the x86_64 baseline; a prefetch never faults and
-                // does not access memory architecturally, whatever the address.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(top.wrapping_sub(64 * k)) };
-            }
+            crate::hint::prefetch_lines_below(next.base().as_ptr().cast_const(), PREFETCH_LINES);
         }
     }
 

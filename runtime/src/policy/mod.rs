@@ -60,7 +60,6 @@ mod nohz;
 mod pick;
 mod place;
 mod preempt;
-mod prefetch;
 mod runqueue;
 mod select;
 mod tree;

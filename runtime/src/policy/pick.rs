@@ -146,7 +146,7 @@ impl<T> RunQueue<T> {
         }
         for k in [0, PREFETCH_AHEAD] {
             if let Some(slot) = self.slots.get(self.tree.upcoming(k) as usize) {
-                super::prefetch::prefetch(slot);
+                crate::hint::prefetch(slot);
             }
         }
         self.tree.prefetch_left_sibling_leaf();

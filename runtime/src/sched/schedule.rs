@@ -98,30 +98,21 @@ const RESUME_PREFETCH_MIN_QUEUED: usize = 16;
 /// about 100 instructions more per round trip with them).
 #[inline]
 fn prefetch_upcoming(rq: &RunQueue<QueuedTask>) {
-    #[cfg(target_arch = "x86_64")]
+    use crate::hint::{prefetch_line, prefetch_lines_below};
     if rq.nr_queued() > RESUME_PREFETCH_MIN_QUEUED {
-        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
         if let Some(after) = rq.upcoming_payload(1) {
             // Its first line and the one holding `ctx` (read at the next pick).
-            let ctx_field = (&raw const after.ctx).cast::<i8>();
-            // SAFETY: SSE is part of the x86_64 baseline; a prefetch never faults.
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(after.as_ptr().cast::<i8>());
-                _mm_prefetch::<_MM_HINT_T0>(ctx_field);
-            }
+            prefetch_line(after.as_ptr().cast::<u8>());
+            prefetch_line((&raw const after.ctx).cast::<u8>());
         }
         if let Some(next) = rq.upcoming_payload(0) {
             // A queued task is kept alive by its registry (`tcb/queued.rs`); `ctx` is set at
-            // spawn and never written again.
-            let ctx = next.ctx.cast::<i8>().cast_const();
-            for k in 0..RESUME_PREFETCH_LINES {
-                // SAFETY: as above; the address is only a hint.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(ctx.wrapping_sub(64 * k)) };
-            }
+            // spawn and never written again. The line holding the context and those below.
+            let ctx = next.ctx.cast::<u8>().cast_const();
+            prefetch_line(ctx);
+            prefetch_lines_below(ctx, RESUME_PREFETCH_LINES - 1);
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = rq;
 }
 
 /// Marks `next`, just picked by worker `me`, running there: `on_cpu` (under the runqueue

@@ -40,8 +40,8 @@
 
 use alloc::vec::Vec;
 
-use super::prefetch::prefetch;
 use super::vtime::vbefore;
+use crate::hint::prefetch;
 
 mod check;
 mod node;
