@@ -6,6 +6,7 @@
 //! ```text
 //! cargo run --release -p lagom-examples --example latency -- [--runtime lagom|os] [-n HOGS]
 //!     [--nice N[,N…]] [-p PERIOD_US] [-s SECONDS] [--slice-us US] [--cpu CPU] [--json]
+//!     [--task-clock wall|on-cpu] [--host-spinners N]
 //! ```
 //!
 //! - `lagom`: one worker on the CPU; the hogs call `task::cond_resched` every iteration of
@@ -38,7 +39,15 @@
 //! hogs always want the CPU, so each hog's share *among the hogs* should match its weight
 //! among theirs (`weight_share`); `max_share_error` is the largest gap, in percentage
 //! points. The sleeper's own share is printed beside its weight; it uses less than its
-//! entitlement by design.
+//! entitlement by design. On lagom the charged time is the scheduler's own account, so the
+//! hogs' *work* (iterations of the same unit) is given beside it: `share_of_hog_work` and
+//! `max_work_share_error_pct`, what each hog really got.
+//!
+//! A noisy host on purpose: `--host-spinners N` runs N plain threads spinning on the same CPU
+//! for the whole run (in both runtimes), so the host keeps the worker thread (lagom) or the
+//! tasks' threads (os) off the CPU part of the time. `--task-clock on-cpu` is lagom's
+//! `Builder::task_clock(TaskClock::OnCpu)`: the time the worker thread was off its CPU is
+//! not charged to the task that was current.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -51,7 +60,7 @@ use lagom_examples::{features_arg, usage_error};
 
 const USAGE: &str = "usage: latency [--runtime lagom|os] [-n HOGS] [--nice N[,N...]] [-p PERIOD_US]
                [-s SECONDS] [--slice-us US] [--cpu CPU] [--timer-spin-us US] [--json]
-               [--features SPEC]
+               [--features SPEC] [--task-clock wall|on-cpu] [--host-spinners N]
 
 HOGS CPU-bound tasks and one periodic sleeper on one CPU for SECONDS; the sleeper sleeps
 until an absolute deadline every PERIOD_US µs and records how late it wakes. Prints the
@@ -71,7 +80,12 @@ lateness p50/p90/p99/max (µs) and each task's CPU share against its weight.
                    (Builder::timer_spin; default: the runtime's)
   --json           one JSON object on one line
   --features SPEC  lagom's scheduler features on top of the defaults, e.g. NO_DELAY_DEQUEUE
-                   (default: $LAGOM_FEATURES; an error with --runtime os)";
+                   (default: $LAGOM_FEATURES; an error with --runtime os)
+  --task-clock C   lagom: what charges a running task, wall (default) or on-cpu (the
+                   worker thread's time off its CPU left out: Builder::task_clock)
+  --host-spinners N
+                   N plain OS threads spin on the same CPU for the whole run, a noisy host
+                   made on purpose (default 0); both runtimes";
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Rt {
@@ -90,6 +104,8 @@ struct Args {
     timer_spin: Option<Duration>,
     json: bool,
     features: Option<String>,
+    task_clock: Option<lagom::TaskClock>,
+    host_spinners: usize,
 }
 
 fn parse_args() -> Result<Args, lexopt::Error> {
@@ -105,6 +121,8 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         timer_spin: None,
         json: false,
         features: None,
+        task_clock: None,
+        host_spinners: 0,
     };
     let mut p = lexopt::Parser::from_env();
     while let Some(arg) = p.next()? {
@@ -137,6 +155,23 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             }
             Long("json") => a.json = true,
             Long("features") => a.features = Some(features_arg(p.value()?)?),
+            Long("task-clock") => {
+                a.task_clock = Some(match p.value()?.string()?.as_str() {
+                    "wall" => lagom::TaskClock::Wall,
+                    "on-cpu" => lagom::TaskClock::OnCpu,
+                    v => {
+                        return Err(
+                            format!("--task-clock: {v:?} is neither wall nor on-cpu").into()
+                        );
+                    }
+                })
+            }
+            Long("host-spinners") => {
+                a.host_spinners = p.value()?.parse()?;
+                if a.host_spinners > 64 {
+                    return Err(format!("--host-spinners {}: at most 64", a.host_spinners).into());
+                }
+            }
             Short('h') | Long("help") => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -158,8 +193,12 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         )
         .into());
     }
-    if a.runtime == Rt::Os && (a.features.is_some() || a.timer_spin.is_some()) {
-        return Err("--features and --timer-spin-us apply to --runtime lagom only".into());
+    if a.runtime == Rt::Os
+        && (a.features.is_some() || a.timer_spin.is_some() || a.task_clock.is_some())
+    {
+        return Err(
+            "--features, --timer-spin-us and --task-clock apply to --runtime lagom only".into(),
+        );
     }
     Ok(a)
 }
@@ -267,6 +306,9 @@ fn run_lagom(a: &Args, cpu: usize) -> Result<(SleeperOut, Vec<HogOut>), String> 
     }
     if let Some(f) = &a.features {
         b = b.features(f.as_str());
+    }
+    if let Some(c) = a.task_clock {
+        b = b.task_clock(c);
     }
     let rt = b.build().map_err(|e| e.to_string())?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -558,10 +600,34 @@ fn main() {
             }
         },
     };
+    // The noisy host, made on purpose: plain threads spinning on the same CPU.
+    let spin_stop = Arc::new(AtomicBool::new(false));
+    let spinners: Vec<_> = (0..a.host_spinners)
+        .map(|_| {
+            let stop = Arc::clone(&spin_stop);
+            std::thread::spawn(move || {
+                pin(cpu)?;
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+                Ok::<(), String>(())
+            })
+        })
+        .collect();
     let result = match a.runtime {
         Rt::Lagom => run_lagom(&a, cpu),
         Rt::Os => run_os(&a, cpu),
     };
+    spin_stop.store(true, Ordering::Relaxed);
+    for s in spinners {
+        if let Err(e) = s
+            .join()
+            .unwrap_or_else(|_| Err("a spinner panicked".into()))
+        {
+            eprintln!("error: host spinner: {e}");
+            std::process::exit(1)
+        }
+    }
     let (mut sleeper, hogs) = result.unwrap_or_else(|e| {
         eprintln!("error: {e}");
         std::process::exit(1)
@@ -586,18 +652,22 @@ fn main() {
     let hog_cpu: u64 = hogs.iter().map(|h| h.cpu_ns).sum();
     let hog_weight: u64 = (0..a.hogs).map(|i| weight_of_nice(a.hog_nice(i))).sum();
     let frac = |x: u64, of: u64| if of == 0 { 0.0 } else { x as f64 / of as f64 };
+    let hog_work: u64 = hogs.iter().map(|h| h.iterations).sum();
     let mut tasks = Vec::new();
     let mut max_err = 0.0f64;
+    let mut max_work_err = 0.0f64;
     for (i, h) in hogs.iter().enumerate() {
         let nice = a.hog_nice(i);
         let w = weight_of_nice(nice);
         let (share, weight_share) = (frac(h.cpu_ns, hog_cpu), frac(w, hog_weight));
+        let work_share = frac(h.iterations, hog_work);
         max_err = max_err.max((share - weight_share).abs() * 100.0);
+        max_work_err = max_work_err.max((work_share - weight_share).abs() * 100.0);
         tasks.push(serde_json::json!({
             "name": format!("hog-{i}"), "nice": nice, "weight": w >> 10,
             "cpu_ms": h.cpu_ns as f64 / 1e6, "share_of_cpu": frac(h.cpu_ns, total_cpu),
             "share_of_hogs": share, "weight_share": weight_share,
-            "iterations": h.iterations,
+            "iterations": h.iterations, "share_of_hog_work": work_share,
         }));
     }
     let slice_us = a.slice.map(|s| s.as_micros() as u64);
@@ -619,6 +689,9 @@ fn main() {
                         "share_of_cpu": frac(sleeper.cpu_ns, total_cpu),
                         "weight": weight_of_nice(0) >> 10},
             "tasks": tasks, "max_share_error_pct": max_err,
+            "max_work_share_error_pct": max_work_err,
+            "task_clock": a.task_clock.map(|c| format!("{c:?}")),
+            "host_spinners": a.host_spinners,
         });
         println!("{v}");
         return;
@@ -645,10 +718,12 @@ fn main() {
             e["max"].as_f64().unwrap_or(0.0)
         );
     }
-    println!("task      nice  weight   cpu ms  share of cpu  share of hogs  weight share");
+    println!(
+        "task      nice  weight   cpu ms  share of cpu  share of hogs  weight share  share of work"
+    );
     for t in &tasks {
         println!(
-            "{:<8} {:>5} {:>7} {:>8.1} {:>12.2}% {:>13.2}% {:>12.2}%",
+            "{:<8} {:>5} {:>7} {:>8.1} {:>12.2}% {:>13.2}% {:>12.2}% {:>13.2}%",
             t["name"].as_str().unwrap_or(""),
             t["nice"].as_i64().unwrap_or(0),
             t["weight"].as_u64().unwrap_or(0),
@@ -656,6 +731,7 @@ fn main() {
             t["share_of_cpu"].as_f64().unwrap_or(0.0) * 100.0,
             t["share_of_hogs"].as_f64().unwrap_or(0.0) * 100.0,
             t["weight_share"].as_f64().unwrap_or(0.0) * 100.0,
+            t["share_of_hog_work"].as_f64().unwrap_or(0.0) * 100.0,
         );
     }
     println!(
@@ -667,6 +743,7 @@ fn main() {
         frac(sleeper.cpu_ns, total_cpu) * 100.0
     );
     println!(
-        "largest gap between a hog's share of the hogs and its weight share: {max_err:.2} points"
+        "largest gap between a hog's share of the hogs and its weight share: {max_err:.2} points \
+         (by CPU time), {max_work_err:.2} points (by work done)"
     );
 }

@@ -136,4 +136,4 @@ pub use runtime::{
     Runtime,
 };
 pub use task::{Scope, ScopedJoinHandle, join, scope};
-pub use worker::{ShutdownStats, Stats, WorkerPlace, WorkerStats};
+pub use worker::{RESYNC, STALL_GAP, ShutdownStats, Stats, TaskClock, WorkerPlace, WorkerStats};

@@ -57,8 +57,8 @@ use crate::task::{Builder as TaskBuilder, JoinHandle, scope_in, spawn_inner};
 use crate::topology::Topology;
 use crate::trace::{DEFAULT_TRACE_CAPACITY, Recorder, Trace};
 use crate::worker::{
-    PHASE_DRAIN, PHASE_EXIT, PHASE_FORCE, PHASE_RUN, Shared, ShutdownStats, Stats, Task, Worker,
-    WorkerPlace, flat_layout, layout,
+    PHASE_DRAIN, PHASE_EXIT, PHASE_FORCE, PHASE_RUN, Shared, ShutdownStats, Stats, Task, TaskClock,
+    Worker, WorkerPlace, flat_layout, layout,
 };
 
 /// How long an idle worker spins by default before it sleeps in `futex_wait` (chosen from the
@@ -94,6 +94,7 @@ pub struct Builder {
     topology: Option<Topology>,
     ranks: Vec<(usize, u32)>,
     migration_cost: Option<u64>,
+    task_clock: TaskClock,
 }
 
 impl Builder {
@@ -145,6 +146,34 @@ impl Builder {
     /// ```
     pub fn sched_migration_cost_ns(mut self, ns: u64) -> Builder {
         self.migration_cost = Some(ns);
+        self
+    }
+
+    /// Which clock charges a running task for its run time (default [`TaskClock::Wall`]).
+    /// [`TaskClock::OnCpu`] leaves out the time a worker's thread was off its CPU while a
+    /// task was current, as the kernel's `rq_clock_task` leaves out steal time, so that a busy
+    /// host's stalls end no task's slice early and do not skew the shares; it costs a system
+    /// call (`CLOCK_THREAD_CPUTIME_ID`) per stall, per gap of at least
+    /// [`STALL_GAP`](crate::STALL_GAP) between two scheduling calls and per
+    /// [`RESYNC`](crate::RESYNC) of running, and one each time a worker leaves its idle
+    /// context. The counters `host_stalls` and `host_stall_ns` say what it left out. How it
+    /// measures, and what it cannot see, is in `worker/clock.rs`.
+    ///
+    /// ```
+    /// use lagom::TaskClock;
+    /// let rt = lagom::Runtime::builder().task_clock(TaskClock::OnCpu).build()?;
+    /// let charged = rt.block_on(|| {
+    ///     let mut x = 0u64;
+    ///     for i in 0..1_000_000u64 {
+    ///         x = std::hint::black_box(x ^ i);
+    ///     }
+    ///     lagom::task::runtime()
+    /// });
+    /// assert!(charged.is_some());
+    /// # Ok::<(), lagom::Error>(())
+    /// ```
+    pub fn task_clock(mut self, clock: TaskClock) -> Builder {
+        self.task_clock = clock;
         self
     }
 
@@ -401,6 +430,7 @@ impl Builder {
             timer_spin: timer_spin.as_nanos() as u64,
             fp_control: self.fp_control,
             allow_migration: self.allow_migration,
+            task_clock: self.task_clock,
             next_outside: AtomicUsize::new(0),
             trace,
         });

@@ -27,6 +27,7 @@ MUTANTS=(
     "delayed_no_lag_floor      policy_property  random_sequences_keep_every_invariant"
     "unpark_drop_one_in_1000   runtime_wake     storm_three_seconds"
     "periodic_balance_off      runtime_balance  the_periodic_balance_evens_out_busy_workers"
+    "host_stall_charged        runtime_clock    the_task_clock_leaves_host_stalls_out_of_the_charge"
 )
 
 export CARGO_TARGET_DIR=${MUTANTS_TARGET_DIR:-target/mutants}

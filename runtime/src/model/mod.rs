@@ -173,6 +173,7 @@ impl Model {
                 timer_spin: 0,
                 fp_control: crate::arch::FpControl::Preserve,
                 allow_migration,
+                task_clock: crate::worker::TaskClock::Wall,
                 next_outside: AtomicUsize::new(0),
                 trace: None,
             }),

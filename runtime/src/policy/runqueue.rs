@@ -324,6 +324,37 @@ impl<T> RunQueue<T> {
         self.charge_curr(c, delta as u64, now)
     }
 
+    /// Leaves `ns` of the time since the running entity's last accounting point out of its
+    /// charge, as the kernel's `rq_clock_task` leaves out the time its CPU spent elsewhere
+    /// (interrupts, a hypervisor's steal): the driver measured its thread off the CPU for
+    /// `ns` (a host stall) and calls this before [`Self::update_curr`] at `now`. The
+    /// accounting point moves forward by `ns`, never past `now`; returns how much it moved.
+    /// Nothing to do without a running entity.
+    ///
+    /// ```
+    /// use lagom::policy::{EnqueueKind, Pick, RqConfig, RunQueue, SchedEntity};
+    /// let mut rq = RunQueue::new(RqConfig::for_cpus(1));
+    /// let a = rq.enqueue(SchedEntity::new(0), (), EnqueueKind::Wakeup, 0);
+    /// assert!(matches!(rq.pick_next(0), Pick::Run(h) if h == a));
+    /// // 3 ms pass, 2 ms of them with the worker's thread off its CPU.
+    /// assert_eq!(rq.exclude_from_curr(2_000_000, 3_000_000), 2_000_000);
+    /// rq.update_curr(3_000_000);
+    /// assert_eq!(rq.entity(a).sum_exec_runtime, 1_000_000);
+    /// // Never past now: the time already charged stays charged.
+    /// assert_eq!(rq.exclude_from_curr(5_000_000, 4_000_000), 1_000_000);
+    /// ```
+    pub fn exclude_from_curr(&mut self, ns: u64, now: u64) -> u64 {
+        let c = self.curr;
+        if c == NIL || ns == 0 {
+            return 0;
+        }
+        let se = self.se_mut(c);
+        let room = now.saturating_sub(se.exec_start);
+        let moved = ns.min(room);
+        se.exec_start += moved;
+        moved
+    }
+
     /// The charge of [`Self::update_curr`]: `delta > 0` ns since the last accounting point.
     ///
     /// The usual charge makes no call at all, so that it saves no registers: the refresh of

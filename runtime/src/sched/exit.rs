@@ -120,6 +120,7 @@ pub(crate) fn exit_at(
     let t = unsafe { &*prev };
     let w = wt.worker();
     let mut rq = w.rq.lock();
+    wt.exclude_host_stall(&mut rq, now);
     dequeue_dead(w, &mut rq, t, now);
     // Deliver the outcome and wake the joiner, in the same lock section when the joiner
     // lands on this worker (step 3).

@@ -167,6 +167,7 @@ pub(crate) fn idle_step(wt: &WorkerThread, idle_since: &mut Option<u64>) -> Idle
             // SAFETY: picked from the runqueue: its registry keeps it alive (`tcb/queued.rs`).
             let n = unsafe { &*next };
             prepare_switch_on(wt, n);
+            wt.leave_idle(now);
             trace::switch(wt, None, Some(n), SwitchReason::Idle);
             wt.curr.set(next);
             drop(rq);

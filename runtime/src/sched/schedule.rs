@@ -313,6 +313,7 @@ pub(crate) fn schedule_prepare_at(
         w.stats.inc_owned(&w.stats.blocks);
     }
     let mut rq = w.rq.lock();
+    wt.exclude_host_stall(&mut rq, now);
     drain(&wt.shared, wt.index, &mut rq, now);
     rq.update_curr(now);
     let kind = put_prev(w, &mut rq, prev_t, reason, now);

@@ -2,6 +2,7 @@
 //!
 //! * [`monotonic_ns`] — `clock_gettime(CLOCK_MONOTONIC)`: the exact clock, for deadlines that
 //!   users see (`sleep`, the timers, the idle sleep's timeout).
+//! * [`thread_cpu_ns`] — the calling thread's CPU time, for the task clock (`worker/clock.rs`).
 //! * [`sched_clock`] — the scheduler's clock, as the kernel's `sched_clock()`: what runqueues
 //!   charge run time with (`update_curr`, placement, slices). It must be cheap, since every
 //!   runtime call reads it, and monotonic, but its rate may be off by some parts per million.
@@ -29,6 +30,25 @@ pub(crate) fn monotonic_ns() -> u64 {
     // SAFETY: `ts` is writable; CLOCK_MONOTONIC always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Nanoseconds the calling thread has spent on a CPU (`CLOCK_THREAD_CPUTIME_ID`): a system
+/// call (no vDSO path), read only by the task clock's stall meter (`worker/clock.rs`).
+#[cfg(not(loom))]
+pub(crate) fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is writable; every Linux thread has its CPU clock.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Under loom a thread's CPU clock stands still at [`LOOM_NOW`], as the other clocks do.
+#[cfg(loom)]
+pub(crate) fn thread_cpu_ns() -> u64 {
+    LOOM_NOW
 }
 
 /// Under loom the clock stands still at [`LOOM_NOW`]: loom replays a model many times and

@@ -1,5 +1,5 @@
-//! The calls a task makes about itself: `current`, `runtime`, `yield_now`, `cond_resched`,
-//! `sleep`, `sleep_until`.
+//! The calls a task makes about itself: `current`, `runtime`, `sched_info`, `yield_now`,
+//! `cond_resched`, `sleep`, `sleep_until`.
 
 use alloc::format;
 use alloc::string::String;
@@ -38,18 +38,63 @@ pub fn current() -> Option<CurrentTask> {
 /// The run time the scheduler has charged to the calling task so far (its entity's
 /// `sum_exec_runtime`, as in `/proc/<pid>/sched`); `None` outside tasks.
 pub fn runtime() -> Option<Duration> {
+    sched_info().map(|i| Duration::from_nanos(i.entity.sum_exec_runtime))
+}
+
+/// The calling task's scheduling state, read by [`sched_info`]: what `/proc/<pid>/sched`
+/// shows of a thread (`se.vruntime`, `se.deadline`, `se.slice`, `se.sum_exec_runtime`), with
+/// its runqueue's average vruntime to read the lag and the request against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchedInfo {
+    /// Its entity, charged up to the call (weight, vruntime, deadline, slice, run time).
+    pub entity: crate::policy::SchedEntity,
+    /// Its runqueue's `avg_vruntime` (V) at the call.
+    pub avg_vruntime: u64,
+}
+
+impl SchedInfo {
+    /// Its lag, `V − vruntime` in virtual ns: positive while it is owed service.
+    pub fn lag(&self) -> i64 {
+        self.avg_vruntime.wrapping_sub(self.entity.vruntime) as i64
+    }
+
+    /// What is left of its request, `deadline − vruntime` in virtual ns: the request is a
+    /// slice long when issued, half of one for a new task's first with
+    /// PLACE_DEADLINE_INITIAL, and kept across a move between workers with
+    /// PLACE_REL_DEADLINE.
+    pub fn deadline_left(&self) -> i64 {
+        self.entity.deadline.wrapping_sub(self.entity.vruntime) as i64
+    }
+}
+
+/// The calling task's scheduling state ([`SchedInfo`]), charged up to now; `None` outside
+/// tasks.
+///
+/// ```
+/// let rt = lagom::Runtime::builder().build()?;
+/// let info = rt.block_on(|| lagom::task::sched_info().unwrap());
+/// assert!(info.deadline_left() <= info.entity.slice as i64);
+/// # Ok::<(), lagom::Error>(())
+/// ```
+pub fn sched_info() -> Option<SchedInfo> {
     let wt = local()?;
     let t = worker::current_task()?;
     let w = wt.worker();
+    let now = crate::sys::time::sched_clock();
     let mut rq = w.rq.lock();
+    wt.exclude_host_stall(&mut rq, now);
     // The charge may end the task's request: its resched is not dropped (the next
     // `cond_resched` switches), as the kernel's `update_curr` sets need-resched itself.
-    if rq.update_curr(crate::sys::time::sched_clock()) {
+    if rq.update_curr(now) {
         w.need_resched.store(true, Ordering::Relaxed);
     }
     // SAFETY: the running task's scheduling part belongs to this worker (it runs here).
     let h = unsafe { t.sched(|s| s.handle) }?;
-    Some(Duration::from_nanos(rq.entity(h).sum_exec_runtime))
+    let entity = *rq.entity(h);
+    Some(SchedInfo {
+        entity,
+        avg_vruntime: rq.avg_vruntime(),
+    })
 }
 
 /// Gives up the rest of the calling task's request and lets the worker pick again
@@ -134,10 +179,12 @@ fn full_tick(wt: &worker::WorkerThread, now: u64) {
         None => false,
     };
     wt.next_tick.set(next);
-    let resched = w.need_resched.load(Ordering::Relaxed)
-        || !w.wakelist.is_empty()
-        || timer_due
-        || w.rq.lock().task_tick(now);
+    let resched =
+        w.need_resched.load(Ordering::Relaxed) || !w.wakelist.is_empty() || timer_due || {
+            let mut rq = w.rq.lock();
+            wt.exclude_host_stall(&mut rq, now);
+            rq.task_tick(now)
+        };
     if resched {
         schedule(Reason::Preempt);
         worker::with_current_task(super::cancel::point);

@@ -30,7 +30,10 @@ pub(crate) use blocking::run_job;
 pub use blocking::{BlockingHandle, blocking_pool_stats, configure_blocking_pool, spawn_blocking};
 pub(crate) use builder::spawn_inner;
 pub use builder::{Builder, spawn};
-pub use current::{CurrentTask, cond_resched, current, runtime, sleep, sleep_until, yield_now};
+pub use current::{
+    CurrentTask, SchedInfo, cond_resched, current, runtime, sched_info, sleep, sleep_until,
+    yield_now,
+};
 pub use join::JoinHandle;
 pub use local::{AccessError, LocalKey};
 pub(crate) use park::park_until;

@@ -52,6 +52,7 @@ pub(crate) fn enqueue_on(
     if let Some(wt) = here {
         let now = wt.sched_now();
         let mut rq = w.rq.lock();
+        wt.exclude_host_stall(&mut rq, now);
         // SAFETY: `t` is new or claimed, and in its registry (`tcb/queued.rs`).
         unsafe { activate_wf(w, &mut rq, t, now, sync) };
         if !spawn {

@@ -65,7 +65,11 @@ pub(super) fn ttwu_runnable<'a>(
         // SAFETY: the task is queued on this runqueue, whose lock is held.
         let h = unsafe { t.sched(|s| s.handle) }.expect("queued task has a handle");
         let now = match local_wt {
-            Some(wt) if wt.index == cpu => wt.sched_now(),
+            Some(wt) if wt.index == cpu => {
+                let now = wt.sched_now();
+                wt.exclude_host_stall(rq, now);
+                now
+            }
             _ => crate::sys::time::sched_clock(),
         };
         if rq.entity(h).sched_delayed && dequeue_delayed(shared, t, cpu, rq, h, now) {

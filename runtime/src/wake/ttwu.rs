@@ -173,9 +173,11 @@ fn ttwu<'a>(
             // The waker's own runqueue, whose lock the caller holds (`try_to_wake_up_held`).
             let w = &shared.workers[target];
             trace::enqueue(shared, t, local_idx, target, false, false);
+            let now = wt.sched_now();
+            wt.exclude_host_stall(rq, now);
             // SAFETY: a claimed task is alive and in its registry (module doc of
             // `tcb/queued.rs`), the caller's `t` keeps it alive meanwhile.
-            unsafe { activate_wf(w, rq, t, wt.sched_now(), sync) };
+            unsafe { activate_wf(w, rq, t, now, sync) };
             w.stats.inc_owned(&w.stats.wakeups_local);
             crate::locking::probe::probe!("wake/ttwu: enqueued under the waker's held lock");
         }

@@ -15,12 +15,15 @@
 //!   with the simulator);
 //! * `stats.rs` — the counters; `trace.rs` — the trace hooks, which record into `trace/`'s logs.
 
+mod clock;
 mod stats;
 mod thread;
 mod timer;
 pub(crate) mod trace;
 
 pub(crate) use crate::layout::{flat as flat_layout, layout};
+pub(crate) use clock::StallMeter;
+pub use clock::{RESYNC, STALL_GAP, TaskClock};
 pub(crate) use stats::Counters;
 pub use stats::ShutdownStats;
 pub use stats::{Stats, WorkerPlace, WorkerStats};
@@ -208,6 +211,8 @@ pub(crate) struct Shared {
     /// Every task of this runtime may migrate once started (`Builder::allow_migration`, the
     /// `unsafe` opt-in out of the migration contract, `wake/select.rs`).
     pub(crate) allow_migration: bool,
+    /// Which clock charges running tasks (`Builder::task_clock`, `worker/clock.rs`).
+    pub(crate) task_clock: TaskClock,
     /// Round-robin hint for spawns from outside.
     pub(crate) next_outside: AtomicUsize,
     /// The trace recorder, if tracing is on (`trace/`).

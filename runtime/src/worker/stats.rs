@@ -145,6 +145,12 @@ counters! {
     /// Runnable wakeups of delayed tasks whose dequeue this worker finished so that they go
     /// through CPU selection (TTWU_DEQUEUE, or DELAYED_WAKE_IDLE with an idle allowed CPU).
     runnable_dequeued,
+    /// Stalls of this worker's thread (off its CPU while a task was current) left out of the
+    /// running task's charge ([`TaskClock::OnCpu`](crate::TaskClock::OnCpu); 0 with the
+    /// default clock).
+    host_stalls,
+    /// The nanoseconds those stalls left out.
+    host_stall_ns,
 }
 
 impl Counters {
@@ -158,7 +164,12 @@ impl Counters {
     /// runqueue lock. A load and a store then lose no increment and need no locked
     /// read-modify-write (a hot-path cost: several counters move on every switch).
     pub(crate) fn inc_owned(&self, c: &AtomicU64) {
-        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        self.add_owned(c, 1);
+    }
+
+    /// Adds `n` to `c`, a counter with one writer at a time ([`Self::inc_owned`]).
+    pub(crate) fn add_owned(&self, c: &AtomicU64, n: u64) {
+        c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
     }
 }
 

@@ -5,8 +5,9 @@ use alloc::sync::Arc;
 use core::cell::{Cell, RefCell};
 
 use super::timer::Timers;
-use super::{Shared, Task, TaskRef, Worker};
+use super::{QueuedTask, Shared, StallMeter, Task, TaskClock, TaskRef, Worker};
 use crate::arch::{Context, SignalStack, StackPool};
+use crate::policy::RunQueue;
 #[cfg(not(all(feature = "std", not(loom))))]
 use crate::sys::thread::Key;
 
@@ -42,6 +43,9 @@ pub(crate) struct WorkerThread {
     /// asks for the CPU (`task/current.rs`): at most `TICK` after the last full tick, never
     /// past the next timer; 0 (a full tick at the next call) after every switch.
     pub(crate) next_tick: Cell<u64>,
+    /// The host-stall meter of [`TaskClock::OnCpu`](super::TaskClock::OnCpu) (`None` with
+    /// the wall clock; `worker/clock.rs`).
+    stall: Option<StallMeter>,
 }
 
 /// The calling thread's worker pointer. A task can suspend on one worker and resume on
@@ -169,6 +173,7 @@ impl WorkerThread {
         signals: Option<SignalStack>,
     ) -> WorkerThread {
         let fp_control = shared.fp_control;
+        let stall = (shared.task_clock == TaskClock::OnCpu).then(StallMeter::default);
         WorkerThread {
             shared,
             index,
@@ -182,6 +187,7 @@ impl WorkerThread {
             signals,
             next_balance: Cell::new(0),
             next_tick: Cell::new(0),
+            stall,
         }
     }
 
@@ -196,6 +202,44 @@ impl WorkerThread {
         match self.clock.get() {
             0 => crate::sys::time::sched_clock(),
             now => now,
+        }
+    }
+
+    /// An accounting point on this worker's own runqueue `rq` (locked by the caller) at
+    /// scheduler-clock time `now`, before its `update_curr`: with the task clock on, the
+    /// host stall seen since the previous point is left out of the running task's charge
+    /// (`worker/clock.rs`). Nothing with the wall clock.
+    #[inline]
+    pub(crate) fn exclude_host_stall(&self, rq: &mut RunQueue<QueuedTask>, now: u64) {
+        if let Some(m) = &self.stall {
+            self.exclude_host_stall_with(m, rq, now);
+        }
+    }
+
+    #[inline(never)]
+    fn exclude_host_stall_with(&self, m: &StallMeter, rq: &mut RunQueue<QueuedTask>, now: u64) {
+        let stall = m.stall(now);
+        if stall == 0 {
+            return;
+        }
+        // The stall measured but charged all the same (runtime/tests/mutants.sh).
+        #[cfg(lagom_mutant = "host_stall_charged")]
+        let left_out = stall;
+        #[cfg(not(lagom_mutant = "host_stall_charged"))]
+        let left_out = rq.exclude_from_curr(stall, now);
+        if left_out > 0 {
+            let s = &self.worker().stats;
+            s.inc_owned(&s.host_stalls);
+            s.add_owned(&s.host_stall_ns, left_out);
+        }
+    }
+
+    /// The worker leaves its idle context for a task at scheduler-clock time `now`: the task
+    /// clock's stall meter starts afresh (`worker/clock.rs`, step 4).
+    #[inline]
+    pub(crate) fn leave_idle(&self, now: u64) {
+        if let Some(m) = &self.stall {
+            m.rebase(now);
         }
     }
 
