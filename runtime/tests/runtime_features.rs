@@ -565,3 +565,96 @@ fn cache_hot_buddy_keeps_the_next_buddy_in_place() {
         "NO_CACHE_HOT_BUDDY: nothing is hot"
     );
 }
+
+/// What is left of the request of a task M that was spawned queued on worker 0 and pulled,
+/// never having run, to worker 1 by its newly idle balance, read by M as it first runs
+/// there, as a fraction of its full request (`calc_delta_fair(slice)`); `None` if M ran on
+/// worker 0 first (the round is void).
+///
+/// Worker 1 runs a pinned task B; a pinned nice −20 task A on worker 0 spawns M (nice 19):
+/// both workers run one task, so fork placement keeps M on its spawner's worker, queued,
+/// where A's far earlier deadlines keep it from running. A then releases B, whose end makes
+/// worker 1 newly idle: it pulls M (`DequeueKind::Save` there, a restore here).
+fn moved_request_left(features: &str) -> Option<f64> {
+    let rt = runtime2(features, 0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let release = Arc::new(AtomicBool::new(false));
+    let b_running = Arc::new(AtomicBool::new(false));
+    let (r2, b2) = (Arc::clone(&release), Arc::clone(&b_running));
+    let b = rt
+        .spawn_with(TaskBuilder::new().name("B").cpus([1]), move || {
+            b2.store(true, Ordering::Release);
+            while !r2.load(Ordering::Acquire) {
+                task::cond_resched();
+            }
+        })
+        .unwrap();
+    wait_until(
+        "B to run",
+        || b_running.load(Ordering::Acquire),
+        || std::thread::sleep(Duration::from_millis(1)),
+    );
+    let (s2, r2) = (Arc::clone(&stop), Arc::clone(&release));
+    let a = rt
+        .spawn_with(
+            TaskBuilder::new().name("A").cpus([0]).nice(-20),
+            move || {
+                let m = TaskBuilder::new()
+                    .name("M")
+                    .nice(19)
+                    .spawn(|| {
+                        let info = task::sched_info().unwrap();
+                        let full =
+                            lagom::policy::calc_delta_fair(info.entity.slice, info.entity.weight);
+                        (
+                            task::current().unwrap().cpu,
+                            info.deadline_left() as f64 / full as f64,
+                        )
+                    })
+                    .unwrap();
+                r2.store(true, Ordering::Release);
+                while !s2.load(Ordering::Relaxed) && !m.is_finished() {
+                    task::cond_resched();
+                }
+                m.join().unwrap()
+            },
+        )
+        .unwrap();
+    let (cpu, left) = a.join().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    b.join().unwrap();
+    let stats = rt.stats();
+    eprintln!(
+        "{features:?}: M first ran on worker {cpu} with {left:.3} of its request left \
+         (pulls {})",
+        stats.workers[1].balance_pulls
+    );
+    (cpu == rt.worker_cpus()[1]).then_some(left)
+}
+
+/// PLACE_REL_DEADLINE: a task moved between workers keeps what was left of its request
+/// (its deadline saved relative to its vruntime on the dequeue that is not a sleep,
+/// restored at the enqueue). M never ran, so what it keeps is its first request, half a
+/// slice with PLACE_DEADLINE_INITIAL; without PLACE_REL_DEADLINE the enqueue on the new
+/// worker issues a fresh, full one. A round in which M ran before it moved is void, and
+/// replayed.
+#[test]
+fn place_rel_deadline_keeps_the_request_across_a_move() {
+    let _serial = serial();
+    let sample = |features: &str| {
+        (0..10)
+            .find_map(|_| moved_request_left(features))
+            .unwrap_or_else(|| panic!("{features:?}: M ran on worker 0 first in 10 rounds"))
+    };
+    let kept = sample("");
+    assert!(
+        (0.4..=0.5).contains(&kept),
+        "PLACE_REL_DEADLINE: {kept:.3} of the request left after the move, not the half of \
+         a first request"
+    );
+    let fresh = sample("NO_PLACE_REL_DEADLINE");
+    assert!(
+        (0.9..=1.0).contains(&fresh),
+        "NO_PLACE_REL_DEADLINE: {fresh:.3} of the request left after the move, not a fresh one"
+    );
+}

@@ -12,7 +12,7 @@
 //! |---|---|
 //! | PLACE_LAG | `runtime_features::place_lag_keeps_the_lag_across_a_sleep` |
 //! | PLACE_DEADLINE_INITIAL | `runtime_features::place_deadline_initial_runs_a_new_task_sooner` |
-//! | PLACE_REL_DEADLINE | not isolated in the threaded runtime (below) |
+//! | PLACE_REL_DEADLINE | `runtime_features::place_rel_deadline_keeps_the_request_across_a_move` |
 //! | RUN_TO_PARITY | `runtime_features::run_to_parity_protects_the_slice` |
 //! | PREEMPT_SHORT | `runtime_features::preempt_short_cuts_the_protected_slice` |
 //! | NEXT_BUDDY | `runtime_features::next_buddy_runs_the_wakee_next` |
@@ -35,15 +35,9 @@
 //! migration cost (`Builder::sched_migration_cost_ns`, not a feature):
 //! `runtime_features::a_cache_hot_task_is_pulled_only_after_failed_attempts`.
 //!
-//! Two features are shown through the policy (`policy_*` tests) and the simulator
+//! One feature is shown through the policy (`policy_*` tests) and the simulator
 //! (`sim_features`) only:
 //!
-//! * PLACE_REL_DEADLINE acts only on a dequeue that is not a sleep, which in the threaded
-//!   runtime is a balancer's move: its effect is the deadline the moved task keeps on its
-//!   new worker, which decides only how long it runs there before a task that arrives after
-//!   it gets in. That is a run-time length (the relative deadline of a new task is half a
-//!   slice, 0.7 ms on two workers, against a fresh 1.4 ms), measurable only with the
-//!   charged-time bounds that a loaded two-core host blurs, and not yet written.
 //! * DELAY_ZERO acts when a delayed sleeper's dequeue is finished after it became eligible
 //!   again: it clips the positive lag it would keep to zero. The threaded scenario tried
 //!   (a delayed task finished by the pick beside a computing task, then woken after a
