@@ -107,10 +107,16 @@ fn load_scenario(name: &str) -> Scenario {
         Some(t) => (t.to_string(), format!("built-in scenario `{name}`")),
         None => match std::fs::read_to_string(name) {
             Ok(t) => (t, format!("`{name}`")),
-            Err(e) => fail(format!(
-                "`{name}` is neither a built-in scenario ({}) nor a readable file: {e}",
-                BUILTIN.join(", ")
-            )),
+            // A name that is no scenario and no file is a bad argument (status 2, with the
+            // usage); a file that exists but cannot be read is bad input (status 1).
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => usage_error(
+                format!(
+                    "`{name}` is neither a built-in scenario ({}) nor a file",
+                    BUILTIN.join(", ")
+                ),
+                USAGE,
+            ),
+            Err(e) => fail(format!("`{name}`: not a built-in scenario, and unreadable: {e}")),
         },
     };
     parse(&text).unwrap_or_else(|e| fail(format!("{what}: {e}")))
