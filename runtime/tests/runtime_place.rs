@@ -44,7 +44,13 @@
 //!   freshly spawned one: with its lag it should run first) gave the expected order in
 //!   only 20–70 % of rounds without the feature (0 % with it): where the pick finishes the
 //!   delayed task, and so its lag, depends on when the ticks fall, which the host decides.
-//!   It is left out rather than kept with bounds loose enough to pass by chance.
+//!   A second attempt (2026-12-02) read the lag itself (`task::sched_info`): a nice-19
+//!   task that sleeps right after a fresh request, behind the average, beside two nice-0
+//!   hogs, should be finished only when its deadline is the earliest, with nearly a whole
+//!   request (48 ms virtual) of lag. It was finished with 0–4 ms: the two hogs run whole
+//!   slices and meet at the same vruntime at every other pick, where the light sleeper,
+//!   however little behind the average, is the only eligible entity. It is left out rather
+//!   than kept with bounds loose enough to pass by chance.
 
 mod runtime_util;
 mod topology_util;
