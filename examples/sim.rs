@@ -116,7 +116,9 @@ fn load_scenario(name: &str) -> Scenario {
                 ),
                 USAGE,
             ),
-            Err(e) => fail(format!("`{name}`: not a built-in scenario, and unreadable: {e}")),
+            Err(e) => fail(format!(
+                "`{name}`: not a built-in scenario, and unreadable: {e}"
+            )),
         },
     };
     parse(&text).unwrap_or_else(|e| fail(format!("{what}: {e}")))

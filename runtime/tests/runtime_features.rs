@@ -11,6 +11,7 @@
 //! the scenarios that are not about them (`NO_PLACE_LAG`), so that a wakee lands at the
 //! average vruntime, eligible, every round.
 
+mod runtime_util;
 mod topology_util;
 
 use std::sync::Arc;
@@ -578,23 +579,9 @@ fn cache_hot_buddy_keeps_the_next_buddy_in_place() {
 fn moved_request_left(features: &str) -> Option<f64> {
     let rt = runtime2(features, 0);
     let stop = Arc::new(AtomicBool::new(false));
-    let release = Arc::new(AtomicBool::new(false));
-    let b_running = Arc::new(AtomicBool::new(false));
-    let (r2, b2) = (Arc::clone(&release), Arc::clone(&b_running));
-    let b = rt
-        .spawn_with(TaskBuilder::new().name("B").cpus([1]), move || {
-            b2.store(true, Ordering::Release);
-            while !r2.load(Ordering::Acquire) {
-                task::cond_resched();
-            }
-        })
-        .unwrap();
-    wait_until(
-        "B to run",
-        || b_running.load(Ordering::Acquire),
-        || std::thread::sleep(Duration::from_millis(1)),
-    );
-    let (s2, r2) = (Arc::clone(&stop), Arc::clone(&release));
+    let b = runtime_util::pinned_spinner(&rt, "B", 1);
+    b.wait_running();
+    let (s2, r2) = (Arc::clone(&stop), Arc::clone(&b.stop));
     let a = rt
         .spawn_with(
             TaskBuilder::new().name("A").cpus([0]).nice(-20),
@@ -622,7 +609,7 @@ fn moved_request_left(features: &str) -> Option<f64> {
         .unwrap();
     let (cpu, left) = a.join().unwrap();
     stop.store(true, Ordering::Relaxed);
-    b.join().unwrap();
+    b.end();
     let stats = rt.stats();
     eprintln!(
         "{features:?}: M first ran on worker {cpu} with {left:.3} of its request left \

@@ -658,18 +658,8 @@ fn itmt_active_balance_moves_to_a_worker_busy_since_it_asked() {
     // Worker 1 went idle with P running alone on worker 0: its newly idle balance asks (at
     // once; the sleep leaves a loaded host time to run that worker).
     std::thread::sleep(Duration::from_millis(100));
-    let stop_q = Arc::new(AtomicBool::new(false));
-    let q_runs = Arc::new(AtomicBool::new(false));
-    let (sq, rq) = (Arc::clone(&stop_q), Arc::clone(&q_runs));
-    let q = rt
-        .spawn_with(TaskBuilder::new().name("q").cpus([1]), move || {
-            rq.store(true, Ordering::Release);
-            while !sq.load(Ordering::Relaxed) {
-                task::cond_resched();
-            }
-        })
-        .unwrap();
-    wait_for("Q to run on worker 1", || q_runs.load(Ordering::Acquire));
+    let q = runtime_util::pinned_spinner(&rt, "q", 1);
+    q.wait_running();
     let active = |s: &Stats| diff(&before, s, |w| w.balance_active)[1];
     assert_eq!(active(&rt.stats()), 0, "P moved before its schedule point");
     assert!(
@@ -683,7 +673,6 @@ fn itmt_active_balance_moves_to_a_worker_busy_since_it_asked() {
         active(&rt.stats()) == 1
     });
     stop.store(true, Ordering::Relaxed);
-    stop_q.store(true, Ordering::Relaxed);
+    q.end();
     p.join().unwrap();
-    q.join().unwrap();
 }

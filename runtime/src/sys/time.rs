@@ -23,12 +23,20 @@
 /// Nanoseconds on the monotonic clock (since an arbitrary point, the same for every thread).
 #[cfg(not(loom))]
 pub(crate) fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// `clock_gettime(clock)` in nanoseconds, for a clock every Linux thread has.
+#[cfg(not(loom))]
+#[inline]
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is writable; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    // SAFETY: `ts` is writable; the callers pass CLOCK_MONOTONIC or the calling thread's
+    // CPU clock, which always exist on Linux.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
@@ -36,13 +44,7 @@ pub(crate) fn monotonic_ns() -> u64 {
 /// call (no vDSO path), read only by the task clock's stall meter (`worker/clock.rs`).
 #[cfg(not(loom))]
 pub(crate) fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is writable; every Linux thread has its CPU clock.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// Under loom a thread's CPU clock stands still at [`LOOM_NOW`], as the other clocks do.

@@ -291,3 +291,55 @@ pub fn storm(
     }
     handles.into_iter().map(|h| h.join().unwrap()).sum()
 }
+
+/// A task pinned to one worker that spins (calling `cond_resched`) until told to stop
+/// ([`pinned_spinner`]): it keeps that worker busy, and its end makes it newly idle.
+pub struct Spinner {
+    /// The task.
+    pub handle: lagom::task::JoinHandle<()>,
+    /// Set once the task runs.
+    pub running: Arc<AtomicBool>,
+    /// Set it to end the task.
+    pub stop: Arc<AtomicBool>,
+}
+
+impl Spinner {
+    /// Waits (up to 20 s, then fails) until the task runs.
+    pub fn wait_running(&self) {
+        let t0 = Instant::now();
+        while !self.running.load(Ordering::Acquire) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "a spinner never ran"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Ends the task and joins it.
+    pub fn end(self) {
+        self.stop.store(true, Ordering::Release);
+        self.handle.join().unwrap();
+    }
+}
+
+/// Spawns a [`Spinner`] named `name` on `rt`, pinned to the worker of OS CPU `cpu`.
+pub fn pinned_spinner(rt: &lagom::Runtime, name: &str, cpu: usize) -> Spinner {
+    let running = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (r2, s2) = (Arc::clone(&running), Arc::clone(&stop));
+    let b = lagom::task::Builder::new().name(name).cpus([cpu]);
+    let handle = rt
+        .spawn_with(b, move || {
+            r2.store(true, Ordering::Release);
+            while !s2.load(Ordering::Acquire) {
+                lagom::task::cond_resched();
+            }
+        })
+        .unwrap();
+    Spinner {
+        handle,
+        running,
+        stop,
+    }
+}
