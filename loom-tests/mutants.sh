@@ -53,6 +53,8 @@ MUTANTS=(
     "blocking_no_unpark            blocking"
     "sweep_no_unpark               shutdown_sweep"
     "ttwu_no_claim                 shutdown_sweep"
+    "ttwu_runnable_no_cpu_recheck  balance_wake"
+    "ttwu_runnable_no_recheck      balance_wake"
 )
 
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}
