@@ -335,7 +335,10 @@ pub fn task_hot(env: &MigrateEnv, c: Candidate) -> bool {
 /// domain has failed, an entity that is not eligible stays when PLACE_LAG is on and the
 /// destination has tasks (it would carry its negative lag there anyway); a cache-hot one
 /// ([`task_hot`]) moves only once `nr_balance_failed > cache_nice_tries`; and with
-/// [`Migration::Load`] only an entity whose weight fits in what is left.
+/// [`Migration::Load`] only an entity whose weight fits in what is left — its weight halved
+/// for each failed attempt (`detach_tasks`'s `shr_bound(load, nr_balance_failed)`), so that
+/// an entity heavier than the imbalance moves once balancing has failed often enough. What
+/// it settles ([`moved`]) is its whole weight all the same.
 ///
 /// ```
 /// use lagom::policy::{Candidate, Features, Imbalance, MigrateEnv, Migration, can_migrate};
@@ -356,6 +359,9 @@ pub fn task_hot(env: &MigrateEnv, c: Candidate) -> bool {
 /// assert!(!can_migrate(&env, &imb, imb.amount, buddy), "cache hot");
 /// let failed = MigrateEnv { nr_balance_failed: 2, ..env };
 /// assert!(can_migrate(&failed, &imb, imb.amount, buddy), "after cache_nice_tries failures");
+/// // A failed attempt halves the weight tested: 3121 >> 2 = 780 fits in 1393.
+/// assert!(can_migrate(&failed, &imb, imb.amount, nice_m5));
+/// assert!(!can_migrate(&MigrateEnv { nr_balance_failed: 1, ..env }, &imb, imb.amount, nice_m5));
 /// ```
 pub fn can_migrate(env: &MigrateEnv, imb: &Imbalance, left: u64, c: Candidate) -> bool {
     if left == 0 || (c.delayed && imb.kind != Migration::Load) {
@@ -376,7 +382,7 @@ pub fn can_migrate(env: &MigrateEnv, imb: &Imbalance, left: u64, c: Candidate) -
     }
     match imb.kind {
         Migration::Task => true,
-        Migration::Load => c.weight <= left,
+        Migration::Load => c.weight >> env.nr_balance_failed.min(u64::BITS - 1) <= left,
     }
 }
 
