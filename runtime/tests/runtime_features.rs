@@ -645,3 +645,99 @@ fn place_rel_deadline_keeps_the_request_across_a_move() {
         "NO_PLACE_REL_DEADLINE: {fresh:.3} of the request left after the move, not a fresh one"
     );
 }
+
+/// What is left of the request of a task M (as a fraction of a whole one) when it first runs
+/// after a wakeup that found it delayed and eligible again, requeued in place; `None` if the
+/// round did not meet that case (M's sleep was not delayed, or the pick finished it first).
+///
+/// One worker runs M and a hog H (both nice 0, so their lags are opposite: H reads M's from
+/// its own). M computes with no scheduling point and parks in the middle of a request
+/// (between a fifth and three fifths of it left) while behind the average: it sleeps
+/// ineligible and DELAY_DEQUEUE keeps it queued. H runs on and, the moment its own lag turns
+/// negative — M's positive: M eligible again, before any pick can finish M's dequeue, since
+/// H makes no scheduling call in between — unparks M: `ttwu_runnable` requeues it in place
+/// (`requeue_delayed_entity`).
+fn requeued_request_left(features: &str) -> Option<f64> {
+    let rt = runtime(1, features);
+    let parked = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let p2 = Arc::clone(&parked);
+    let m = rt
+        .spawn_with(TaskBuilder::new().name("M"), move || {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                for _ in 0..50 {
+                    std::hint::black_box(0u64);
+                }
+                let info = task::sched_info().unwrap();
+                let full =
+                    lagom::policy::calc_delta_fair(info.entity.slice, info.entity.weight) as i64;
+                let left = info.deadline_left();
+                if info.lag() < 0 && left > full / 5 && left < full * 3 / 5 {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "M never parked mid-request behind V"
+                );
+            }
+            p2.store(true, Ordering::Release);
+            task::park();
+            let info = task::sched_info().unwrap();
+            let full = lagom::policy::calc_delta_fair(info.entity.slice, info.entity.weight);
+            info.deadline_left() as f64 / full as f64
+        })
+        .unwrap();
+    let unparker = m.unparker();
+    let (p3, s3) = (Arc::clone(&parked), Arc::clone(&stop));
+    let h = rt.spawn(move || {
+        let mut woke = false;
+        while !s3.load(Ordering::Relaxed) {
+            for _ in 0..50 {
+                std::hint::black_box(0u64);
+            }
+            if !woke && p3.load(Ordering::Acquire) && task::sched_info().unwrap().lag() < 0 {
+                unparker.unpark();
+                woke = true;
+            }
+            if woke {
+                task::cond_resched();
+            }
+        }
+    });
+    let left = m.join().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+    let s = rt.stats().total();
+    eprintln!(
+        "{features:?}: {left:.3} of M's request left; delayed {}, finished {}, requeued in \
+         place {}",
+        s.delayed_dequeues, s.delayed_finished, s.runnable_in_place
+    );
+    (s.delayed_dequeues == 1 && s.runnable_in_place == 1 && s.delayed_finished == 0).then_some(left)
+}
+
+/// DELAY_ZERO in the requeue of a delayed task (`requeue_delayed_entity`): woken while still
+/// delayed but eligible again (a positive lag), it has its lag clipped to 0 and so is placed
+/// afresh, with a new request; without DELAY_ZERO it keeps its place and what was left of
+/// its request (a fifth to three fifths). A round that did not meet the case is void, and
+/// replayed.
+#[test]
+fn delay_zero_renews_the_request_of_an_eligible_delayed_wakee() {
+    let _serial = serial();
+    let sample = |features: &str| {
+        (0..10)
+            .find_map(|_| requeued_request_left(features))
+            .unwrap_or_else(|| panic!("{features:?}: no round met the case in 10"))
+    };
+    let zero = sample("");
+    assert!(
+        zero > 0.85,
+        "DELAY_ZERO: {zero:.3} of the request left: not placed afresh"
+    );
+    let kept = sample("NO_DELAY_ZERO");
+    assert!(
+        kept < 0.65,
+        "NO_DELAY_ZERO: {kept:.3} of the request left: its old request not kept"
+    );
+}

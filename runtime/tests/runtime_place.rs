@@ -19,7 +19,7 @@
 //! | PICK_BUDDY | `runtime_features::pick_buddy_honours_the_next_buddy` |
 //! | CACHE_HOT_BUDDY | `runtime_features::cache_hot_buddy_keeps_the_next_buddy_in_place` |
 //! | DELAY_DEQUEUE | `delayed_wakee_on_a_busy_cpu` (NO_DELAY_DEQUEUE: no delayed sleep) |
-//! | DELAY_ZERO | not isolated in the threaded runtime (below) |
+//! | DELAY_ZERO | `runtime_features::delay_zero_renews_the_request_of_an_eligible_delayed_wakee` |
 //! | WAKEUP_PREEMPTION | `runtime_features::wakeup_preemption_lets_the_wakee_in_at_once` |
 //! | TTWU_QUEUE | `runtime_trace::storm_trace_agrees_with_the_counters` (wakelist vs lock counters); `ttwu_queue_default_sends_busy_llc_wakeups_to_the_wakelist` here (NO_TTWU_QUEUE: no wakelist) |
 //! | TTWU_QUEUE_ON_CPU | `runtime_trace::storm_trace_agrees_with_the_counters` (`wakeups_on_cpu`) |
@@ -35,22 +35,12 @@
 //! migration cost (`Builder::sched_migration_cost_ns`, not a feature):
 //! `runtime_features::a_cache_hot_task_is_pulled_only_after_failed_attempts`.
 //!
-//! One feature is shown through the policy (`policy_*` tests) and the simulator
-//! (`sim_features`) only:
-//!
-//! * DELAY_ZERO acts when a delayed sleeper's dequeue is finished after it became eligible
-//!   again: it clips the positive lag it would keep to zero. The threaded scenario tried
-//!   (a delayed task finished by the pick beside a computing task, then woken after a
-//!   freshly spawned one: with its lag it should run first) gave the expected order in
-//!   only 20–70 % of rounds without the feature (0 % with it): where the pick finishes the
-//!   delayed task, and so its lag, depends on when the ticks fall, which the host decides.
-//!   A second attempt (2026-12-02) read the lag itself (`task::sched_info`): a nice-19
-//!   task that sleeps right after a fresh request, behind the average, beside two nice-0
-//!   hogs, should be finished only when its deadline is the earliest, with nearly a whole
-//!   request (48 ms virtual) of lag. It was finished with 0–4 ms: the two hogs run whole
-//!   slices and meet at the same vruntime at every other pick, where the light sleeper,
-//!   however little behind the average, is the only eligible entity. It is left out rather
-//!   than kept with bounds loose enough to pass by chance.
+//! DELAY_ZERO is shown where it acts without a race against the host's timing: in the
+//! requeue of a delayed wakee that is eligible again (`requeue_delayed_entity`), woken by a
+//! task that reads the moment from its own lag (`task::sched_info`). Where it acts when the
+//! pick finishes a delayed dequeue, the lag it clips depends on which pick that is: two
+//! scenarios tried there (the order of two wakees; the wait of a light sleeper beside two
+//! hogs, which meet at the same vruntime at every other pick) were decided by the ticks.
 
 mod runtime_util;
 mod topology_util;
