@@ -16,8 +16,15 @@
 //!
 //! ```text
 //! cargo run --release -p lagom-examples --example asym_stall -- [--features SPEC]
-//!     [--rank CPU:RANK,...] [--seconds S] [--json]
+//!     [--rank CPU:RANK,...] [--seconds S] [--preemptible] [--json]
 //! ```
+//!
+//! `--preemptible`: the kernel can preempt a burst anywhere, and its ITMT active balance
+//! does (the stopper takes the running task off its CPU at once). A lagom task is preempted
+//! only at its scheduling calls, so by default a burst is 1 ms unbroken and an active
+//! balance request waits for the burst's end, where the task blocks; with the flag the burst
+//! calls `cond_resched` every 4096 iterations (a few µs), and the request takes the task
+//! mid-burst, as in the kernel.
 //!
 //! `--rank` overrides the CPUs' preferred-core rankings (a machine without rankings — most
 //! VMs — needs it for ITMT to prefer anything: `--rank 0:200,1:100` makes CPU 0 the
@@ -36,11 +43,15 @@ use lagom_examples::{features_arg, usage_error};
 use serde_json::json;
 
 const USAGE: &str =
-    "usage: asym_stall [--features SPEC] [--rank CPU:RANK,...] [--seconds S] [--json]
+    "usage: asym_stall [--features SPEC] [--rank CPU:RANK,...] [--seconds S] [--preemptible]
+                  [--json]
 
   --features SPEC     scheduler features applied on the defaults, e.g. DELAYED_WAKE_IDLE
   --rank CPU:RANK,..  override the CPUs' preferred-core rankings (higher is preferred)
   --seconds S         how long to run (default 30)
+  --preemptible       the bursts call cond_resched (every 4096 iterations, a few µs), so a
+                      preferred CPU's active balance takes a task mid-burst, as the kernel's
+                      stopper preempts it; without, a burst runs its 1 ms unbroken
   --json              print one JSON line instead of the report";
 
 /// A handoff this long or longer is a stall.
@@ -54,6 +65,7 @@ struct Args {
     features: String,
     ranks: Vec<(usize, u32)>,
     seconds: f64,
+    preemptible: bool,
     json: bool,
 }
 
@@ -83,6 +95,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         features: String::new(),
         ranks: Vec::new(),
         seconds: 30.0,
+        preemptible: false,
         json: false,
     };
     let mut p = lexopt::Parser::from_env();
@@ -93,6 +106,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
                 a.ranks = parse_ranks(&p.value()?.string()?).map_err(lexopt::Error::from)?
             }
             Long("seconds") => a.seconds = p.value()?.parse()?,
+            Long("preemptible") => a.preemptible = true,
             Long("json") => a.json = true,
             Short('h') | Long("help") => {
                 println!("{USAGE}");
@@ -168,6 +182,7 @@ fn main() {
         .iter()
         .map(|p| {
             let (p, stop) = (Arc::clone(p), Arc::clone(&stop));
+            let preemptible = args.preemptible;
             rt.spawn(move || {
                 p.unparker.set(task::current_unparker()).ok();
                 let mut handoffs = Vec::new();
@@ -176,6 +191,9 @@ fn main() {
                     let mut x = 0u64;
                     for i in 0..spins {
                         x = std::hint::black_box(x.wrapping_add(i));
+                        if preemptible && i % 4096 == 0 {
+                            task::cond_resched();
+                        }
                     }
                     *p.ended.lock().unwrap() = now_ns().max(1);
                     p.cv.notify_one();
@@ -274,6 +292,9 @@ fn main() {
     });
     let t = stats.total();
     println!("features: {features}");
+    if args.preemptible {
+        println!("bursts: preemptible (cond_resched every 4096 iterations)");
+    }
     println!(
         "wakeups {}, stalls (handoff >= 0.5 ms) {stalls}; handoff p50 {:.1} us, p99 {:.1} us, max {:.1} us",
         all.len(),
