@@ -476,6 +476,50 @@ fn delayed_wakee_moves_only_under_its_features() {
     assert_eq!(delayed_wake(idle, cold), DelayedWake::Dequeue);
 }
 
+/// `DelayedWakeView::of` on a real runqueue: a delayed wakee that is not eligible waits at
+/// least until the average reaches it, however little is left of the running task's
+/// protection. A ran 3 ms alone and slept, ineligible, so DELAY_DEQUEUE kept it; B has run
+/// 0.45 ms since: A is cache hot and B's protection has 0.25 ms left, but the average is
+/// 2.55 ms of B's running from A, so under DELAYED_WAKE_IDLE A is moved, not requeued
+/// behind B (which a wait of only the protection would have done).
+#[test]
+fn an_ineligible_delayed_wakee_waits_until_the_average_reaches_it() {
+    use lagom::policy::{
+        DelayedWake, DelayedWakeView, DequeueKind, Dequeued, EnqueueKind, MIGRATION_COST, Pick,
+        RqConfig, RunQueue, SchedEntity, curr_protection_left, delayed_wake,
+    };
+    const MS: u64 = 1_000_000;
+    let mut rq = RunQueue::new(RqConfig::for_cpus(1));
+    let a = rq.enqueue(SchedEntity::new(0), 'a', EnqueueKind::Wakeup, 0);
+    assert!(matches!(rq.pick_next(0), Pick::Run(h) if h == a));
+    let b = rq.enqueue(SchedEntity::new(0), 'b', EnqueueKind::Wakeup, 0);
+    rq.update_curr(3 * MS);
+    assert!(matches!(
+        rq.dequeue(a, DequeueKind::Sleep, 3 * MS),
+        Dequeued::Delayed
+    ));
+    assert!(matches!(rq.pick_next(3 * MS), Pick::Run(h) if h == b));
+    let now = 3 * MS + 450_000;
+    rq.update_curr(now);
+    assert!(!rq.entity_eligible(a));
+    let protection = curr_protection_left(&rq);
+    assert!(
+        protection < MIGRATION_COST,
+        "B's protection left: {protection} ns"
+    );
+    let v = DelayedWakeView::of(&rq, a, now, true);
+    assert!(v.hot, "{v:?}");
+    assert!(v.wait > 2 * MS && v.wait == rq.time_to_eligible(a), "{v:?}");
+    let idle = Features::DEFAULT.apply("DELAYED_WAKE_IDLE").unwrap();
+    assert_eq!(delayed_wake(idle, v), DelayedWake::Dequeue);
+    // With only the protection as the wait, it would have stayed behind B.
+    let protection_only = DelayedWakeView {
+        wait: protection,
+        ..v
+    };
+    assert_eq!(delayed_wake(idle, protection_only), DelayedWake::InPlace);
+}
+
 /// ITMT asym packing on the Ryzen: idle CPU 6 (the top rank) pulls the queued work of the
 /// least preferred busy CPU of its CCD; with ITMT off it pulls from the busiest; while its
 /// SMT sibling is busy, it does not use its priority above the SMT level.

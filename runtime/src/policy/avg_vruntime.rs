@@ -181,4 +181,32 @@ impl<T> RunQueue<T> {
     pub fn entity_eligible(&self, h: Handle) -> bool {
         self.vruntime_eligible(self.se(self.idx(h)).vruntime)
     }
+
+    /// The least real time (ns) until the entity behind `h` is eligible: 0 if it is; else
+    /// how long the average vruntime takes to reach it, which it does fastest while only
+    /// others run — V then advances `NICE_0_LOAD / W` virtual ns per ns, `W` the queued
+    /// weight — so `(v − V) · W / NICE_0_LOAD`.
+    ///
+    /// ```
+    /// use lagom::policy::{EnqueueKind, Pick, RqConfig, RunQueue, SchedEntity};
+    /// let mut rq = RunQueue::new(RqConfig::for_cpus(1));
+    /// let a = rq.enqueue(SchedEntity::new(0), (), EnqueueKind::Wakeup, 0);
+    /// let b = rq.enqueue(SchedEntity::new(0), (), EnqueueKind::Wakeup, 0);
+    /// let Pick::Run(first) = rq.pick_next(0) else { unreachable!() };
+    /// let other = if first == a { b } else { a };
+    /// rq.update_curr(400_000); // `first` ran 0.4 ms: 0.2 ms ahead of V, `other` 0.2 behind
+    /// assert_eq!(rq.time_to_eligible(other), 0);
+    /// // V reaches `first` once `other` has run 0.4 ms (two entities of equal weight).
+    /// assert_eq!(rq.time_to_eligible(first), 400_000);
+    /// ```
+    pub fn time_to_eligible(&self, h: Handle) -> u64 {
+        let v = self.se(self.idx(h)).vruntime;
+        let (s, w) = self.sums_with_curr();
+        if w <= 0 || s >= vdiff(v, self.zero_vruntime) as i128 * w {
+            return 0;
+        }
+        // (v − V)·W = (v − v0)·W − S, with V − v0 = S / W.
+        let ahead_w = vdiff(v, self.zero_vruntime) as i128 * w - s;
+        (ahead_w / super::NICE_0_LOAD as i128).clamp(0, u64::MAX as i128) as u64
+    }
 }

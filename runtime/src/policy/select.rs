@@ -435,8 +435,11 @@ pub struct DelayedWakeView {
     pub hot: bool,
     /// Its CPU would run it next: nothing runs there now.
     pub runs_next: bool,
-    /// How long (ns) the task running on its CPU is still protected (RUN_TO_PARITY), the
-    /// least the wakee would wait there; 0 when nothing runs.
+    /// The least time (ns) the wakee would wait there: what is left of the running task's
+    /// protection (RUN_TO_PARITY), or, if the wakee is not eligible (a delayed task slept
+    /// with a negative lag), the time until the average reaches it
+    /// ([`RunQueue::time_to_eligible`](super::RunQueue::time_to_eligible)), whichever is
+    /// longer; 0 when nothing runs.
     pub wait: u64,
     /// An allowed CPU in its LLC is idle, and the task may move there (the migration
     /// contract: a started task that did not opt in may not).
@@ -445,7 +448,8 @@ pub struct DelayedWakeView {
 
 impl DelayedWakeView {
     /// The view of the delayed entity `h` of `rq` woken at `now` (`hot`: it ran within the
-    /// migration cost; `runs_next`: nothing runs on `rq`; `wait`: [`curr_protection_left`]),
+    /// migration cost; `runs_next`: nothing runs on `rq`; `wait`: the longer of
+    /// [`curr_protection_left`] and the entity's time to be eligible, 0 if nothing runs),
     /// with `idle_elsewhere` as the driver found it ([`idle_in_llc`], restricted by the
     /// migration contract where the driver has one).
     pub fn of<T>(
@@ -458,7 +462,10 @@ impl DelayedWakeView {
         DelayedWakeView {
             hot: now.saturating_sub(se.exec_start) < super::balance::MIGRATION_COST,
             runs_next: rq.curr().is_none(),
-            wait: curr_protection_left(rq),
+            wait: match rq.curr() {
+                Some(_) => curr_protection_left(rq).max(rq.time_to_eligible(h)),
+                None => 0,
+            },
             idle_elsewhere,
         }
     }
