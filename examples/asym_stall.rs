@@ -12,7 +12,10 @@
 //! its wakeup is a runnable wakeup, requeued in place behind the running burst, and the
 //! other CPU stays idle. DELAYED_WAKE_IDLE (lagom's) dequeues such a wakee when an idle
 //! allowed CPU can take it at once; TTWU_DEQUEUE always does; TTWU_QUEUE_DELAYED lets the
-//! owner reselect.
+//! owner reselect. How the two tasks come to share the preferred CPU is ITMT's active
+//! balance: the idle preferred CPU asks for a running task, a wakeup lands there before the
+//! task's next schedule point, and the move, which the kernel does not re-check, puts the two
+//! together; ACTIVE_BALANCE_RECHECK (lagom's) drops such a request instead.
 //!
 //! ```text
 //! cargo run --release -p lagom-examples --example asym_stall -- [--features SPEC]

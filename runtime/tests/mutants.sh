@@ -28,6 +28,8 @@ MUTANTS=(
     "unpark_drop_one_in_1000   runtime_wake     storm_three_seconds"
     "periodic_balance_off      runtime_balance  the_periodic_balance_evens_out_busy_workers"
     "host_stall_charged        runtime_clock    the_task_clock_leaves_host_stalls_out_of_the_charge"
+    "active_balance_no_recheck sim_placement    active_balance_recheck_leaves_a_busy_preferred_cpu_alone"
+    "active_balance_no_recheck runtime_place    itmt_active_balance_moves_to_a_worker_busy_since_it_asked"
 )
 
 export CARGO_TARGET_DIR=${MUTANTS_TARGET_DIR:-target/mutants}

@@ -30,6 +30,7 @@
 //! | ITMT | `itmt_packs_onto_the_preferred_cpu` |
 //! | WAKE_PREFER_RANK | `wake_prefer_rank_picks_the_higher_ranked_idle_cpu` |
 //! | DELAYED_WAKE_IDLE | `delayed_wakee_on_a_busy_cpu` |
+//! | ACTIVE_BALANCE_RECHECK | `itmt_active_balance_moves_to_a_worker_busy_since_it_asked` |
 //!
 //! `WF_SYNC` (`Unparker::unpark_sync`, not a feature): `unpark_sync_wakes_affine`. The
 //! migration cost (`Builder::sched_migration_cost_ns`, not a feature):
@@ -600,13 +601,30 @@ fn itmt_active_balance_moves_a_running_task() {
 /// 10) without a schedule point while the blocker on worker 1 (rank 30) ends, so the idle
 /// worker 1 asks for P; then Q, pinned there, starts running on worker 1; at P's next
 /// `cond_resched` the active balance still moves P to worker 1, next to Q (seed 001's way
-/// onto one CPU).
+/// onto one CPU). With lagom's ACTIVE_BALANCE_RECHECK the request finds worker 1 busy and is
+/// dropped: P stays on worker 0.
 #[test]
 fn itmt_active_balance_moves_to_a_worker_busy_since_it_asked() {
+    assert!(
+        active_balance_to_a_busy_worker(""),
+        "by default the active balance moves P to the busy worker 1"
+    );
+    assert!(
+        !active_balance_to_a_busy_worker("ACTIVE_BALANCE_RECHECK"),
+        "ACTIVE_BALANCE_RECHECK: the request is dropped, P stays on worker 0"
+    );
+}
+
+/// The scenario of [`itmt_active_balance_moves_to_a_worker_busy_since_it_asked`] under
+/// `features`: whether the active balance moved P (counted in worker 1's `balance_active`)
+/// once P reached its schedule points again. A move comes within milliseconds; without one,
+/// P is given 300 ms of schedule points.
+fn active_balance_to_a_busy_worker(features: &str) -> bool {
     // SAFETY: P keeps no thread-local state across its schedule points.
     let rt = unsafe {
         Runtime::builder()
             .topology(one_llc(2))
+            .features(features)
             .cpu_priorities([(0, 10), (1, 30)])
             .allow_migration()
     }
@@ -659,10 +677,24 @@ fn itmt_active_balance_moves_to_a_worker_busy_since_it_asked() {
     gate.store(true, Ordering::Release);
     // The move is counted in worker 1's `balance_active`. (P need not run there: worker 0,
     // now idle, may pull it back while it waits behind Q.)
-    wait_for("the active balance to move P to the busy worker 1", || {
-        active(&rt.stats()) == 1
-    });
+    let limit = if features.contains("ACTIVE_BALANCE_RECHECK") {
+        Duration::from_millis(300)
+    } else {
+        Duration::from_secs(20)
+    };
+    let start = Instant::now();
+    while active(&rt.stats()) == 0 && start.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let moved = active(&rt.stats()) == 1;
+    if !moved {
+        assert!(
+            !on_1.load(Ordering::Acquire),
+            "P reached the busy worker 1 without an active balance"
+        );
+    }
     stop.store(true, Ordering::Relaxed);
     q.end();
     p.join().unwrap();
+    moved
 }

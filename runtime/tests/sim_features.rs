@@ -11,6 +11,7 @@
 //! | `TTWU_QUEUE_DEFAULT` | `ttwu_queue_default_queues_to_a_busy_cpu_of_the_llc` |
 //! | `TTWU_QUEUE_ON_CPU` | `ttwu_queue_on_cpu_hands_off_to_the_switching_cpu` |
 //! | `ITMT` | `sim_placement.rs`: `itmt_packs_busy_tasks_onto_the_top_ranked_cpus` |
+//! | `ACTIVE_BALANCE_RECHECK` | `sim_placement.rs`: `active_balance_recheck_leaves_a_busy_preferred_cpu_alone` |
 //!
 //! The policy's own features (`PLACE_LAG`, `RUN_TO_PARITY`, `DELAY_ZERO`, `SIS_UTIL`,
 //! `WAKE_PREFER_RANK`, …) act inside `policy/`, which the simulator calls unchanged; their

@@ -133,3 +133,32 @@ fn active_balance_does_not_recheck_that_the_preferred_cpu_is_idle() {
         on.stalls
     );
 }
+
+#[test]
+fn active_balance_recheck_leaves_a_busy_preferred_cpu_alone() {
+    // The same drifting bursts under lagom's ACTIVE_BALANCE_RECHECK: a request whose
+    // preferred CPU got a task meanwhile is dropped, so the two tasks never share a CPU and
+    // no wakeup is requeued in place behind the other; ITMT still packs them onto the top
+    // ranks by active balance (more moves succeed than by default: none lands on a busy CPU).
+    let text = builtin("asym_stall")
+        .unwrap()
+        .replace("run 1ms", "run uniform(990us, 1010us)");
+    let on = run(&text, "ryzen-7950x", "", Some(20_000));
+    let re = run(&text, "ryzen-7950x", "ACTIVE_BALANCE_RECHECK", Some(20_000));
+    assert!(on.stalls > 0, "defaults: {:?}", on.total());
+    assert_eq!(re.stalls, 0, "ACTIVE_BALANCE_RECHECK: {:?}", re.total());
+    assert_eq!(re.total().runnable_in_place, 0, "{:?}", re.total());
+    assert!(
+        re.total().balance_active > on.total().balance_active,
+        "{:?}\n{:?}",
+        re.total(),
+        on.total()
+    );
+    let both = run(
+        &text,
+        "ryzen-7950x",
+        "DELAYED_WAKE_IDLE,ACTIVE_BALANCE_RECHECK",
+        Some(20_000),
+    );
+    assert_eq!(both.stalls, 0, "with DELAYED_WAKE_IDLE: {:?}", both.total());
+}

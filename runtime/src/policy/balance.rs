@@ -543,22 +543,43 @@ pub struct ActivePush {
     /// The task may run on the requesting CPU (its affinity and, in the threaded runtime,
     /// the migration contract).
     pub allowed: bool,
+    /// The requesting CPU is still idle ([`CpuView::idle`](super::CpuView): nothing runs
+    /// or is queued there, nothing waits on its wakelist). Read only under
+    /// `ACTIVE_BALANCE_RECHECK`.
+    pub dst_idle: bool,
 }
 
 /// Whether a pending ITMT active-balance request may be carried out: the task it names is
-/// still the source's and may go to the CPU that asked. Deliberately *not* whether that CPU
+/// still the source's and may go to the CPU that asked. By default *not* whether that CPU
 /// is still idle: the kernel's `active_load_balance_cpu_stop` re-checks only that the source
 /// still has the task to move and `can_migrate_task` (with the destination counted idle), so
 /// a task woken onto the preferred CPU while the stopper's move was pending ends up sharing
-/// it with the moved one (the preferred-core stall of seed 001).
+/// it with the moved one (the part of seed 001's stall that ITMT makes, which
+/// NO_DELAY_DEQUEUE leaves). Under lagom's `ACTIVE_BALANCE_RECHECK` that CPU must still be
+/// idle: a request it outlived is dropped (the task stays where it runs; a later newly idle
+/// balance or nohz kick may ask again).
 ///
 /// ```
-/// use lagom::policy::{ActivePush, may_active_push};
-/// let p = ActivePush { named: true, on_src: true, allowed: true };
-/// assert!(may_active_push(p));
-/// assert!(!may_active_push(ActivePush { on_src: false, ..p }), "it blocked or moved");
-/// assert!(!may_active_push(ActivePush { allowed: false, ..p }), "affinity");
+/// use lagom::policy::{ActivePush, Features, may_active_push};
+/// let f = Features::DEFAULT;
+/// let p = ActivePush { named: true, on_src: true, allowed: true, dst_idle: true };
+/// assert!(may_active_push(f, p));
+/// assert!(!may_active_push(f, ActivePush { on_src: false, ..p }), "it blocked or moved");
+/// assert!(!may_active_push(f, ActivePush { allowed: false, ..p }), "affinity");
+/// let busy = ActivePush { dst_idle: false, ..p };
+/// assert!(may_active_push(f, busy), "the kernel's stopper does not re-check");
+/// let recheck = Features::parse("ACTIVE_BALANCE_RECHECK").unwrap();
+/// assert!(!may_active_push(recheck, busy), "a wakeup made the asker busy meanwhile");
+/// assert!(may_active_push(recheck, p));
 /// ```
-pub fn may_active_push(p: ActivePush) -> bool {
-    p.named && p.on_src && p.allowed
+pub fn may_active_push(features: Features, p: ActivePush) -> bool {
+    // The recheck read and ignored (runtime/tests/mutants.sh).
+    #[cfg(lagom_mutant = "active_balance_no_recheck")]
+    let recheck = {
+        let _ = features;
+        false
+    };
+    #[cfg(not(lagom_mutant = "active_balance_no_recheck"))]
+    let recheck = features.is_enabled(Feature::ActiveBalanceRecheck);
+    p.named && p.on_src && p.allowed && (p.dst_idle || !recheck)
 }

@@ -12,9 +12,11 @@
 //!   letter proposed on, v2 made it on), DEFAULT off, TTWU_DEQUEUE off (an experiment).
 //! * `ITMT` stands for the kernel's `sched_itmt_enabled` sysctl (preferred-core scheduling),
 //!   which is on wherever the platform publishes core rankings.
-//! * `WAKE_PREFER_RANK` and `DELAYED_WAKE_IDLE` are lagom's own (off by default): the first
-//!   lets CPU priorities break ties between idle CPUs at wakeup, the second is lagom's fix
-//!   for the preferred-core stall of seed 001 (spec §10.3).
+//! * `WAKE_PREFER_RANK`, `DELAYED_WAKE_IDLE` and `ACTIVE_BALANCE_RECHECK` are lagom's own (off
+//!   by default): the first lets CPU priorities break ties between idle CPUs at wakeup, the
+//!   second is lagom's fix for the part of the preferred-core stall of seed 001 that
+//!   DELAY_DEQUEUE makes (spec §10.3), the third for the part that ITMT's active balance
+//!   makes (a task moved to a preferred CPU that a wakeup made busy meanwhile).
 //!
 //! The set parses from and prints to `"NAME,NO_NAME,…"`; parsing applies the names on top of
 //! the defaults, in order.
@@ -74,9 +76,15 @@ pub enum Feature {
     /// its delayed dequeue is finished and it is woken through CPU selection, like a
     /// sleeper (README "DELAYED_WAKE_IDLE").
     DelayedWakeIdle,
+    /// lagom's own, the other half of the fix for seed 001: an ITMT active balance is carried
+    /// out only if the CPU that asked for the task is still idle (runs nothing, has nothing
+    /// queued or on its wakelist) when the task reaches its schedule point and again at the
+    /// move; the kernel's stopper moves it regardless, so that a task woken onto that CPU
+    /// meanwhile shares it with the moved one (README "ACTIVE_BALANCE_RECHECK").
+    ActiveBalanceRecheck,
 }
 
-const COUNT: usize = 20;
+const COUNT: usize = 21;
 
 impl Feature {
     /// Every feature, in the order of [`Features::NAMES`].
@@ -101,6 +109,7 @@ impl Feature {
         Feature::Itmt,
         Feature::WakePreferRank,
         Feature::DelayedWakeIdle,
+        Feature::ActiveBalanceRecheck,
     ];
 
     /// The kernel's name of the feature, e.g. `"DELAY_DEQUEUE"`.
@@ -135,8 +144,8 @@ impl Feature {
 pub struct Features(u32);
 
 impl Features {
-    /// Every valid feature name, in the kernel's order (lagom's `ITMT`, `WAKE_PREFER_RANK`
-    /// and `DELAYED_WAKE_IDLE` last).
+    /// Every valid feature name, in the kernel's order (lagom's `ITMT`, `WAKE_PREFER_RANK`,
+    /// `DELAYED_WAKE_IDLE` and `ACTIVE_BALANCE_RECHECK` last).
     pub const NAMES: &'static [&'static str] = &[
         "PLACE_LAG",
         "PLACE_DEADLINE_INITIAL",
@@ -158,6 +167,7 @@ impl Features {
         "ITMT",
         "WAKE_PREFER_RANK",
         "DELAYED_WAKE_IDLE",
+        "ACTIVE_BALANCE_RECHECK",
     ];
 
     /// The defaults (see the module documentation for which kernel and which RFC).

@@ -50,11 +50,13 @@
 //! registers saved, `on_cpu` clear — `finish_task_switch` hands it over
 //! (`active_push_switched_out`: both locks, the pull's checks again, `move_task`), counts it in the
 //! destination's `balance_active` and kicks it. If the task blocked or may no longer move, it
-//! simply stays queued on the source and its idle loop picks it again. Neither step re-checks that
-//! the destination is still idle (`policy::may_active_push`): the kernel's
+//! simply stays queued on the source and its idle loop picks it again. By default neither step
+//! re-checks that the destination is still idle (`policy::may_active_push`): the kernel's
 //! `active_load_balance_cpu_stop` does not either, so a task woken onto the preferred CPU while the
 //! move was pending ends up sharing it with the moved one — the preferred-core stall of README's
-//! asym_stall. A task that blocks before its next schedule point is handed over at its wakeup
+//! asym_stall. Under lagom's ACTIVE_BALANCE_RECHECK both steps do (the second under the
+//! destination's lock, its wakelist counted), and a request the destination's idleness did not
+//! outlast is dropped. A task that blocks before its next schedule point is handed over at its wakeup
 //! instead (`wake/select.rs`). The kernel pushes the running task at once with its stopper thread;
 //! lagom cannot move a task whose registers its worker still holds, so it waits for the task's next
 //! schedule point (at most `cond_resched`'s 50 µs tick for a task that computes). A started task
@@ -84,9 +86,9 @@
 
 use crate::locking::atomic::Ordering;
 use crate::policy::{
-    ActivePush, BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Handle, Imbalance,
-    LoadView, MigrateEnv, PullReason, RunQueue, WakeFlags, asym_active_balance, can_migrate,
-    may_active_push, moved, newidle_imbalance_domains, nohz_kick_target,
+    ActivePush, BALANCE_INTERVAL, Candidate, CpuView, DequeueKind, Dequeued, EnqueueKind, Handle,
+    Imbalance, LoadView, MigrateEnv, PullReason, RunQueue, WakeFlags, asym_active_balance,
+    can_migrate, may_active_push, moved, newidle_imbalance_domains, nohz_kick_target,
     periodic_imbalance_domains, task_hot,
 };
 use crate::trace::MigrateCause;
@@ -118,6 +120,13 @@ fn view(shared: &Shared) -> impl Fn(usize) -> LoadView + '_ {
             nr_running: w.nr_running.load(Ordering::Relaxed),
         }
     }
+}
+
+/// Whether worker `i` is idle as wakeup selection sees it (`CpuView`: nothing runnable,
+/// nothing on its wakelist), from its published state, for ACTIVE_BALANCE_RECHECK.
+fn dst_idle(shared: &Shared, i: usize) -> bool {
+    let w = &shared.workers[i];
+    CpuView::of(w.nr_running.load(Ordering::Relaxed), !w.wakelist.is_empty()).idle
 }
 
 /// Newly idle balance of worker `me` (module doc): the policy walks `me`'s domains
@@ -167,7 +176,8 @@ fn request_active(shared: &Shared, src: usize, me: usize) {
 /// At a schedule point of `prev`, running on worker `me` (which holds its runqueue lock,
 /// `rq`, and has put `prev` back with `put_prev`): whether an ITMT active-balance request
 /// names `prev`, which still runs alone here and may go to the worker that asked (idle when
-/// it asked; not re-checked, as the kernel's stopper does not, `policy::may_active_push`). Then
+/// it asked; re-checked only under ACTIVE_BALANCE_RECHECK, as the kernel's stopper does not,
+/// `policy::may_active_push`). Then
 /// `prev` goes back into the tree (`put_curr`) and the caller switches to the idle context
 /// instead of picking; [`active_push_switched_out`] moves it once its registers are saved.
 pub(crate) fn active_push_point(
@@ -181,14 +191,18 @@ pub(crate) fn active_push_point(
     if dst == usize::MAX || w.active_push_task.load(Ordering::Relaxed) != prev.id {
         return false;
     }
-    // Not whether `dst` is still idle: the kernel's stopper does not re-check that either
-    // (`policy::may_active_push`).
+    // Whether `dst` is still idle counts only under ACTIVE_BALANCE_RECHECK: the kernel's
+    // stopper does not re-check it (`policy::may_active_push`).
     if dst >= shared.workers.len()
-        || !may_active_push(ActivePush {
-            named: true,
-            on_src: rq.nr_runnable() == 1 && prev.on_rq.load(Ordering::Relaxed),
-            allowed: may_pull(prev, dst),
-        })
+        || !may_active_push(
+            shared.features,
+            ActivePush {
+                named: true,
+                on_src: rq.nr_runnable() == 1 && prev.on_rq.load(Ordering::Relaxed),
+                allowed: may_pull(prev, dst),
+                dst_idle: dst_idle(shared, dst),
+            },
+        )
     {
         w.active_push.store(usize::MAX, Ordering::Relaxed);
         return false;
@@ -216,7 +230,8 @@ pub(crate) fn active_push_pending(wt: &WorkerThread, prev: &Task) -> Option<Hand
 /// After the switch away from `prev` (its registers saved, `on_cpu` cleared), queued here
 /// under `h` ([`active_push_pending`]): moves it to the worker that asked, under both locks,
 /// with the checks of the kernel's stopper (`policy::may_active_push`: still queued here
-/// under `h`, not running, may move there — not whether that worker is still idle);
+/// under `h`, not running, may move there — whether that worker is still idle only under
+/// ACTIVE_BALANCE_RECHECK, read under its lock);
 /// counted in `balance_active` there, which is kicked. Else nothing: it runs here again. `prev` is dereferenced only once this worker's lock shows
 /// it still queued here (so its registry keeps it alive).
 pub(crate) fn active_push_switched_out(wt: &WorkerThread, prev: *const Task, h: Handle) {
@@ -243,16 +258,18 @@ pub(crate) fn active_push_switched_out(wt: &WorkerThread, prev: *const Task, h: 
     }
     let t = src_rq.payload(h);
     let on_src = src_rq.curr() != Some(h) && !t.on_cpu.load(Ordering::Acquire);
-    if !may_active_push(ActivePush {
+    let d = &shared.workers[dst];
+    let push = ActivePush {
         named: true,
         on_src,
         allowed: on_src && may_pull(t, dst),
-    }) {
+        dst_idle: CpuView::of(dst_rq.nr_runnable(), !d.wakelist.is_empty()).idle,
+    };
+    if !may_active_push(shared.features, push) {
         return;
     }
     move_task(shared, src_rq, dst_rq, h, (me, dst), Balancer::Active, now);
     shared.workers[me].publish(src_rq);
-    let d = &shared.workers[dst];
     d.publish(dst_rq);
     d.stats.inc(&d.stats.balance_active);
     drop(g_lo);

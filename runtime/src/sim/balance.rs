@@ -114,8 +114,8 @@ impl Sim {
     /// At a schedule point of `prev`, running on CPU `c` and put back (`put_prev`), not
     /// blocking (`sched/balance.rs`'s `active_push_point`): whether an ITMT active-balance
     /// request names `prev`, which still runs alone here and may go to the CPU that asked
-    /// (`policy::may_active_push`; that CPU is not re-checked for idleness, as the kernel's
-    /// stopper does not). Then `prev` goes back into the tree and `c` switches to its idle
+    /// (`policy::may_active_push`; that CPU is re-checked for idleness only under
+    /// ACTIVE_BALANCE_RECHECK, as the kernel's stopper does not). Then `prev` goes back into the tree and `c` switches to its idle
     /// loop; the move follows in [`Sim::active_push_switched_out`]. A request refused here
     /// is dropped.
     pub(super) fn active_push_point(&mut self, c: usize, prev: u32) -> bool {
@@ -130,8 +130,9 @@ impl Sim {
             named: true,
             on_src: self.cpus[c].rq.nr_runnable() == 1 && queued,
             allowed: self.tasks[prev as usize].allowed(dst),
+            dst_idle: dst < self.cpus.len() && self.cpu_view(dst).idle,
         };
-        if !may_active_push(p) {
+        if !may_active_push(self.options.features, p) {
             self.cpus[c].active_push = None;
             return false;
         }
@@ -142,7 +143,8 @@ impl Sim {
     /// CPU `c` has switched away from `prev` (`finish_task_switch`'s part,
     /// `sched/balance.rs`'s `active_push_switched_out`): if an ITMT active-balance request
     /// names `prev` and it is still queued here, not running, and may go to the CPU that
-    /// asked (`policy::may_active_push`, with no idle re-check of that CPU), it moves there
+    /// asked (`policy::may_active_push`, with an idle re-check of that CPU only under
+    /// ACTIVE_BALANCE_RECHECK), it moves there
     /// (counted in that CPU's `balance_active`, which is notified). That is the task
     /// [`Sim::active_push_point`] put back, or one that blocked and whose dequeue was
     /// delayed; a task that left the runqueue keeps the request for its wakeup. The threaded
@@ -166,8 +168,9 @@ impl Sim {
             named: true,
             on_src,
             allowed: self.tasks[prev as usize].allowed(dst),
+            dst_idle: self.cpu_view(dst).idle,
         };
-        if !may_active_push(p) {
+        if !may_active_push(self.options.features, p) {
             return;
         }
         let now = self.now;
