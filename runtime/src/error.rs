@@ -164,7 +164,9 @@ impl fmt::Display for Error {
                     }
                     f.write_str(v)?;
                 }
-                f.write_str(" (prefix a name with NO_ to turn it off)")
+                f.write_str(
+                    " (prefix a name with NO_ to turn it off; `default` stands for the defaults)",
+                )
             }
             Error::TopologyUnreadable { path, os_error } => write!(
                 f,

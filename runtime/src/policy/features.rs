@@ -218,9 +218,23 @@ impl Features {
     }
 
     /// Applies `"NAME,NO_NAME,…"` on top of `self`, left to right. Blanks around names and
-    /// empty items are ignored; names are case-sensitive, as in the kernel.
+    /// empty items are ignored; names are case-sensitive, as in the kernel. The item
+    /// `default` (lower case, as the examples' JSON prints an unchanged set) stands for
+    /// [`Features::DEFAULT`]: the names after it apply on top of the defaults.
+    ///
+    /// ```
+    /// use lagom::policy::{Feature, Features};
+    /// assert_eq!(Features::parse("default").unwrap(), Features::DEFAULT);
+    /// let f = Features::NONE.apply("default,NO_ITMT").unwrap();
+    /// assert_eq!(f, Features::DEFAULT.with(Feature::Itmt, false));
+    /// assert!(Features::parse("DEFAULT").is_err(), "names are case-sensitive");
+    /// ```
     pub fn apply(mut self, spec: &str) -> Result<Features, Error> {
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            if item == "default" {
+                self = Features::DEFAULT;
+                continue;
+            }
             let (name, on) = match item.strip_prefix("NO_") {
                 Some(rest) => (rest, false),
                 None => (item, true),
