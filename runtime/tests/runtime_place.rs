@@ -51,23 +51,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use lagom::task::{self, Builder as TaskBuilder};
-use lagom::topology::Topology;
 use lagom::{Runtime, Stats};
-use topology_util::Tree;
-
-/// `n` single-thread CPUs in one package sharing one L3.
-fn one_llc(n: usize) -> Topology {
-    let t = Tree::new();
-    let all = format!("0-{}", n - 1);
-    t.file("sys/devices/system/cpu/online", &all);
-    t.file("sys/devices/system/cpu/possible", &all);
-    for cpu in 0..n {
-        t.topology(cpu, &cpu.to_string(), &all, cpu, 0);
-        t.cache(cpu, 0, 1, "Data", &cpu.to_string(), "32K");
-        t.cache(cpu, 1, 3, "Unified", &all, "8192K");
-    }
-    Topology::from_sysfs(t.root()).unwrap()
-}
+use topology_util::one_llc;
 
 fn runtime(n: usize, features: &str, migrate: bool) -> Runtime {
     let b = Runtime::builder().topology(one_llc(n)).features(features);

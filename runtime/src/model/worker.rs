@@ -156,20 +156,7 @@ impl ModelWorker {
         };
         // SAFETY: `prev` is still on_cpu: its context is this worker's until the clear below.
         prev.loom_ctx.with_mut(|c| unsafe { *c += 1 });
-        let next = self.wt.curr.get();
-        let next = (!next.is_null()).then(|| {
-            // SAFETY: picked and marked running under the runqueue lock, whose queue holds a
-            // reference to it: live, one more may be taken.
-            unsafe {
-                Arc::increment_strong_count(next);
-                ModelTask(Arc::from_raw(next))
-            }
-        });
-        if let Some(n) = &next {
-            n.restore();
-        }
-        sched::finish_task_switch_on(&self.wt);
-        next.map_or(Next::Idle, Next::Task)
+        self.switch_in_picked().map_or(Next::Idle, Next::Task)
     }
 
     /// The running task `t` parks: the real loop of `park` (`task::park_loop`: the
@@ -264,6 +251,13 @@ impl ModelWorker {
         // SAFETY: the dead task's context is this worker's until `put_dead` (nobody resumes
         // it).
         dead.loom_ctx.with_mut(|c| unsafe { *c += 1 });
+        self.switch_in_picked()
+    }
+
+    /// The second half of the model's switch, once the real code has switched the running
+    /// task out (its save recorded) and picked: the restore of the task it picked (the
+    /// worker's `curr`, if any) and the real `finish_task_switch` on the next context.
+    fn switch_in_picked(&self) -> Option<ModelTask> {
         let next = self.wt.curr.get();
         let next = (!next.is_null()).then(|| {
             // SAFETY: picked and marked running under the runqueue lock, whose queue holds a

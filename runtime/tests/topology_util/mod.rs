@@ -156,3 +156,17 @@ impl Tree {
     }
 }
 pub mod synthetic;
+
+/// `n` single-thread CPUs in one package sharing one L3.
+pub fn one_llc(n: usize) -> lagom::topology::Topology {
+    let t = Tree::new();
+    let all = format!("0-{}", n - 1);
+    t.file("sys/devices/system/cpu/online", &all);
+    t.file("sys/devices/system/cpu/possible", &all);
+    for cpu in 0..n {
+        t.topology(cpu, &cpu.to_string(), &all, cpu, 0);
+        t.cache(cpu, 0, 1, "Data", &cpu.to_string(), "32K");
+        t.cache(cpu, 1, 3, "Unified", &all, "8192K");
+    }
+    lagom::topology::Topology::from_sysfs(t.root()).unwrap()
+}
