@@ -50,6 +50,8 @@ struct Pingpong {
     start_cpu: AtomicUsize,
     /// P's unparker, published once P runs.
     partner: OnceLock<Unparker>,
+    /// Hogs that have started running.
+    hogs_running: AtomicUsize,
     stop: AtomicBool,
 }
 
@@ -60,6 +62,7 @@ fn gettid() -> i32 {
 
 fn hog(s: Arc<Pingpong>) -> impl FnOnce() + Send + 'static {
     move || {
+        s.hogs_running.fetch_add(1, Ordering::Release);
         while !s.stop.load(Ordering::Relaxed) {
             for _ in 0..200 {
                 std::hint::spin_loop();
@@ -93,6 +96,12 @@ fn t_body(s: Arc<Pingpong>, rounds: u64, partner: bool) -> impl FnOnce() -> Seen
         while partner && s.partner.get().is_none() {
             task::park();
             seen.blocking_calls += 1;
+        }
+        // The balancer's scenario starts once the three hogs run: before, the other CPU may
+        // be idle at one of T's wakeups, and CPU selection (not the balancer) would move T
+        // there (seen under qemu). Yielding is no wakeup: only a balance can move T here.
+        while !partner && s.hogs_running.load(Ordering::Acquire) < 3 {
+            task::yield_now();
         }
         let mut x = 0;
         for i in 1..=rounds {
