@@ -26,7 +26,10 @@
 //!   memory of the ones it keeps back to the OS with `madvise(MADV_DONTNEED)`: they stay
 //!   mapped, read as zeros and cost nothing until touched again.
 //!
-//! Dropping the pool (worker shutdown) unmaps every stack it holds.
+//! Dropping the pool (worker shutdown) unmaps every stack it holds, and a trim the ones beyond
+//! its capacity, each run of neighbouring stacks (a batch) in one `munmap`
+//! ([`DefaultStack::unmap_all`]): one call per stack, each flushing the other threads' TLBs,
+//! made dropping a runtime whose pools held 15 000 idle stacks take a third of a second.
 
 use alloc::vec::Vec;
 use core::time::Duration;
@@ -162,7 +165,8 @@ impl StackPool {
     pub fn trim(&mut self) -> usize {
         let beyond = self.free.len().saturating_sub(self.capacity);
         // The most recently returned (warmest) stacks are at the end: unmap the older ones.
-        let unmapped = self.free.drain(..beyond).count();
+        let unmapped = beyond;
+        DefaultStack::unmap_all(self.free.drain(..beyond).collect());
         self.trimmed += unmapped as u64;
         if self.dirty {
             for s in &mut self.free {
@@ -191,6 +195,13 @@ impl StackPool {
     /// Idle stacks [`trim`](Self::trim) has unmapped since the pool was made.
     pub fn trimmed(&self) -> u64 {
         self.trimmed
+    }
+}
+
+impl Drop for StackPool {
+    /// Unmaps the idle stacks, a run of neighbours per call ([`DefaultStack::unmap_all`]).
+    fn drop(&mut self) {
+        DefaultStack::unmap_all(core::mem::take(&mut self.free));
     }
 }
 

@@ -136,6 +136,40 @@ impl DefaultStack {
         }
     }
 
+    /// Unmaps `stacks` with as few `munmap` calls as their addresses allow: sorted by
+    /// address, each run of stacks that lie end to end (as the stacks of one batch do) goes in
+    /// one call. Dropping them one by one costs a call each, and each call from a process
+    /// with other threads running also flushes their TLBs (an IPI per call): unmapping a
+    /// pool of 15 000 idle stacks took a third of a second that way. Returns the calls made.
+    pub fn unmap_all(stacks: alloc::vec::Vec<Self>) -> usize {
+        let mut areas: alloc::vec::Vec<(NonNull<u8>, usize)> = stacks
+            .into_iter()
+            .map(|s| {
+                let area = (s.map, s.len);
+                // Its area is unmapped below, with its neighbours'.
+                core::mem::forget(s);
+                area
+            })
+            .collect();
+        areas.sort_unstable();
+        let mut calls = 0;
+        let mut i = 0;
+        while i < areas.len() {
+            let (start, mut len) = areas[i];
+            i += 1;
+            while i < areas.len() && areas[i].0.as_ptr() as usize == start.as_ptr() as usize + len {
+                len += areas[i].1;
+                i += 1;
+            }
+            // SAFETY: `[start, start + len)` is the union of areas that lie end to end, each a
+            // whole mapping or batch area owned by a stack given to us by value and forgotten
+            // above, so nothing else unmaps or uses it.
+            unsafe { mem::unmap(start, len) };
+            calls += 1;
+        }
+        calls
+    }
+
     /// Gives the memory of the usable part back to the OS (`MADV_DONTNEED`) while keeping the
     /// stack mapped: it reads as zeros again and costs nothing until touched. For a stack no
     /// task runs on (a pool's idle stacks, `pool.rs`).
@@ -189,6 +223,36 @@ mod tests {
         );
         let msg = alloc::format!("{err}");
         assert!(msg.contains("16 KiB"), "{msg}");
+    }
+
+    /// Whether any page of `[start, start + len)` is unmapped (`mincore` fails with ENOMEM).
+    fn has_hole(start: usize, len: usize) -> bool {
+        let pages = len / mem::page_size();
+        let mut vec = alloc::vec![0u8; pages];
+        // SAFETY: `mincore` only writes `pages` bytes to `vec` and reads no memory of the range.
+        let rc = unsafe { libc::mincore(start as *mut libc::c_void, len, vec.as_mut_ptr()) };
+        rc != 0
+    }
+
+    #[test]
+    fn unmap_all_unmaps_each_run_of_neighbours_in_one_call() {
+        let mut batch = DefaultStack::batch(MIN_STACK_SIZE, 8).unwrap();
+        let (start, len) = (batch[0].map.as_ptr() as usize, batch[0].len);
+        assert!(!has_hole(start, 8 * len));
+        // Out of order, with a gap: areas 0..3 and 4..8 are two runs.
+        let kept = batch.remove(3);
+        batch.reverse();
+        assert_eq!(DefaultStack::unmap_all(batch), 2);
+        assert!(has_hole(start, len) && has_hole(start + 7 * len, len));
+        assert!(
+            !has_hole(start + 3 * len, len),
+            "a stack not given stays mapped"
+        );
+        // SAFETY: [limit, base) of the kept stack is ours and writable.
+        unsafe { kept.limit().as_ptr().write(1) };
+        assert_eq!(DefaultStack::unmap_all(alloc::vec![kept]), 1);
+        assert!(has_hole(start + 3 * len, len));
+        assert_eq!(DefaultStack::unmap_all(alloc::vec::Vec::new()), 0);
     }
 
     #[test]

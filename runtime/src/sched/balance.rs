@@ -92,7 +92,7 @@ use crate::policy::{
     periodic_imbalance_domains, task_hot,
 };
 use crate::trace::MigrateCause;
-use crate::wake::check_preempt;
+use crate::wake::{check_preempt, cpu_view};
 use crate::worker::{QueuedTask, Shared, Task, Worker, WorkerThread, trace};
 
 /// At most this many queued tasks are examined, and so moved, in one balance (the kernel's
@@ -120,13 +120,6 @@ fn view(shared: &Shared) -> impl Fn(usize) -> LoadView + '_ {
             nr_running: w.nr_running.load(Ordering::Relaxed),
         }
     }
-}
-
-/// Whether worker `i` is idle as wakeup selection sees it (`CpuView`: nothing runnable,
-/// nothing on its wakelist), from its published state, for ACTIVE_BALANCE_RECHECK.
-fn dst_idle(shared: &Shared, i: usize) -> bool {
-    let w = &shared.workers[i];
-    CpuView::of(w.nr_running.load(Ordering::Relaxed), !w.wakelist.is_empty()).idle
 }
 
 /// Newly idle balance of worker `me` (module doc): the policy walks `me`'s domains
@@ -200,7 +193,7 @@ pub(crate) fn active_push_point(
                 named: true,
                 on_src: rq.nr_runnable() == 1 && prev.on_rq.load(Ordering::Relaxed),
                 allowed: may_pull(prev, dst),
-                dst_idle: dst_idle(shared, dst),
+                dst_idle: cpu_view(shared, dst).idle,
             },
         )
     {
