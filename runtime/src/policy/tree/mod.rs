@@ -58,6 +58,22 @@ pub(super) const B: usize = 16;
 /// Items per node at least, except in the root.
 pub(super) const MIN: usize = B / 4;
 
+/// Nodes `a` and `b` (distinct) of the pool, both mutable: a split or a merge moves items
+/// from one to the other in place. (A copy of the source node instead puts ~1 KiB on the
+/// stack, in the frame of every `insert` and `remove`, and so on the running task's stack at
+/// every enqueue and pick.)
+fn pair_mut(nodes: &mut [Node], a: u32, b: u32) -> (&mut Node, &mut Node) {
+    let (a, b) = (a as usize, b as usize);
+    assert_ne!(a, b, "one node twice");
+    if a < b {
+        let (lo, hi) = nodes.split_at_mut(b);
+        (&mut lo[a], &mut hi[0])
+    } else {
+        let (lo, hi) = nodes.split_at_mut(a);
+        (&mut hi[0], &mut lo[b])
+    }
+}
+
 /// What the tree knows of one queued entity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Entry {
@@ -371,12 +387,10 @@ impl Tree {
     /// which it returns (not yet linked into the parent).
     fn split(&mut self, x: u32, at: usize) -> u32 {
         let y = self.alloc(self.nodes[x as usize].leaf);
-        let upper = self.nodes[x as usize].clone();
-        self.nodes[y as usize].append(&upper, at, B);
+        let (xn, yn) = pair_mut(&mut self.nodes, x, y);
+        yn.append(xn, at, B);
         // The first `at` suffixes do not cover the moved items any more.
-        let xn = &mut self.nodes[x as usize];
-        xn.len = 0;
-        xn.append(&upper, 0, at);
+        xn.truncate(at);
         for j in 0..B - at {
             self.adopt(y, j);
         }
@@ -450,8 +464,8 @@ impl Tree {
                 self.nodes[r as usize].len as usize,
             );
             if ll + rl <= B {
-                let moved = self.nodes[r as usize].clone();
-                self.nodes[l as usize].append(&moved, 0, rl);
+                let (ln, rn) = pair_mut(&mut self.nodes, l, r);
+                ln.append(rn, 0, rl);
                 for k in ll..ll + rl {
                     self.adopt(l, k);
                 }

@@ -125,6 +125,18 @@ impl Node {
         }
     }
 
+    /// Keeps the first `len` items (`len >= 1`) and recomputes their suffix minima, which
+    /// covered the items dropped.
+    pub(super) fn truncate(&mut self, len: usize) {
+        debug_assert!(len >= 1 && len <= self.len as usize);
+        self.len = len as u8;
+        let mut m = self.items[len - 1].minv;
+        for k in (0..len).rev() {
+            m = vmin(self.items[k].minv, m);
+            self.sufv[k] = m;
+        }
+    }
+
     /// Recomputes `sufv[j]` from item `j` and `sufv[j + 1]`, then the suffixes before it
     /// until one comes out unchanged.
     #[inline]

@@ -19,21 +19,30 @@ impl Tree {
                 (n.parent, n.len, n.leaf) = (NIL, 0, leaf);
                 x
             }
-            None => {
-                debug_assert!(
-                    self.nodes.len() < self.nodes.capacity(),
-                    "pool not reserved"
-                );
-                self.nodes.push(Node {
-                    items: [NO_ITEM; B],
-                    sufv: [0; B],
-                    parent: NIL,
-                    len: 0,
-                    leaf,
-                });
-                (self.nodes.len() - 1) as u32
-            }
+            None => self.alloc_new(leaf),
         }
+    }
+
+    /// [`alloc`](Self::alloc) with no spare: a new node at the end of the pool. Out of line:
+    /// the node is built on the stack before it is moved into the pool, and inlined into
+    /// `insert` or `remove` those ~1 KiB would be part of their frames, which every pick and
+    /// enqueue pushes onto the running task's stack (a block of cold cache lines per switch
+    /// when thousands of tasks each have their own stack).
+    #[cold]
+    #[inline(never)]
+    fn alloc_new(&mut self, leaf: bool) -> u32 {
+        debug_assert!(
+            self.nodes.len() < self.nodes.capacity(),
+            "pool not reserved"
+        );
+        self.nodes.push(Node {
+            items: [NO_ITEM; B],
+            sufv: [0; B],
+            parent: NIL,
+            len: 0,
+            leaf,
+        });
+        (self.nodes.len() - 1) as u32
     }
 
     pub(super) fn release(&mut self, x: u32) {
