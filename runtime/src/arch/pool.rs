@@ -165,16 +165,15 @@ impl StackPool {
     pub fn trim(&mut self) -> usize {
         let beyond = self.free.len().saturating_sub(self.capacity);
         // The most recently returned (warmest) stacks are at the end: unmap the older ones.
-        let unmapped = beyond;
         DefaultStack::unmap_all(self.free.drain(..beyond).collect());
-        self.trimmed += unmapped as u64;
+        self.trimmed += beyond as u64;
         if self.dirty {
             for s in &mut self.free {
                 s.release_memory();
             }
             self.dirty = false;
         }
-        unmapped
+        beyond
     }
 
     /// Idle stacks held now.

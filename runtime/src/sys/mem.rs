@@ -174,6 +174,15 @@ pub(crate) unsafe fn release(ptr: NonNull<u8>, len: usize) {
     debug_assert_eq!(rc, 0, "madvise(MADV_DONTNEED) failed: errno {}", errno());
 }
 
+/// Whether every page of `[ptr, ptr + len)` (page-aligned) is mapped: `mincore` fails with
+/// `ENOMEM` where one is not. For tests of unmapping; it reads no memory of the range.
+#[cfg(test)]
+pub(crate) fn all_mapped(ptr: usize, len: usize) -> bool {
+    let mut vec = alloc::vec![0u8; len.div_ceil(page_size())];
+    // SAFETY: `mincore` only writes one byte per page of the range to `vec`, which has room.
+    unsafe { libc::mincore(ptr as *mut libc::c_void, len, vec.as_mut_ptr()) == 0 }
+}
+
 /// Unmaps a mapping made by [`map_guarded`], or one area of [`map_guarded_batch`]'s.
 ///
 /// # Safety

@@ -117,18 +117,13 @@ impl Node {
     pub(super) fn append(&mut self, src: &Node, from: usize, to: usize) {
         let (at, n) = (self.len as usize, to - from);
         self.items[at..at + n].copy_from_slice(&src.items[from..to]);
-        self.len += n as u8;
-        let mut m = self.items[at + n - 1].minv;
-        for k in (0..at + n).rev() {
-            m = vmin(self.items[k].minv, m);
-            self.sufv[k] = m;
-        }
+        self.truncate(at + n);
     }
 
-    /// Keeps the first `len` items (`len >= 1`) and recomputes their suffix minima, which
-    /// covered the items dropped.
+    /// Keeps the first `len` items (`len >= 1`; at most `B`, with any past the old length
+    /// just written, as `append` does) and recomputes all their suffix minima.
     pub(super) fn truncate(&mut self, len: usize) {
-        debug_assert!(len >= 1 && len <= self.len as usize);
+        debug_assert!((1..=B).contains(&len));
         self.len = len as u8;
         let mut m = self.items[len - 1].minv;
         for k in (0..len).rev() {
