@@ -4,7 +4,8 @@
 //! against the reference of `policy_util/reference.rs` (recomputed from the public state, not
 //! from the runqueue's own eligibility and lag code): the charge of the running entity at
 //! every tick and operation, delayed-or-removed and the saved lag at every sleep, the lag
-//! (with its floor) of every delayed entity that leaves, and every pick.
+//! (with its floor) of every delayed entity that leaves, and every pick (and the resume
+//! prefetch's prediction of it).
 //!
 //! Replay a failure with `LAGOM_SEED_RANDOM_SEQUENCES_KEEP_EVERY_INVARIANT=<seed printed on
 //! failure> cargo test -p lagom --test policy_property`.
@@ -89,6 +90,24 @@ fn check(sim: &mut Sim, step: usize, what: &str) {
             "step {step} ({what}): not the earliest eligible deadline"
         );
     }
+    // The resume prefetch's prediction: the earliest eligible deadline among the queued
+    // entities other than the running one, or none if none of them is eligible.
+    let q = queued_ref(&sim.rq);
+    let curr = sim.rq.curr();
+    let best = q
+        .iter()
+        .filter(|(h, se)| Some(*h) != curr && eligible_ref(&q, se.vruntime))
+        .map(|(_, se)| se.deadline)
+        .min_by(|a, b| (a.wrapping_sub(*b) as i64).cmp(&0));
+    let predicted = sim.rq.predicted_payload().map(|&id| {
+        let (h, se, _) = sim.rq.iter().find(|&(_, _, &p)| p == id).expect("queued");
+        assert!(
+            Some(h) != curr,
+            "step {step} ({what}): predicted the running entity"
+        );
+        se.deadline
+    });
+    assert_eq!(predicted, best, "step {step} ({what}): predicted_payload");
 }
 
 /// Charges the running entity up to `sim.now` (`task_tick` with `tick`, else `update_curr`)

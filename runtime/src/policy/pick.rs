@@ -161,13 +161,19 @@ impl<T> RunQueue<T> {
         self.put_prev();
     }
 
-    /// The payload of the entity `k` places after the leftmost one (0: the leftmost, most
-    /// likely the next pick), if the tree's leftmost leaf holds it; for hints that fetch what
-    /// the next switches will touch, never for a decision.
+    /// The payload of the entity in the tree (the running one left out) that the pick's rule
+    /// chooses now: the earliest deadline among the eligible ones, eligibility counting the
+    /// running entity in the average as a pick does; `None` if the tree is empty. For hints
+    /// that fetch what the next switch will touch (the driver's resume prefetch), never for a
+    /// decision: the running entity, the next buddy and slice protection are left out, and
+    /// what is enqueued before the next pick may change its outcome.
     #[inline]
-    pub fn upcoming_payload(&self, k: usize) -> Option<&T> {
+    pub fn predicted_payload(&self) -> Option<&T> {
+        let (s, w) = self.sums_with_curr();
+        let v0 = self.zero_vruntime;
+        let e = self.tree.pick(|v: u64| s >= vdiff(v, v0) as i128 * w)?;
         self.slots
-            .get(self.tree.upcoming(k) as usize)
+            .get(e.index as usize)
             .and_then(|s| s.payload.as_ref())
     }
 
