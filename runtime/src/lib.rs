@@ -62,7 +62,7 @@
 //!
 //! * **Default: sound for any safe code.** A task that has started running always resumes
 //!   on the worker thread it last ran on, across every blocking call (`park`, `sleep`,
-//!   `join`, `yield_now`, `cond_resched`). Thread-locals, thread-affine values and thread
+//!   `join`, `yield_now`, `cond_resched`, and a spawn, which is a preemption point). Thread-locals, thread-affine values and thread
 //!   identity behave as on a plain thread. Placement stays free where it is sound: a new
 //!   task is placed by CPU selection (`select_task_rq`), and the balancers move tasks that
 //!   are queued but have never run. That is where a task graph gets its parallelism: spawn

@@ -30,6 +30,7 @@ MUTANTS=(
     "host_stall_charged        runtime_clock    the_task_clock_leaves_host_stalls_out_of_the_charge"
     "active_balance_no_recheck sim_placement    active_balance_recheck_leaves_a_busy_preferred_cpu_alone"
     "active_balance_no_recheck runtime_place    itmt_active_balance_moves_to_a_worker_busy_since_it_asked"
+    "spawn_no_preempt_point    runtime_spawn    a_spawning_loop_lets_its_children_run_once_its_request_is_used_up"
 )
 
 export CARGO_TARGET_DIR=${MUTANTS_TARGET_DIR:-target/mutants}

@@ -3,9 +3,11 @@
 //! for `arch::TRIM_AFTER`.
 mod runtime_util;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lagom::Runtime;
+use lagom::sync::Barrier;
 use lagom::task;
 
 /// VmRSS of this process in KiB.
@@ -18,28 +20,34 @@ fn vm_rss_kib() -> u64 {
         .expect("VmRSS line")
 }
 
-/// `n` tasks that each sleep 1 ms, spawned from one task and joined (all alive at once). The
-/// spawning task runs on the first worker, whose pool the stacks come from (and go back to,
-/// wherever the tasks end). The tasks are pinned there too: fork placement would spread them
-/// over the workers, and this test is about one pool's reuse, not about placement.
+/// `n` tasks that each sleep 1 ms, spawned from one task and joined, all alive at once: each
+/// first waits at a barrier that opens once the last is spawned (a spawn is a preemption
+/// point, so without it the first ones could end while the spawning goes on). The spawning
+/// task runs on the first worker, whose pool the stacks come from (and go back to, wherever
+/// the tasks end). The tasks are pinned there too: fork placement would spread them over the
+/// workers, and this test is about one pool's reuse, not about placement.
 fn burst(rt: &Runtime, n: u64) -> Duration {
     let first = rt.worker_cpus()[0];
     let spawner = task::Builder::new().name("spawner").cpus([first]);
     let h = rt.spawn_with(spawner, move || {
         let t0 = Instant::now();
+        let all = Arc::new(Barrier::new(n as usize + 1));
         let hs: Vec<_> = (0..n)
             .map(|i| {
+                let all = Arc::clone(&all);
                 task::Builder::new()
                     .cpus([first])
                     .spawn(move || {
                         // Touch a few KiB of stack, as real tasks do.
                         let buf = std::hint::black_box([i as u8; 4096]);
+                        all.wait();
                         task::sleep(Duration::from_millis(1));
                         u64::from(buf[4095])
                     })
                     .unwrap()
             })
             .collect();
+        all.wait();
         let sum: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
         assert_eq!(sum, (0..n).map(|i| i % 256).sum::<u64>());
         t0.elapsed()

@@ -122,3 +122,42 @@ fn shutdown_with_blocked_tasks_neither_hangs_nor_leaks() {
     }
     assert_eq!(cancelled, 26 - ended, "{st}");
 }
+
+/// A spawn is a preemption point, as the kernel's `fork` returns through one: a task that
+/// spawns in a loop, with no other call into lagom, gives its one worker up once its request
+/// is used up, so children queued behind it run before the loop ends (without the point none
+/// could: they wait for the spawner's first blocking call). The spawns also stay no
+/// cancellation point, and every child's result arrives.
+#[test]
+fn a_spawning_loop_lets_its_children_run_once_its_request_is_used_up() {
+    let cpu = runtime_util::two_cpus()[0];
+    let rt = Runtime::builder().worker_cpus([cpu]).build().unwrap();
+    let (ran_meanwhile, spawned, sum) = rt.block_on(|| {
+        let ran = Arc::new(AtomicU64::new(0));
+        let t0 = std::time::Instant::now();
+        let mut hs = Vec::new();
+        // 40 ms of the spawner's own work (many default slices), a spawn every 20 µs.
+        while t0.elapsed() < Duration::from_millis(40) {
+            let r = Arc::clone(&ran);
+            let i = hs.len() as u64;
+            hs.push(lagom::task::spawn(move || {
+                r.fetch_add(1, Ordering::Relaxed);
+                i
+            }));
+            let t = std::time::Instant::now();
+            while t.elapsed() < Duration::from_micros(20) {
+                std::hint::spin_loop();
+            }
+        }
+        let ran_meanwhile = ran.load(Ordering::Relaxed);
+        let spawned = hs.len() as u64;
+        let sum: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
+        (ran_meanwhile, spawned, sum)
+    });
+    assert_eq!(sum, spawned * (spawned - 1) / 2, "every child's result");
+    assert!(
+        ran_meanwhile > 0,
+        "none of {spawned} children ran while their spawner spawned for 40 ms on their worker"
+    );
+    println!("{ran_meanwhile} of {spawned} children ran during the spawning loop");
+}

@@ -37,8 +37,9 @@
 //! The hand-off's happens-before: the unlocker's writes under the lock precede its
 //! `notified` store (Release), which the woken waiter's load (Acquire) reads.
 //!
-//! A task must not hold a `std::sync::Mutex` across a blocking call, nor block on one that a
-//! task of its own worker holds: std's block the worker thread, so the holder may never run
+//! A task must not hold a `std::sync::Mutex` across a blocking call (or a call that may
+//! switch: `yield_now`, `cond_resched`, a spawn), nor block on one that a task of its own
+//! worker holds: std's block the worker thread, so the holder may never run
 //! again. Every lock of `lagom::sync` blocks only the task.
 
 use core::cell::UnsafeCell;

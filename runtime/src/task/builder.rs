@@ -104,8 +104,8 @@ impl Builder {
     /// # Safety
     ///
     /// The task may be suspended by any blocking call (`park`, `sleep`, `join`,
-    /// `yield_now`, `cond_resched`, and whatever is built on them) on one OS thread and
-    /// resumed on another. The caller promises that the task's code, including the libraries
+    /// `yield_now`, `cond_resched`, a spawn — a preemption point, [`Builder::spawn`] — and
+    /// whatever is built on them) on one OS thread and resumed on another. The caller promises that the task's code, including the libraries
     /// it calls (but not the tasks it spawns, which have their own setting):
     ///
     /// 1. holds across a blocking call no reference into thread-local storage and no value
@@ -128,6 +128,13 @@ impl Builder {
 
     /// Spawns `f` as a task of the runtime the calling task runs on.
     ///
+    /// Like the kernel's `fork`, the spawn is a preemption point: once the task is queued,
+    /// the calling task goes through [`super::cond_resched`]'s check (without its
+    /// cancellation point: a spawn never unwinds), so if its request is used up, a wakeup
+    /// asked for its CPU or a timer is due, it switches away here and resumes when picked
+    /// again — possibly after the new task has run. A task that spawns in a loop thus shares
+    /// its worker with the children it queues there.
+    ///
     /// # Errors
     /// [`Error::NotInTask`] outside tasks; [`Error::StackTooSmall`], [`Error::StackMap`],
     /// [`Error::AffinityOutsideWorkers`] for bad options or no memory.
@@ -140,12 +147,15 @@ impl Builder {
         let Some(wt) = local() else {
             return Err(Error::NotInTask);
         };
-        // Borrowed: the worker thread outlives this call, which does not switch.
-        spawn_inner(&wt.shared, Some(wt), self, f)
+        // Borrowed: the worker thread outlives `spawn_inner`, which does not switch.
+        let h = spawn_inner(&wt.shared, Some(wt), self, f)?;
+        super::current::spawn_point();
+        Ok(h)
     }
 }
 
-/// Spawns `f` on the runtime the calling task runs on.
+/// Spawns `f` on the runtime the calling task runs on. A preemption point, as
+/// [`Builder::spawn`] says.
 ///
 /// # Panics
 /// Outside tasks (use [`crate::Runtime::spawn`] there), or if no stack can be mapped; the

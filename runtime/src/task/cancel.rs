@@ -6,7 +6,9 @@
 //! `sleep` and `join`, which park), and `yield_now` and `cond_resched` once they have
 //! switched (a `cond_resched` that does not switch is no point: its fast path stays one
 //! look at the worker's flags, and a shutdown that wants a running task to stop sets
-//! need-resched on every worker). A task's start is no point either (it would cost every
+//! need-resched on every worker). A spawn is no point even when its preemption point
+//! switches (`task/current.rs`, `spawn_point`): a spawn never unwinds. A task's start is no
+//! point either (it would cost every
 //! spawn a look-up of its worker): a task that first runs during a shutdown meets its first
 //! point at its first call into lagom.
 //!

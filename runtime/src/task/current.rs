@@ -149,6 +149,27 @@ pub(crate) const TICK: u64 = 50_000;
 /// unwinds ([`crate::Runtime::shutdown_timeout`]).
 #[inline]
 pub fn cond_resched() {
+    resched_point(true);
+}
+
+/// The preemption point after a task's spawn ([`super::Builder::spawn`], [`super::spawn`],
+/// `Scope::spawn`): [`cond_resched`] without its cancellation point, so that a spawn never
+/// unwinds with a shutdown's cancellation. The kernel's `fork` returns to user space through
+/// the same check (need-resched, set by the tick once the slice is used up or by a wakeup),
+/// so a task that spawns in a loop gives its worker up when its request is used up, and the
+/// children queued behind it run (and, if they block, end) meanwhile instead of all waiting
+/// for the spawner's next blocking call (issue #15: 10 000 sleepers spawned from one task
+/// were all alive at once, every stack cold, until the spawning ended).
+#[inline]
+pub(crate) fn spawn_point() {
+    // Mutant `spawn_no_preempt_point` (runtime/tests/mutants.sh): a spawn never switches.
+    #[cfg(not(lagom_mutant = "spawn_no_preempt_point"))]
+    resched_point(false);
+}
+
+/// [`cond_resched`], with or without its cancellation point (`cancel`).
+#[inline(always)]
+fn resched_point(cancel: bool) {
     let Some(wt) = local() else { return };
     let w = wt.worker();
     let now = crate::sys::time::sched_clock();
@@ -159,13 +180,14 @@ pub fn cond_resched() {
     if worker::with_current_task(|_| ()).is_none() {
         return;
     }
-    full_tick(wt, now);
+    full_tick(wt, now, cancel);
 }
 
 /// The full tick of [`cond_resched`]: the periodic balance, the timers, need-resched and
-/// the running task's charge; then the next full tick's time, and `schedule()` if due.
+/// the running task's charge; then the next full tick's time, and `schedule()` if due,
+/// followed by the cancellation point if `cancel`.
 #[inline(never)]
-fn full_tick(wt: &worker::WorkerThread, now: u64) {
+fn full_tick(wt: &worker::WorkerThread, now: u64, cancel: bool) {
     let w = wt.worker();
     balance_tick(wt, now);
     let mut next = now.saturating_add(TICK);
@@ -187,7 +209,9 @@ fn full_tick(wt: &worker::WorkerThread, now: u64) {
         };
     if resched {
         schedule(Reason::Preempt);
-        worker::with_current_task(super::cancel::point);
+        if cancel {
+            worker::with_current_task(super::cancel::point);
+        }
     }
 }
 

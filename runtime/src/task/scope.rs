@@ -50,7 +50,10 @@
 //! (`schedule`, as `yield_now` without its cancellation point): the queued children run and
 //! end, their stacks go back to the worker's pool, and the spawner resumes (on its own worker:
 //! the migration contract) when EEVDF picks it again. The look is one relaxed load; the
-//! count is a hint (the balancers read the same word). `join` does the same: a `b` that its
+//! count is a hint (the balancers read the same word). After the spawn comes every spawn's
+//! preemption point (`task::Builder::spawn`: the spawner's request used up, a wakeup or a
+//! timer due), which bounds a fan-out in time as this bounds it in count. `join` throttles
+//! the same way (it has no preemption point of its own): a `b` that its
 //! caller ran itself leaves a task that ends at once when it runs, and a loop of such joins
 //! that never blocks would otherwise pile them up.
 //!
@@ -447,11 +450,16 @@ impl<'scope> Scope<'scope, '_> {
     /// its count.
     fn spawn_erased(&self, b: Builder, job: Erased) -> Result<JoinHandle<()>, Error> {
         let (p, free) = (job.ptr, job.free);
-        spawn_inner(&self.data.shared, self.data.local(), b, move || job.run()).inspect_err(|_| {
-            // SAFETY: the spawn failed before any task ran the closure that owned `job`, and
-            // dropping that closure leaked `job`: these are its parts, neither run nor freed.
-            unsafe { Erased::reclaim(p, free) }
-        })
+        let h = spawn_inner(&self.data.shared, self.data.local(), b, move || job.run())
+            .inspect_err(|_| {
+                // SAFETY: the spawn failed before any task ran the closure that owned `job`,
+                // and dropping that closure leaked `job`: these are its parts, neither run nor
+                // freed.
+                unsafe { Erased::reclaim(p, free) }
+            })?;
+        // The spawn's preemption point (`task::Builder::spawn`); outside tasks it does nothing.
+        super::current::spawn_point();
+        Ok(h)
     }
 }
 
