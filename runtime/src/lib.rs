@@ -62,14 +62,15 @@
 //!
 //! * **Default: sound for any safe code.** A task that has started running always resumes
 //!   on the worker thread it last ran on, across every blocking call (`park`, `sleep`,
-//!   `join`, `yield_now`, `cond_resched`, and a spawn, which is a preemption point). Thread-locals, thread-affine values and thread
-//!   identity behave as on a plain thread. Placement stays free where it is sound: a new
-//!   task is placed by CPU selection (`select_task_rq`), and the balancers move tasks that
-//!   are queued but have never run. That is where a task graph gets its parallelism: spawn
-//!   the work and it spreads before it starts. What it costs: once running, a task stays
-//!   put, so a worker whose started tasks outnumber another's keeps them (the balancers
-//!   cannot fix an imbalance among started tasks; affinity, or spawning more, finer tasks
-//!   can), and wakeups of a started task never go to an idler worker.
+//!   `join`, `yield_now`, `cond_resched`, and a spawn, which is a preemption point).
+//!   Thread-locals, thread-affine values and thread identity behave as on a plain thread.
+//!   Placement stays free where it is sound: a new task is placed by CPU selection
+//!   (`select_task_rq`), and the balancers move tasks that are queued but have never run.
+//!   That is where a task graph gets its parallelism: spawn the work and it spreads before
+//!   it starts. What it costs: once running, a task stays put, so a worker whose started
+//!   tasks outnumber another's keeps them (the balancers cannot fix an imbalance among
+//!   started tasks; affinity, or spawning more, finer tasks can), and wakeups of a started
+//!   task never go to an idler worker.
 //! * **Opt-in: kernel-faithful.** [`Builder::allow_migration`] (every task of a runtime)
 //!   and [`task::Builder::allow_migration`] (one task) are `unsafe`: they let wakeup
 //!   placement (`select_task_rq` for a woken task, TTWU_DEQUEUE's, DELAYED_WAKE_IDLE's and

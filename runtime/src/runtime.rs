@@ -303,8 +303,8 @@ impl Builder {
     /// [`Runtime::spawn`] or [`Runtime::spawn_with`], and every task they spawn) may then be
     /// suspended by any blocking call — `park`, `sleep`, `join`, `yield_now`,
     /// `cond_resched`, a spawn (a preemption point, [`crate::task::Builder::spawn`]), and
-    /// whatever is built on them — on one OS thread and resumed on another. The caller promises that the code of every such task, including the
-    /// libraries it calls:
+    /// whatever is built on them — on one OS thread and resumed on another. The caller
+    /// promises that the code of every such task, including the libraries it calls:
     ///
     /// 1. holds across a blocking call no reference into thread-local storage
     ///    (`thread_local!`, `#[thread_local]`, `pthread_getspecific`) and no value that

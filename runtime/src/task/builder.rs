@@ -105,8 +105,9 @@ impl Builder {
     ///
     /// The task may be suspended by any blocking call (`park`, `sleep`, `join`,
     /// `yield_now`, `cond_resched`, a spawn — a preemption point, [`Builder::spawn`] — and
-    /// whatever is built on them) on one OS thread and resumed on another. The caller promises that the task's code, including the libraries
-    /// it calls (but not the tasks it spawns, which have their own setting):
+    /// whatever is built on them) on one OS thread and resumed on another. The caller
+    /// promises that the task's code, including the libraries it calls (but not the tasks it
+    /// spawns, which have their own setting):
     ///
     /// 1. holds across a blocking call no reference into thread-local storage and no value
     ///    that refers to it or belongs to its thread (an `Rc` to thread-local state such as
