@@ -572,3 +572,43 @@ fn itmt_asym_packing_pulls_to_the_preferred_cpu() {
         None
     );
 }
+
+/// A driver's view is a live snapshot: asym packing reads each CPU's count once, so a count
+/// that falls between two reads (here 2, then 0 on every later read) gives a pull of what it
+/// saw, never `0 - 1`. (It did read twice, and a worker thread died of the underflow while
+/// the source's tasks left it: a runtime test hung under qemu on it.)
+#[test]
+fn asym_packing_reads_each_count_once() {
+    use lagom::policy::{LoadView, PullReason, newidle_imbalance_domains};
+    use std::cell::Cell;
+    let map = CpuMap::new(
+        vec![30, 10],
+        vec![MapLevel {
+            name: "MC",
+            smt: false,
+            share_llc: true,
+            spans: vec![0..2],
+        }],
+    )
+    .unwrap();
+    let reads = Cell::new(0u32);
+    let view = |i: usize| {
+        if i == 0 {
+            return LoadView {
+                load: 0,
+                nr_running: 0,
+            };
+        }
+        reads.set(reads.get() + 1);
+        let nr = if reads.get() == 1 { 2 } else { 0 };
+        LoadView {
+            load: 1024 * nr as u64,
+            nr_running: nr,
+        }
+    };
+    let (imb, why) = newidle_imbalance_domains(&map, 0, view, Features::DEFAULT).unwrap();
+    assert_eq!(
+        (imb.busiest, imb.amount, why),
+        (1, 1, PullReason::AsymPacking)
+    );
+}

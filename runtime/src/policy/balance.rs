@@ -451,16 +451,21 @@ pub fn newidle_imbalance_domains(
         let span = map.span(level, me);
         let use_prio = l.smt || !map.has_smt() || core_idle;
         if itmt && use_prio {
+            // Each CPU's view is read once: a driver's view is a live snapshot, and a second
+            // read may see a count that fell below the one the filter accepted (a worker
+            // thread died on `nr_running - 1` underflowing when it did).
             let src = span
                 .clone()
-                .filter(|&i| i != me && map.asym_prefer(me, i) && view(i).nr_running >= 2)
+                .filter(|&i| i != me && map.asym_prefer(me, i))
+                .map(|i| (i, view(i).nr_running))
+                .filter(|&(_, nr)| nr >= 2)
                 // The least preferred: lowest priority, ties to the higher index.
-                .min_by_key(|&i| (map.priority(i), core::cmp::Reverse(i)));
-            if let Some(src) = src {
+                .min_by_key(|&(i, _)| (map.priority(i), core::cmp::Reverse(i)));
+            if let Some((src, nr)) = src {
                 let imb = Imbalance {
                     busiest: src,
                     kind: Migration::Task,
-                    amount: view(src).nr_running as u64 - 1,
+                    amount: nr as u64 - 1,
                 };
                 return Some((imb, PullReason::AsymPacking));
             }
