@@ -587,7 +587,7 @@ fn asym_packing_reads_each_count_once() {
             name: "MC",
             smt: false,
             share_llc: true,
-            spans: vec![0..2],
+            spans: core::iter::once(0..2).collect(),
         }],
     )
     .unwrap();
