@@ -164,8 +164,14 @@ fn a_pinned_task_runs_only_on_its_workers_track() {
 /// them on the spawner's worker, never the busier one); then the hogs end, worker 1 goes
 /// idle, and its balance pulls one of them.
 /// The pull is a migrate event from worker 0 to worker 1.
+///
+/// A spawn is a preemption point, and a child that ran on worker 0 first could no longer be
+/// pulled (the migration contract): so the spawner and its children get the longest slice,
+/// the spawner's request outlasts its two spawns (under an emulator a default slice can pass
+/// in its first steps), and no child's shorter slice preempts it.
 #[test]
 fn a_balance_pull_is_a_migrate_event() {
+    const LONGEST: Duration = Duration::from_millis(100);
     let Some(cpus) = runtime_util::two_cpus_or_skip("a_balance_pull_is_a_migrate_event") else {
         return;
     };
@@ -200,31 +206,38 @@ fn a_balance_pull_is_a_migrate_event() {
     }
     let worker1 = cpus[1];
     let pulled = rt
-        .spawn_with(Builder::new().name("spawner").cpus([cpus[0]]), move || {
-            let on_1 = Arc::new(AtomicU64::new(0));
-            let child = |name: &str| {
-                let on_1 = Arc::clone(&on_1);
-                Builder::new()
-                    .name(name)
-                    .spawn(move || {
-                        let me = lagom::task::current().unwrap();
-                        if me.cpu == worker1 {
-                            on_1.store(me.id, Ordering::Release);
-                        }
-                    })
-                    .unwrap()
-            };
-            let (b, c) = (child("pulled-b"), child("pulled-c"));
-            hog_go.store(true, Ordering::Release);
-            // No runtime call here: this task keeps worker 0 until a child ran on worker 1.
-            let t0 = Instant::now();
-            while on_1.load(Ordering::Acquire) == 0 && t0.elapsed() < Duration::from_secs(10) {
-                std::hint::spin_loop();
-            }
-            b.join().unwrap();
-            c.join().unwrap();
-            on_1.load(Ordering::Acquire)
-        })
+        .spawn_with(
+            Builder::new()
+                .name("spawner")
+                .cpus([cpus[0]])
+                .slice(LONGEST),
+            move || {
+                let on_1 = Arc::new(AtomicU64::new(0));
+                let child = |name: &str| {
+                    let on_1 = Arc::clone(&on_1);
+                    Builder::new()
+                        .name(name)
+                        .slice(LONGEST)
+                        .spawn(move || {
+                            let me = lagom::task::current().unwrap();
+                            if me.cpu == worker1 {
+                                on_1.store(me.id, Ordering::Release);
+                            }
+                        })
+                        .unwrap()
+                };
+                let (b, c) = (child("pulled-b"), child("pulled-c"));
+                hog_go.store(true, Ordering::Release);
+                // No runtime call here: this task keeps worker 0 until a child ran on worker 1.
+                let t0 = Instant::now();
+                while on_1.load(Ordering::Acquire) == 0 && t0.elapsed() < Duration::from_secs(10) {
+                    std::hint::spin_loop();
+                }
+                b.join().unwrap();
+                c.join().unwrap();
+                on_1.load(Ordering::Acquire)
+            },
+        )
         .unwrap()
         .join()
         .unwrap();
