@@ -539,10 +539,9 @@ fn itmt_active_balance_moves_a_running_task() {
             b
         };
         let rt = b.build().unwrap();
-        let stop_blocker = Arc::new(AtomicBool::new(false));
-        let blocker = hog(&rt, 1, &stop_blocker);
-        // Let the blocker start, so that fork placement sends P to worker 0.
-        std::thread::sleep(Duration::from_millis(20));
+        let blocker = runtime_util::pinned_spinner(&rt, "blocker", 1);
+        // Once the blocker runs, fork placement sends P to worker 0.
+        blocker.wait_running();
         let cpu = Arc::new(AtomicUsize::new(usize::MAX));
         let stop = Arc::new(AtomicBool::new(false));
         let (c2, s2) = (Arc::clone(&cpu), Arc::clone(&stop));
@@ -554,8 +553,7 @@ fn itmt_active_balance_moves_a_running_task() {
         });
         wait_for("P to run on worker 0", || cpu.load(Ordering::Acquire) == 0);
         let before = rt.stats();
-        stop_blocker.store(true, Ordering::Relaxed);
-        blocker.join().unwrap();
+        blocker.end();
         let start = Instant::now();
         let expect_move = migrate && !features.contains("NO_ITMT");
         let limit = if expect_move { 20_000 } else { 300 };
@@ -615,18 +613,20 @@ fn active_balance_to_a_busy_worker(features: &str) -> bool {
     }
     .build()
     .unwrap();
-    let stop_blocker = Arc::new(AtomicBool::new(false));
-    let blocker = hog(&rt, 1, &stop_blocker);
-    // Let the blocker start, so that fork placement sends P to worker 0.
-    std::thread::sleep(Duration::from_millis(20));
+    let blocker = runtime_util::pinned_spinner(&rt, "blocker", 1);
+    // Once the blocker runs, fork placement sends P to worker 0.
+    blocker.wait_running();
     let cpu = Arc::new(AtomicUsize::new(usize::MAX));
     let on_1 = Arc::new(AtomicBool::new(false));
     let gate = Arc::new(AtomicBool::new(true));
+    // Set by P once it has seen the gate closed: its last schedule point is behind it.
+    let closed = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
-    let (c2, o2, g2, s2) = (
+    let (c2, o2, g2, k2, s2) = (
         Arc::clone(&cpu),
         Arc::clone(&on_1),
         Arc::clone(&gate),
+        Arc::clone(&closed),
         Arc::clone(&stop),
     );
     let p = rt.spawn(move || {
@@ -638,16 +638,23 @@ fn active_balance_to_a_busy_worker(features: &str) -> bool {
             }
             if g2.load(Ordering::Acquire) {
                 task::cond_resched();
+            } else {
+                k2.store(true, Ordering::Release);
             }
         }
     });
     wait_for("P to run on worker 0", || cpu.load(Ordering::Acquire) == 0);
     // From here P computes with no schedule point (and so no tick) until the gate opens.
+    // Wait until P says it saw the gate closed: a P that read it open just before, and whose
+    // thread the OS then left waiting, would otherwise reach its `cond_resched` after the
+    // blocker ended, be moved to worker 1 at once and keep Q from ever running there.
     gate.store(false, Ordering::Release);
-    std::thread::sleep(Duration::from_millis(5));
+    wait_for("P to see the gate closed", || {
+        closed.load(Ordering::Acquire)
+    });
+    assert_eq!(cpu.load(Ordering::Acquire), 0, "P left worker 0 early");
     let before = rt.stats();
-    stop_blocker.store(true, Ordering::Relaxed);
-    blocker.join().unwrap();
+    blocker.end();
     // Worker 1 went idle with P running alone on worker 0: its newly idle balance asks (at
     // once; the sleep leaves a loaded host time to run that worker).
     std::thread::sleep(Duration::from_millis(100));
