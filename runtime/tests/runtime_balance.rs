@@ -126,11 +126,16 @@ fn the_periodic_balance_evens_out_busy_workers() {
     }
     // Four blockers keep worker 1 the busier while the hogs are placed (fork placement would
     // otherwise spread them, 2 + 2 from the start); they end once every hog has started.
+    // They are waited for until each has run: one still on worker 1's wakelist (its thread
+    // not yet given a CPU by the OS) is not in its published count, and the hogs' placement
+    // would see the two workers as equal.
     let release = Arc::new(AtomicBool::new(false));
+    let blockers_running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let blockers: Vec<_> = (0..4)
         .map(|_| {
-            let r = Arc::clone(&release);
+            let (r, n) = (Arc::clone(&release), Arc::clone(&blockers_running));
             rt.spawn_with(Builder::new().name("blocker").cpus([w1]), move || {
+                n.fetch_add(1, Ordering::AcqRel);
                 while !r.load(Ordering::Acquire) {
                     lagom::task::cond_resched();
                 }
@@ -138,6 +143,14 @@ fn the_periodic_balance_evens_out_busy_workers() {
             .unwrap()
         })
         .collect();
+    let t0 = Instant::now();
+    while blockers_running.load(Ordering::Acquire) < 4 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the blockers never all ran"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     // The id of a hog that started on worker 0 and later ran on worker 1.
     let moved = Arc::new(AtomicU64::new(0));
