@@ -66,7 +66,9 @@ fn runtime(n: usize, features: &str, migrate: bool) -> Runtime {
 }
 
 /// A task pinned to `cpu` that spins (calling into lagom, so it can be preempted) until
-/// `stop`.
+/// `stop`; returned once it runs. (A hog still on its worker's wakelist is not in that
+/// worker's published count, and a loaded host may leave the worker's thread waiting for a
+/// CPU for many milliseconds: a fixed sleep was not enough.)
 fn hog(rt: &Runtime, cpu: usize, stop: &Arc<AtomicBool>) -> lagom::task::JoinHandle<()> {
     hog_nice(rt, cpu, stop, 0)
 }
@@ -79,13 +81,19 @@ fn hog_nice(
     nice: i32,
 ) -> lagom::task::JoinHandle<()> {
     let stop = Arc::clone(stop);
+    let running = Arc::new(AtomicBool::new(false));
+    let r = Arc::clone(&running);
     let b = TaskBuilder::new().name("hog").cpus([cpu]).nice(nice);
-    rt.spawn_with(b, move || {
-        while !stop.load(Ordering::Relaxed) {
-            task::cond_resched();
-        }
-    })
-    .unwrap()
+    let h = rt
+        .spawn_with(b, move || {
+            r.store(true, Ordering::Release);
+            while !stop.load(Ordering::Relaxed) {
+                task::cond_resched();
+            }
+        })
+        .unwrap();
+    wait_for("a hog to run", || running.load(Ordering::Acquire));
+    h
 }
 
 fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
@@ -168,8 +176,6 @@ fn ttwu_queue_default_sends_busy_llc_wakeups_to_the_wakelist() {
         let rt = runtime(2, features, false);
         let stop = Arc::new(AtomicBool::new(false));
         let h = hog(&rt, 0, &stop);
-        // Let the hog start: until it runs, worker 0 looks idle and gets the wakelist.
-        std::thread::sleep(Duration::from_millis(50));
         let before = rt.stats();
         // Under load most wakeups may find ping not yet switched out (a runnable wakeup):
         // play until the path under test was taken often enough to count.
@@ -241,8 +247,6 @@ fn wake_among_busy(
         .filter(|c| !idle.contains(c))
         .map(|c| hog(&rt, c, &stop))
         .collect();
-    // Let every hog start running (each on its own worker).
-    std::thread::sleep(Duration::from_millis(30));
     let before = rt.stats();
     go.store(true, Ordering::Release);
     t.unparker().unpark();
@@ -491,7 +495,6 @@ fn unpark_sync_wakes_affine() {
         let prev = first.load(Ordering::Acquire);
         let waker_cpu = 1 - prev;
         let h = hog(&rt, prev, &stop);
-        std::thread::sleep(Duration::from_millis(20));
         let unparker = free.unparker();
         let before = rt.stats();
         let g2w = Arc::clone(&go2);
