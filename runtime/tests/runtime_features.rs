@@ -34,12 +34,18 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// `n` workers with `features`. The task clock leaves out the time a worker's thread was off
+/// its CPU: each scenario decides by charged run time, and with the wall clock a host that
+/// took the thread away for milliseconds (a loaded machine; three copies of this binary at
+/// once did it often) charged that time to the running task and carried it past a slice's
+/// protection or a deadline window in one step.
 fn runtime(n: usize, features: &str) -> Runtime {
     // SAFETY: the tasks of these tests keep no thread-local state across blocking calls.
     unsafe {
         Runtime::builder()
             .topology(one_llc(n))
             .features(features)
+            .task_clock(lagom::TaskClock::OnCpu)
             .allow_migration()
             .build()
             .unwrap()
@@ -398,16 +404,27 @@ fn runtime2(features: &str, migration_cost_ns: u64) -> Runtime {
 }
 
 /// A task pinned to worker `cpu` at nice `nice` that spins (calling `cond_resched`) until
-/// `stop`.
+/// `stop`; returns once it has run (a hog still on its worker's wakelist is not in that
+/// worker's published count, and a loaded host can keep it there for milliseconds).
 fn hog(rt: &Runtime, cpu: usize, nice: i32, stop: &Arc<AtomicBool>) -> task::JoinHandle<()> {
     let stop = Arc::clone(stop);
+    let running = Arc::new(AtomicBool::new(false));
+    let r = Arc::clone(&running);
     let b = TaskBuilder::new().name("hog").cpus([cpu]).nice(nice);
-    rt.spawn_with(b, move || {
-        while !stop.load(Ordering::Relaxed) {
-            task::cond_resched();
-        }
-    })
-    .unwrap()
+    let h = rt
+        .spawn_with(b, move || {
+            r.store(true, Ordering::Release);
+            while !stop.load(Ordering::Relaxed) {
+                task::cond_resched();
+            }
+        })
+        .unwrap();
+    wait_until(
+        "a hog to run",
+        || running.load(Ordering::Acquire),
+        || std::thread::sleep(Duration::from_millis(1)),
+    );
+    h
 }
 
 /// The counters of worker `i` moved by from `a` to `b`.
@@ -676,13 +693,24 @@ fn place_rel_deadline_keeps_the_request_across_a_move() {
 /// negative — M's positive: M eligible again, before any pick can finish M's dequeue, since
 /// H makes no scheduling call in between — unparks M: `ttwu_runnable` requeues it in place
 /// (`requeue_delayed_entity`).
+///
+/// M starts its search only once H is queued: spawned from outside, H waits on the worker's
+/// wakelist until a scheduling call drains it, and M alone on the runqueue has a lag of 0.
+/// So M first calls `cond_resched` until the test thread has spawned H (and once more, to
+/// drain it), and H calls it until M has parked.
 fn requeued_request_left(features: &str) -> Option<f64> {
     let rt = runtime(1, features);
     let parked = Arc::new(AtomicBool::new(false));
+    let spawned = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
-    let p2 = Arc::clone(&parked);
+    let (p2, h_spawned) = (Arc::clone(&parked), Arc::clone(&spawned));
     let m = rt
         .spawn_with(TaskBuilder::new().name("M"), move || {
+            while !h_spawned.load(Ordering::Acquire) {
+                task::cond_resched();
+            }
+            // H's wakelist entry was pushed before the flag: this drains it.
+            task::cond_resched();
             let deadline = Instant::now() + Duration::from_secs(5);
             loop {
                 for _ in 0..50 {
@@ -719,11 +747,12 @@ fn requeued_request_left(features: &str) -> Option<f64> {
                 unparker.unpark();
                 woke = true;
             }
-            if woke {
+            if woke || !p3.load(Ordering::Acquire) {
                 task::cond_resched();
             }
         }
     });
+    spawned.store(true, Ordering::Release);
     let left = m.join().unwrap();
     stop.store(true, Ordering::Relaxed);
     h.join().unwrap();
