@@ -108,13 +108,13 @@ fn prefetch_upcoming(rq: &RunQueue<QueuedTask>) {
     if rq.nr_queued() > RESUME_PREFETCH_MIN_QUEUED
         && let Some(next) = rq.predicted_payload()
     {
-        // A queued task is kept alive by its registry (`tcb/queued.rs`); `ctx` is set at
-        // spawn and never written again. The task, the line holding the context and those
-        // below.
-        prefetch::<Task>(next);
-        let ctx = next.ctx.cast::<u8>().cast_const();
+        // The payload's copy of the context pointer (`tcb/queued.rs`): no load from the cold
+        // task, so the task's lines and its stack's are fetched at once. The line holding the
+        // context and those below, then the task.
+        let ctx = next.ctx_hint();
         prefetch_line(ctx);
         prefetch_lines_below(ctx, RESUME_PREFETCH_LINES - 1);
+        prefetch::<Task>(next);
     }
 }
 

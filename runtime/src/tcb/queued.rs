@@ -28,7 +28,11 @@ use core::ptr::NonNull;
 use super::{Task, TaskRef};
 
 /// A queued task of a runtime `R` (module doc).
-pub(crate) struct QueuedTask<R: 'static>(NonNull<Task<R>>);
+///
+/// It also carries a copy of the task's context pointer ([`Task::ctx`], stable for the task's
+/// life), so that the resume prefetch (`sched/schedule.rs`) can fetch a queued task's stack
+/// without first waiting for its cold struct: a hint only, never dereferenced.
+pub(crate) struct QueuedTask<R: 'static>(NonNull<Task<R>>, *const u8);
 
 // SAFETY: it stands for a shared reference to a `Task`, which is Sync (and Send as an Arc).
 unsafe impl<R: Send + Sync + 'static> Send for QueuedTask<R> {}
@@ -43,7 +47,13 @@ impl<R: 'static> QueuedTask<R> {
     /// value's time in the runqueue, and whatever is done through pointers taken out of it
     /// (module doc).
     pub(crate) unsafe fn new(t: &TaskRef<R>) -> QueuedTask<R> {
-        QueuedTask(NonNull::from(&**t))
+        QueuedTask(NonNull::from(&**t), t.ctx.cast::<u8>().cast_const())
+    }
+
+    /// The address of the task's saved context (the top of its stack), copied at enqueue:
+    /// for prefetch hints only.
+    pub(crate) fn ctx_hint(&self) -> *const u8 {
+        self.1
     }
 
     /// The task's address.
