@@ -403,30 +403,6 @@ fn runtime2(features: &str, migration_cost_ns: u64) -> Runtime {
     }
 }
 
-/// A task pinned to worker `cpu` at nice `nice` that spins (calling `cond_resched`) until
-/// `stop`; returns once it has run (a hog still on its worker's wakelist is not in that
-/// worker's published count, and a loaded host can keep it there for milliseconds).
-fn hog(rt: &Runtime, cpu: usize, nice: i32, stop: &Arc<AtomicBool>) -> task::JoinHandle<()> {
-    let stop = Arc::clone(stop);
-    let running = Arc::new(AtomicBool::new(false));
-    let r = Arc::clone(&running);
-    let b = TaskBuilder::new().name("hog").cpus([cpu]).nice(nice);
-    let h = rt
-        .spawn_with(b, move || {
-            r.store(true, Ordering::Release);
-            while !stop.load(Ordering::Relaxed) {
-                task::cond_resched();
-            }
-        })
-        .unwrap();
-    wait_until(
-        "a hog to run",
-        || running.load(Ordering::Acquire),
-        || std::thread::sleep(Duration::from_millis(1)),
-    );
-    h
-}
-
 /// The counters of worker `i` moved by from `a` to `b`.
 fn moved_by(a: &lagom::Stats, b: &lagom::Stats, i: usize) -> (u64, u64) {
     let (x, y) = (&a.workers[i], &b.workers[i]);
@@ -461,10 +437,10 @@ fn pull_recent_runner(migration_cost_ns: u64) -> (u64, u64) {
     let o = 1 - c;
     // The light hog first, so that `o` is busy (it balances periodically, with tasks of
     // its own) before `c` has two.
-    let ho = hog(&rt, o, 0, &stop);
+    let ho = runtime_util::pinned_hog(&rt, o, 0, &stop);
     std::thread::sleep(Duration::from_millis(20));
     let before = rt.stats();
-    let hc = hog(&rt, c, -19, &stop);
+    let hc = runtime_util::pinned_hog(&rt, c, -19, &stop);
     wait_until(
         "T to be pulled",
         || cpu.load(Ordering::Acquire) == o,
@@ -553,9 +529,9 @@ fn cache_hot_buddy_keeps_the_next_buddy_in_place() {
         let o = 1 - c;
         // Equal loads on both workers while T builds its history: no periodic imbalance.
         let stop_heavy = Arc::new(AtomicBool::new(false));
-        let ho_heavy = hog(&rt, o, -19, &stop_heavy);
-        let ho = hog(&rt, o, 0, &stop);
-        let hc = hog(&rt, c, -19, &stop);
+        let ho_heavy = runtime_util::pinned_hog(&rt, o, -19, &stop_heavy);
+        let ho = runtime_util::pinned_hog(&rt, o, 0, &stop);
+        let hc = runtime_util::pinned_hog(&rt, c, -19, &stop);
         std::thread::sleep(Duration::from_millis(20));
         go.store(true, Ordering::Release);
         wait_until(

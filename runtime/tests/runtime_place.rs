@@ -65,35 +65,11 @@ fn runtime(n: usize, features: &str, migrate: bool) -> Runtime {
     b.build().unwrap()
 }
 
-/// A task pinned to `cpu` that spins (calling into lagom, so it can be preempted) until
-/// `stop`; returned once it runs. (A hog still on its worker's wakelist is not in that
-/// worker's published count, and a loaded host may leave the worker's thread waiting for a
-/// CPU for many milliseconds: a fixed sleep was not enough.)
+/// A nice-0 [`runtime_util::pinned_hog`]: spins on `cpu` until `stop`, returned once it runs
+/// (a fixed sleep was not enough: a loaded host may leave the worker's thread waiting for a
+/// CPU for many milliseconds).
 fn hog(rt: &Runtime, cpu: usize, stop: &Arc<AtomicBool>) -> lagom::task::JoinHandle<()> {
-    hog_nice(rt, cpu, stop, 0)
-}
-
-/// [`hog`] at nice level `nice`.
-fn hog_nice(
-    rt: &Runtime,
-    cpu: usize,
-    stop: &Arc<AtomicBool>,
-    nice: i32,
-) -> lagom::task::JoinHandle<()> {
-    let stop = Arc::clone(stop);
-    let running = Arc::new(AtomicBool::new(false));
-    let r = Arc::clone(&running);
-    let b = TaskBuilder::new().name("hog").cpus([cpu]).nice(nice);
-    let h = rt
-        .spawn_with(b, move || {
-            r.store(true, Ordering::Release);
-            while !stop.load(Ordering::Relaxed) {
-                task::cond_resched();
-            }
-        })
-        .unwrap();
-    wait_for("a hog to run", || running.load(Ordering::Acquire));
-    h
+    runtime_util::pinned_hog(rt, cpu, 0, stop)
 }
 
 fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
@@ -324,8 +300,8 @@ fn delayed_wakee_on_a_busy_cpu() {
         // so the task, once ahead, stays ineligible (delayed) for seconds, however slowly
         // this thread gets round to waking it on a loaded machine.
         let hogs = [
-            hog_nice(&rt, 0, &stop[0], -19),
-            hog_nice(&rt, 1, &stop[1], -19),
+            runtime_util::pinned_hog(&rt, 0, -19, &stop[0]),
+            runtime_util::pinned_hog(&rt, 1, -19, &stop[1]),
         ];
         let home = Arc::new(AtomicUsize::new(usize::MAX));
         let parked = Arc::new(AtomicBool::new(false));

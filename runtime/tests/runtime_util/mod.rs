@@ -359,3 +359,36 @@ pub fn pinned_spinner(rt: &lagom::Runtime, name: &str, cpu: usize) -> Spinner {
         stop,
     }
 }
+
+/// Spawns a CPU-bound task named "hog" on `rt`, pinned to the worker of OS CPU `cpu`, at nice
+/// `nice`, that calls `cond_resched` until `stop` (one flag may stop many hogs); returns once
+/// the hog has run: a hog still on its worker's wakelist is not in that worker's published
+/// count, and a loaded host can keep it there for milliseconds.
+pub fn pinned_hog(
+    rt: &lagom::Runtime,
+    cpu: usize,
+    nice: i32,
+    stop: &Arc<AtomicBool>,
+) -> lagom::task::JoinHandle<()> {
+    let stop = Arc::clone(stop);
+    let running = Arc::new(AtomicBool::new(false));
+    let r = Arc::clone(&running);
+    let b = lagom::task::Builder::new()
+        .name("hog")
+        .cpus([cpu])
+        .nice(nice);
+    let handle = rt
+        .spawn_with(b, move || {
+            r.store(true, Ordering::Release);
+            while !stop.load(Ordering::Relaxed) {
+                lagom::task::cond_resched();
+            }
+        })
+        .unwrap();
+    let t0 = Instant::now();
+    while !running.load(Ordering::Acquire) {
+        assert!(t0.elapsed() < Duration::from_secs(20), "a hog never ran");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    handle
+}
