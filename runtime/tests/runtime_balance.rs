@@ -106,24 +106,7 @@ fn the_periodic_balance_evens_out_busy_workers() {
     .build()
     .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    let pinned_runs = Arc::new(AtomicBool::new(false));
-    let (s, r) = (Arc::clone(&stop), Arc::clone(&pinned_runs));
-    let pinned = rt
-        .spawn_with(Builder::new().name("pinned").cpus([w1]), move || {
-            r.store(true, Ordering::Release);
-            while !s.load(Ordering::Relaxed) {
-                lagom::task::cond_resched();
-            }
-        })
-        .unwrap();
-    let t0 = Instant::now();
-    while !pinned_runs.load(Ordering::Acquire) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "the pinned hog never ran"
-        );
-        std::thread::yield_now();
-    }
+    let pinned = runtime_util::pinned_hog(&rt, w1, 0, &stop);
     // Four blockers keep worker 1 the busier while the hogs are placed (fork placement would
     // otherwise spread them, 2 + 2 from the start); they end once every hog has started.
     // They are waited for until each has run: one still on worker 1's wakelist (its thread

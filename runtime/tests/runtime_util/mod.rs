@@ -322,14 +322,7 @@ pub struct Spinner {
 impl Spinner {
     /// Waits (up to 20 s, then fails) until the task runs.
     pub fn wait_running(&self) {
-        let t0 = Instant::now();
-        while !self.running.load(Ordering::Acquire) {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "a spinner never ran"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_ran(&self.running, "a spinner");
     }
 
     /// Ends the task and joins it.
@@ -341,18 +334,8 @@ impl Spinner {
 
 /// Spawns a [`Spinner`] named `name` on `rt`, pinned to the worker of OS CPU `cpu`.
 pub fn pinned_spinner(rt: &lagom::Runtime, name: &str, cpu: usize) -> Spinner {
-    let running = Arc::new(AtomicBool::new(false));
     let stop = Arc::new(AtomicBool::new(false));
-    let (r2, s2) = (Arc::clone(&running), Arc::clone(&stop));
-    let b = lagom::task::Builder::new().name(name).cpus([cpu]);
-    let handle = rt
-        .spawn_with(b, move || {
-            r2.store(true, Ordering::Release);
-            while !s2.load(Ordering::Acquire) {
-                lagom::task::cond_resched();
-            }
-        })
-        .unwrap();
+    let (handle, running) = spawn_spinning(rt, name, cpu, 0, &stop);
     Spinner {
         handle,
         running,
@@ -370,25 +353,41 @@ pub fn pinned_hog(
     nice: i32,
     stop: &Arc<AtomicBool>,
 ) -> lagom::task::JoinHandle<()> {
-    let stop = Arc::clone(stop);
+    let (handle, running) = spawn_spinning(rt, "hog", cpu, nice, stop);
+    wait_ran(&running, "a hog");
+    handle
+}
+
+/// The task of [`pinned_spinner`] and [`pinned_hog`], and the flag it sets once it runs.
+fn spawn_spinning(
+    rt: &lagom::Runtime,
+    name: &str,
+    cpu: usize,
+    nice: i32,
+    stop: &Arc<AtomicBool>,
+) -> (lagom::task::JoinHandle<()>, Arc<AtomicBool>) {
     let running = Arc::new(AtomicBool::new(false));
-    let r = Arc::clone(&running);
+    let (r, stop) = (Arc::clone(&running), Arc::clone(stop));
     let b = lagom::task::Builder::new()
-        .name("hog")
+        .name(name)
         .cpus([cpu])
         .nice(nice);
     let handle = rt
         .spawn_with(b, move || {
             r.store(true, Ordering::Release);
-            while !stop.load(Ordering::Relaxed) {
+            while !stop.load(Ordering::Acquire) {
                 lagom::task::cond_resched();
             }
         })
         .unwrap();
+    (handle, running)
+}
+
+/// Waits (up to 20 s, then fails) until `running`, the flag of a task named `what`.
+fn wait_ran(running: &AtomicBool, what: &str) {
     let t0 = Instant::now();
     while !running.load(Ordering::Acquire) {
-        assert!(t0.elapsed() < Duration::from_secs(20), "a hog never ran");
+        assert!(t0.elapsed() < Duration::from_secs(20), "{what} never ran");
         std::thread::sleep(Duration::from_millis(1));
     }
-    handle
 }
