@@ -4,7 +4,7 @@
 # that survives fails this script.
 #
 #   bash loom-tests/mutants.sh            # every mutant
-#   bash loom-tests/mutants.sh NAME...    # only these
+#   bash loom-tests/mutants.sh NAME...    # only these (a name not in the list: exit 2)
 #
 # LOOM_MAX_PREEMPTIONS defaults to 2, as in CI. The mutant is switched on by LAGOM_MUTANT
 # (runtime/build.rs turns it into `--cfg lagom_mutant="NAME"` for lagom alone), so loom and
@@ -65,6 +65,13 @@ export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/loom-mutants}
 export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-1}
 wanted=("$@")
+for w in "${wanted[@]}"; do
+    if ! printf '%s\n' "${MUTANTS[@]}" | awk '{print $1}' | grep -qxF -- "$w"; then
+        echo "$0: no mutant named '$w'; the mutants are:" >&2
+        printf '%s\n' "${MUTANTS[@]}" | awk '{print "  " $1}' | sort -u >&2
+        exit 2
+    fi
+done
 caught=0
 missed=0
 t_all=$SECONDS

@@ -6,7 +6,7 @@
 # loom-tests/mutants.sh.
 #
 #   bash runtime/tests/mutants.sh            # every mutant
-#   bash runtime/tests/mutants.sh NAME...    # only these
+#   bash runtime/tests/mutants.sh NAME...    # only these (a name not in the list: exit 2)
 #
 # The mutant is switched on by LAGOM_MUTANT (runtime/build.rs turns it into the cfg for
 # lagom alone), so all mutants share one target directory ($MUTANTS_TARGET_DIR, default
@@ -36,6 +36,13 @@ MUTANTS=(
 export CARGO_TARGET_DIR=${MUTANTS_TARGET_DIR:-target/mutants}
 timeout_s=${MUTANT_TIMEOUT:-120}
 wanted=("$@")
+for w in "${wanted[@]}"; do
+    if ! printf '%s\n' "${MUTANTS[@]}" | awk '{print $1}' | grep -qxF -- "$w"; then
+        echo "$0: no mutant named '$w'; the mutants are:" >&2
+        printf '%s\n' "${MUTANTS[@]}" | awk '{print "  " $1}' | sort -u >&2
+        exit 2
+    fi
+done
 caught=0
 missed=0
 t_all=$SECONDS
