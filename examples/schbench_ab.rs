@@ -8,9 +8,12 @@
 //! Runs are interleaved (run 1 of every row and configuration, then run 2, …) so that a
 //! change in the machine's load spreads over all of them.
 //!
+//! `--features SPEC` applies a base feature set under every lagom configuration's own (the
+//! "lagom" row then shows SPEC alone, and each seed's row SPEC with its set on top).
+//!
 //! ```text
 //! cargo build --release --example schbench
-//! cargo run --release --example schbench_ab -- [-r SECS] [--runs N] [--bin PATH]
+//! cargo run --release --example schbench_ab -- [-r SECS] [--runs N] [--bin PATH] [--features SPEC]
 //! ```
 
 use std::path::PathBuf;
@@ -18,13 +21,16 @@ use std::process::Command;
 
 use lagom_examples::usage_error;
 
-const USAGE: &str = "usage: schbench_ab [-r SECS] [--runs N] [--bin PATH]
+const USAGE: &str = "usage: schbench_ab [-r SECS] [--runs N] [--bin PATH] [--features SPEC]
 
 Runs schbench's figure matrix in os and lagom mode and prints medians as markdown tables.
-  -r SECS     seconds per run (default 10)
-  --runs N    runs per row and configuration (default 3)
-  --bin PATH  the schbench binary (default: beside this program, i.e. the one
-              `cargo build --release --example schbench` built)";
+  -r SECS          seconds per run (default 10)
+  --runs N         runs per row and configuration (default 3)
+  --bin PATH       the schbench binary (default: beside this program, i.e. the one
+                   `cargo build --release --example schbench` built)
+  --features SPEC  scheduler features applied under every lagom configuration's own,
+                   e.g. TTWU_QUEUE_DELAYED (default: none; $LAGOM_FEATURES is not read,
+                   since each run names its features)";
 
 /// The rows of the figure.
 const ROWS: &[&str] = &["-m 1 -t 2", "-m 2 -t 4", "-m 1 -t 8", "-L -m 2 -t 16 -n 0"];
@@ -52,6 +58,8 @@ struct Args {
     secs: u64,
     runs: usize,
     bin: PathBuf,
+    /// The base feature set under every lagom configuration's own (`--features`).
+    features: String,
 }
 
 fn parse_args() -> Result<Args, lexopt::Error> {
@@ -61,6 +69,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         secs: 10,
         runs: 3,
         bin: here.with_file_name("schbench"),
+        features: String::new(),
     };
     let mut p = lexopt::Parser::from_env();
     while let Some(arg) = p.next()? {
@@ -68,6 +77,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Short('r') => a.secs = p.value()?.parse()?,
             Long("runs") => a.runs = p.value()?.parse()?,
             Long("bin") => a.bin = p.value()?.into(),
+            Long("features") => a.features = lagom_examples::features_arg(p.value()?)?,
             Short('h') | Long("help") => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -104,8 +114,9 @@ fn run_one(a: &Args, row: &str, runtime: &str, features: Option<&str>) -> Sample
         runtime,
     ]);
     if let Some(f) = features {
-        // An empty string applies nothing: the defaults, even with LAGOM_FEATURES set.
-        cmd.args(["--features", f]);
+        // The base set, then the configuration's own; an empty string applies nothing: the
+        // defaults, even with LAGOM_FEATURES set.
+        cmd.args(["--features", &combine(&a.features, f)]);
     }
     let out = cmd.output().unwrap_or_else(|e| {
         eprintln!("schbench_ab: cannot run {}: {e}", a.bin.display());
@@ -137,6 +148,16 @@ fn run_one(a: &Args, row: &str, runtime: &str, features: Option<&str>) -> Sample
         req99: int("request_latency_pct99.0"),
         rps: requests / runtime_s,
         counters: COUNTERS.iter().map(|c| per_k(c)).collect(),
+    }
+}
+
+/// `base` then `own`, as one feature string (`Features::apply` takes the items in order, so
+/// `own` wins where the two name the same feature).
+fn combine(base: &str, own: &str) -> String {
+    match (base.is_empty(), own.is_empty()) {
+        (true, _) => own.to_string(),
+        (false, true) => base.to_string(),
+        (false, false) => format!("{base},{own}"),
     }
 }
 
@@ -187,8 +208,16 @@ fn main() {
         .iter()
         .map(|row| row.iter().map(|s| medians(s)).collect())
         .collect();
+    let base = if a.features.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; every lagom configuration on top of --features {}",
+            a.features
+        )
+    };
     println!(
-        "lagom vs os: medians of {} runs of {} s each (latencies in µs; ratio = lagom / os)\n",
+        "lagom vs os: medians of {} runs of {} s each (latencies in µs; ratio = lagom / os{base})\n",
         a.runs, a.secs
     );
     println!(
@@ -217,7 +246,7 @@ fn main() {
         );
     }
     println!(
-        "\nlagom feature A/B: medians of {} runs; counters per 1000 requests\n",
+        "\nlagom feature A/B: medians of {} runs; counters per 1000 requests{base}\n",
         a.runs
     );
     print!("| row | features | wake p50 | wake p99 | req p50 | req p99 | rps |");

@@ -4,7 +4,11 @@
 //!
 //! ```text
 //! cargo run --release -p lagom-examples --example sim_check -- [-n ROUND_TRIPS] [--seconds S]
+//!     [--features SPEC]
 //! ```
+//!
+//! `--features SPEC` (default: `$LAGOM_FEATURES`) sets the scheduler features of both sides,
+//! on top of the defaults, so that the two always run the same policy.
 //!
 //! For each scenario it prints what the threaded runtime measured on this machine, what the
 //! simulator computes for the built-in scenario of the same name on `cpus-2` (two CPUs, one
@@ -26,16 +30,20 @@ use lagom::task::{Builder, Unparker};
 use lagom::{Runtime, WorkerStats};
 use lagom_examples::usage_error;
 
-const USAGE: &str = "usage: sim_check [-n ROUND_TRIPS] [--seconds S]
+const USAGE: &str = "usage: sim_check [-n ROUND_TRIPS] [--seconds S] [--features SPEC]
 
 Runs the pipe (one worker, two workers) and four hogs of mixed nice in the threaded runtime
 and in the simulator, and compares them.
-  -n ROUND_TRIPS  round trips of each pipe (default 200000)
-  --seconds S     measured seconds of the hogs (default 2)";
+  -n ROUND_TRIPS   round trips of each pipe (default 200000)
+  --seconds S      measured seconds of the hogs (default 2)
+  --features SPEC  scheduler features of both sides, on top of the defaults, e.g.
+                   NO_DELAY_DEQUEUE (default: $LAGOM_FEATURES)";
 
 struct Args {
     n: u64,
     seconds: f64,
+    /// The features of both sides (`--features`, else `LAGOM_FEATURES`, else none).
+    features: String,
 }
 
 fn parse_args() -> Result<Args, lexopt::Error> {
@@ -43,12 +51,15 @@ fn parse_args() -> Result<Args, lexopt::Error> {
     let mut a = Args {
         n: 200_000,
         seconds: 2.0,
+        features: String::new(),
     };
+    let mut features = None;
     let mut parser = lexopt::Parser::from_env();
     while let Some(arg) = parser.next()? {
         match arg {
             Short('n') => a.n = parser.value()?.parse()?,
             Long("seconds") => a.seconds = parser.value()?.parse()?,
+            Long("features") => features = Some(lagom_examples::features_arg(parser.value()?)?),
             Short('h') | Long("help") => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -56,6 +67,16 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             _ => return Err(arg.unexpected()),
         }
     }
+    a.features = match features {
+        Some(f) => f,
+        None => match std::env::var("LAGOM_FEATURES") {
+            Ok(f) => match lagom::policy::Features::parse(&f) {
+                Ok(_) => f,
+                Err(e) => return Err(format!("LAGOM_FEATURES: {e}").into()),
+            },
+            Err(_) => String::new(),
+        },
+    };
     Ok(a)
 }
 
@@ -92,14 +113,15 @@ impl Row {
     }
 }
 
-fn sim(name: &str) -> Report {
+/// The built-in scenario `name` on `cpus-2`, its own features (if any) then `features`.
+fn sim(name: &str, features: &str) -> Report {
     let s = parse(builtin(name).expect("built-in")).expect("parses");
-    let mut sim = Sim::new(
-        &s,
-        Machine::named("cpus-2").expect("known"),
-        Options::of(&s).expect("features"),
-    )
-    .expect("builds");
+    let mut opts = Options::of(&s).expect("features");
+    opts.features = opts
+        .features
+        .apply(features)
+        .expect("checked by parse_args");
+    let mut sim = Sim::new(&s, Machine::named("cpus-2").expect("known"), opts).expect("builds");
     sim.run();
     Report::of(&sim)
 }
@@ -245,6 +267,7 @@ fn main() {
     // thread-local and nothing thread-affine across a blocking call, and never ask which
     // thread they run on.
     let rt = unsafe { Runtime::builder().allow_migration() }
+        .features(args.features.as_str())
         .build()
         .unwrap_or_else(|e| {
             eprintln!("error: {e}");
@@ -263,7 +286,7 @@ fn main() {
         ("pipe_cross", [cpus[0], cpus[1]]),
     ] {
         let (ns, a, b) = runtime_pipe(&rt, pair, args.n);
-        let r = sim(case);
+        let r = sim(case, &args.features);
         let trips = r.tasks[0].stats.loops;
         let t = r.total();
         let st = |f: fn(&WorkerStats) -> u64| per(delta(&a, &b, f), args.n);
@@ -342,7 +365,7 @@ fn main() {
     let nices = [0, 0, 5, -5];
     let names = ["n0a", "n0b", "n5", "nm5"];
     let (hogs, a, b) = runtime_hogs(&rt, &nices, Duration::from_secs_f64(args.seconds));
-    let r = sim("hogs");
+    let r = sim("hogs", &args.features);
     let total: f64 = hogs.iter().map(|h| h.ran.as_secs_f64()).sum();
     for (k, name) in names.iter().enumerate() {
         let runtime = 2.0 * hogs[k].ran.as_secs_f64() / total;
@@ -389,6 +412,12 @@ fn main() {
     });
     rt.shutdown();
 
+    let label = if args.features.is_empty() {
+        "default"
+    } else {
+        args.features.as_str()
+    };
+    println!("features (both sides): {label}");
     println!(
         "{:<11} {:<34} {:>12} {:>12}  verdict",
         "case", "quantity", "runtime", "simulator"
