@@ -4,6 +4,16 @@
 //! (`thread::spawn` + `thread::sleep`). The three sides alternate round by round, so that a
 //! loaded machine disturbs them alike.
 //!
+//! Each timed round of lagom and tokio follows an untimed round of the same side, so that
+//! neither is timed just after another side's idle stretch. The std threads round leaves the
+//! CPUs mostly idle for about a second (10 000 threads asleep), and the first ~20 ms of work
+//! after an idle stretch run markedly slower on a virtual machine (the host's CPU state, not
+//! the runtime's): with a 0.5 s pause before each round, lagom's median went from 15 to 20 ms
+//! and tokio's from 8.5 to 12–14 ms (2-vCPU guest, 2026-12-07). Without the untimed rounds,
+//! the side that ran right after the std threads round (lagom) paid that alone, and its ratio
+//! to tokio read 2.0–2.5 where `--no-threads` (each side after the other's busy round) read
+//! 1.8.
+//!
 //! ```text
 //! cargo run --release -p lagom-benches --example sleepers -- [-n N] [-r ROUNDS] [--json]
 //!     [--only lagom|tokio|std_threads] [--phases]
@@ -18,8 +28,10 @@ const USAGE: &str = "usage: sleepers [-n N] [-r ROUNDS] [--sleep-us US] [--no-th
                 [--only lagom|tokio|std_threads] [--phases] [--features SPEC]
 
 Spawns N tasks (default 10000) that each sleep US µs (default 1000) from one task and joins
-them, ROUNDS times (default 7) on each side in turn: lagom, tokio, std threads. Prints the
-fastest and the median round per side, and lagom's ratio to tokio.
+them, ROUNDS times (default 7) on each side in turn: lagom, tokio, std threads, each timed
+lagom and tokio round right after an untimed one of its side (so that neither is timed just
+after the std threads' idle second). Prints the fastest and the median timed round per side,
+and lagom's ratio to tokio.
   --no-threads     leave std threads out (N threads at once may exceed the thread limit)
   --only SIDE      run that side alone (to profile it)
   --phases         lagom: also print the median time to spawn all N, the stacks mapped, and
@@ -177,12 +189,15 @@ fn main() -> ExitCode {
     let mut sides: [Vec<Duration>; 3] = [Vec::new(), Vec::new(), Vec::new()];
     let mut spawn_phase = Vec::new();
     for _ in 0..args.rounds {
+        // Each timed round after an untimed one of its side (module doc).
         if on(0) {
+            lagom_round(&rt, n, d);
             let (all, spawned) = lagom_round(&rt, n, d);
             sides[0].push(all);
             spawn_phase.push(spawned);
         }
         if on(1) {
+            tokio_round(&tokio, n, d);
             sides[1].push(tokio_round(&tokio, n, d));
         }
         if threads_ok {
@@ -209,7 +224,7 @@ fn main() -> ExitCode {
             "lagom phases: spawning {n} tasks took {:.1} ms (median); stacks mapped so far {mapped}",
             ms(spawn_phase[spawn_phase.len() / 2])
         );
-        // What each task cost the schedulers, over every round so far (the untimed one too).
+        // What each task cost the schedulers, over every round so far (the untimed ones too).
         let tasks = sum(|w| w.exits).max(1) as f64;
         eprintln!(
             "lagom per task: {:.2} voluntary + {:.2} involuntary switches, {:.2} idle sleeps, \
