@@ -10,10 +10,10 @@
 //!
 //! It is the classic three-state futex mutex. The word is `UNLOCKED`, `LOCKED` (held, nobody
 //! sleeping) or `CONTENDED` (held, and someone may be sleeping):
-//! * **lock**: `compare_exchange(UNLOCKED, LOCKED, Acquire)`; on failure spin a little
-//!   re-trying, then `swap(CONTENDED, Acquire)` until the swap returns `UNLOCKED` (the lock is
-//!   then ours, marked contended, which at worst costs one needless wake), sleeping in
-//!   `futex_wait(CONTENDED)` between tries.
+//! * **lock**: `compare_exchange(UNLOCKED, LOCKED, Acquire)`; on failure spin re-trying for
+//!   up to [`SPIN_NS`] (below), then `swap(CONTENDED, Acquire)` until the swap returns
+//!   `UNLOCKED` (the lock is then ours, marked contended, which at worst costs one needless
+//!   wake), sleeping in `futex_wait(CONTENDED)` between tries.
 //! * **unlock**: `swap(UNLOCKED, Release)`; if it returns `CONTENDED`, wake the sleepers.
 //!
 //! Acquire on taking and Release on releasing give the happens-before edge between holders.
@@ -86,7 +86,7 @@ const RELEASE: Ordering = Ordering::Release;
 #[cfg(lagom_mutant = "lock_relaxed_unlock")]
 const RELEASE: Ordering = Ordering::Relaxed;
 
-/// A mutex for short critical sections: spins briefly, then sleeps on a futex.
+/// A mutex for short critical sections: spins up to [`SPIN_NS`], then sleeps on a futex.
 #[derive(Debug, Default)]
 pub struct Lock<T> {
     futex: FutexWord,

@@ -13,7 +13,7 @@
 //! * [`llist`] — the intrusive lock-free wakelist: push one entry, take all entries.
 //! * [`futex`] — a word to sleep on: `futex(2)`, or a loom-visible stand-in under loom.
 //! * [`kick`] — the idle/kick protocol between an idle worker and the waker that gives it work.
-//! * [`lock`] — the runqueue lock: spins briefly, then sleeps on a futex.
+//! * [`lock`] — the runqueue lock: spins up to 20 µs, then sleeps on a futex.
 //! * [`spin_loop`] — the spin hint, which loom must see.
 //! * [`probe`] — the loom models' coverage probes (`probe!`), nothing outside `cfg(loom)`.
 //!
