@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-# mutant name               test target (runtime/tests/)  test name (exact)
+# mutant name               test target (runtime/tests/, or lib: the crate's unit tests)  test name (exact)
 MUTANTS=(
     "charge_weight_blind       policy_property  random_sequences_keep_every_invariant"
     "pick_eligibility_blind    policy_property  random_sequences_keep_every_invariant"
@@ -31,6 +31,7 @@ MUTANTS=(
     "active_balance_no_recheck sim_placement    active_balance_recheck_leaves_a_busy_preferred_cpu_alone"
     "active_balance_no_recheck runtime_place    itmt_active_balance_moves_to_a_worker_busy_since_it_asked"
     "spawn_no_preempt_point    runtime_spawn    a_spawning_loop_lets_its_children_run_once_its_request_is_used_up"
+    "lock_short_spin           lib              locking::lock::tests::a_waiter_spins_through_a_short_hold"
 )
 
 export CARGO_TARGET_DIR=${MUTANTS_TARGET_DIR:-target/mutants}
@@ -55,7 +56,8 @@ for row in "${MUTANTS[@]}"; do
     mkdir -p "$CARGO_TARGET_DIR/logs"
     log=$CARGO_TARGET_DIR/logs/$name.$target.log
     export LAGOM_MUTANT=$name
-    if ! bin=$(cargo test -q -p lagom --test "$target" --no-run --message-format=json 2>"$log" \
+    if [ "$target" = lib ]; then which=(--lib); else which=(--test "$target"); fi
+    if ! bin=$(cargo test -q -p lagom "${which[@]}" --no-run --message-format=json 2>"$log" \
         | grep '"test":true' | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n1) \
         || [ -z "$bin" ]; then
         echo "ERROR   $name: the build of $target failed; log: $log"
