@@ -36,22 +36,14 @@ MUTANTS=(
 
 export CARGO_TARGET_DIR=${MUTANTS_TARGET_DIR:-target/mutants}
 timeout_s=${MUTANT_TIMEOUT:-120}
-wanted=("$@")
-for w in "${wanted[@]}"; do
-    if ! printf '%s\n' "${MUTANTS[@]}" | awk '{print $1}' | grep -qxF -- "$w"; then
-        echo "$0: no mutant named '$w'; the mutants are:" >&2
-        printf '%s\n' "${MUTANTS[@]}" | awk '{print "  " $1}' | sort -u >&2
-        exit 2
-    fi
-done
+source .ci/mutant_names.sh
+check_mutant_names "$@"
 caught=0
 missed=0
 t_all=$SECONDS
 for row in "${MUTANTS[@]}"; do
     read -r name target test <<<"$row"
-    if [ ${#wanted[@]} -gt 0 ] && [[ ! " ${wanted[*]} " =~ " $name " ]]; then
-        continue
-    fi
+    mutant_wanted "$name" || continue
     t0=$SECONDS
     mkdir -p "$CARGO_TARGET_DIR/logs"
     log=$CARGO_TARGET_DIR/logs/$name.$target.log
