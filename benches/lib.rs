@@ -1,6 +1,6 @@
 //! Shared helpers for lagom's criterion benchmarks and their example programs.
 
-use lagom::policy::{EnqueueKind, Features, RqConfig, RunQueue, SchedEntity};
+use lagom_policy::{EnqueueKind, Features, RqConfig, RunQueue, SchedEntity};
 
 /// splitmix64 step: deterministic pseudo-random numbers for reproducible setups.
 pub fn splitmix64(state: &mut u64) -> u64 {
@@ -48,10 +48,10 @@ pub fn default_sigpipe() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }
 
-/// The value of `--features SPEC`, checked with `lagom::policy::Features::parse`, so that a
+/// The value of `--features SPEC`, checked with `lagom_policy::Features::parse`, so that a
 /// bad name is a usage error (exit status 2, naming the valid ones).
 pub fn features_arg(spec: String) -> Result<String, String> {
-    match lagom::policy::Features::parse(&spec) {
+    match lagom_policy::Features::parse(&spec) {
         Ok(_) => Ok(spec),
         Err(e) => Err(format!("--features: {e}")),
     }

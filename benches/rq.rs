@@ -8,8 +8,8 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use lagom::policy::Pick;
 use lagom_benches::runqueue_with;
+use lagom_policy::Pick;
 
 fn pick_requeue(c: &mut Criterion) {
     let mut group = c.benchmark_group("rq/pick_requeue");

@@ -55,8 +55,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use lagom::Runtime;
-use lagom::policy::weight_of_nice;
 use lagom_examples::{features_arg, usage_error};
+use lagom_policy::weight_of_nice;
 
 const USAGE: &str = "usage: latency [--runtime lagom|os] [-n HOGS] [--nice N[,N...]] [-p PERIOD_US]
                [-s SECONDS] [--slice-us US] [--cpu CPU] [--timer-spin-us US] [--json]

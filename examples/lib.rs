@@ -21,11 +21,11 @@ pub fn usage_error(message: impl std::fmt::Display, usage: &str) -> ! {
 }
 
 /// The value of `--features SPEC`, checked: a spec such as `NO_DELAY_DEQUEUE,TTWU_QUEUE` that
-/// `lagom::policy::Features::parse` accepts, so that a bad name is a usage error (exit
+/// `lagom_policy::Features::parse` accepts, so that a bad name is a usage error (exit
 /// status 2, naming the valid ones) rather than a failed start.
 pub fn features_arg(v: std::ffi::OsString) -> Result<String, lexopt::Error> {
     let spec = v.into_string().map_err(lexopt::Error::NonUnicodeValue)?;
-    match lagom::policy::Features::parse(&spec) {
+    match lagom_policy::Features::parse(&spec) {
         Ok(_) => Ok(spec),
         Err(e) => Err(format!("--features: {e}").into()),
     }

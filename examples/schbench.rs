@@ -165,7 +165,7 @@ fn main() {
         Err(ParseError::Line(l)) => die(l),
     };
     if let Some(f) = &o.features
-        && let Err(e) = lagom::policy::Features::parse(f)
+        && let Err(e) = lagom_policy::Features::parse(f)
     {
         die(format!("schbench: --features: {e}"));
     }

@@ -215,7 +215,7 @@ fn main() {
     let mut opts =
         Options::of(&scenario).unwrap_or_else(|e| fail(format!("the scenario's features: {e}")));
     if let Some(f) = &args.features {
-        opts.features = lagom::policy::Features::parse(f).unwrap_or_else(|e| usage_error(e, USAGE));
+        opts.features = lagom_policy::Features::parse(f).unwrap_or_else(|e| usage_error(e, USAGE));
         opts.features_label = if f.is_empty() {
             String::from("default")
         } else {

@@ -70,7 +70,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
     a.features = match features {
         Some(f) => f,
         None => match std::env::var("LAGOM_FEATURES") {
-            Ok(f) => match lagom::policy::Features::parse(&f) {
+            Ok(f) => match lagom_policy::Features::parse(&f) {
                 Ok(_) => f,
                 Err(e) => return Err(format!("LAGOM_FEATURES: {e}").into()),
             },

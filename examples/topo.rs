@@ -91,7 +91,7 @@ fn main() {
     let features = args
         .features
         .as_deref()
-        .map(|f| lagom::policy::Features::parse(f).expect("checked spec"));
+        .map(|f| lagom_policy::Features::parse(f).expect("checked spec"));
     if args.json {
         let mut v = summary(&topo);
         if let (Some(f), serde_json::Value::Object(m)) = (features, &mut v) {

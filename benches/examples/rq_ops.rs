@@ -17,8 +17,8 @@
 use std::hint::black_box;
 use std::process::ExitCode;
 
-use lagom::policy::{Features, Pick};
 use lagom_benches::runqueue_with_features;
+use lagom_policy::{Features, Pick};
 
 const USAGE: &str = "usage: rq_ops [N] [ITERS] [--features SPEC]
 

@@ -61,7 +61,7 @@ pub fn print(o: &Opts, f: &Finished, stats: Option<&Stats>) -> Result<(), String
             "worker_last_cpu": f.worker_cpus,
             "interrupted": f.outcome.interrupted,
             "features": (o.backend == Backend::Lagom).then(|| {
-                lagom::policy::Features::parse(features.as_deref().unwrap_or(""))
+                lagom_policy::Features::parse(features.as_deref().unwrap_or(""))
                     .map(|f| f.to_string())
                     .unwrap_or_default()
             }),

@@ -220,7 +220,7 @@ fn unknown_feature_lists_the_valid_names() {
     let err = fails(&["--features", "BOGUS"]);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("BOGUS"), "{err}");
-    for name in lagom::policy::Features::NAMES {
+    for name in lagom_policy::Features::NAMES {
         assert!(err.contains(name), "{name} missing from {err}");
     }
 }

@@ -28,13 +28,9 @@ pub(crate) const TRACE_EVENT_BYTES: usize = 48;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
-    /// A feature string named a feature that does not exist.
-    UnknownFeature {
-        /// The name as given (without any `NO_` prefix).
-        name: String,
-        /// Every valid feature name, in the kernel's order.
-        valid: &'static [&'static str],
-    },
+    /// A feature string named a feature that does not exist (the name, and every valid
+    /// one).
+    UnknownFeature(lagom_policy::UnknownFeature),
     /// A file the topology reader needs could not be read.
     TopologyUnreadable {
         /// The full path of the file or directory.
@@ -156,18 +152,7 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::UnknownFeature { name, valid } => {
-                write!(f, "unknown scheduler feature `{name}`; valid names are ")?;
-                for (i, v) in valid.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    f.write_str(v)?;
-                }
-                f.write_str(
-                    " (prefix a name with NO_ to turn it off; `default` stands for the defaults)",
-                )
-            }
+            Error::UnknownFeature(e) => e.fmt(f),
             Error::TopologyUnreadable { path, os_error } => write!(
                 f,
                 "cannot read `{path}`: {os_error}; check that it exists and is readable, or pass \
@@ -303,4 +288,12 @@ fn write_list(f: &mut fmt::Formatter<'_>, list: &[usize]) -> fmt::Result {
     Ok(())
 }
 
+// No `source()`: a wrapped error's message is this one's whole message (`Display` above), so
+// a chain printer would print it twice.
 impl core::error::Error for Error {}
+
+impl From<lagom_policy::UnknownFeature> for Error {
+    fn from(e: lagom_policy::UnknownFeature) -> Error {
+        Error::UnknownFeature(e)
+    }
+}

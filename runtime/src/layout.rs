@@ -22,8 +22,8 @@
 
 use alloc::vec::Vec;
 
-use crate::policy::{CpuMap, MapLevel};
 use crate::topology::{CpuSet, LevelKind, Topology};
+use lagom_policy::{CpuMap, MapLevel};
 
 /// The workers' CPUs and the decisions' view of them.
 #[derive(Debug, Clone)]

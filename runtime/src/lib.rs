@@ -5,7 +5,7 @@
 //!
 //! The crate is built in layers (see `DESIGN.md` in the repository); arrows point down only:
 //!
-//! * [`policy`] — the pure EEVDF runqueue and placement decisions: no atomics, no OS calls,
+//! * [`lagom_policy`] (its own crate) — the pure EEVDF runqueue and placement decisions: no atomics, no OS calls,
 //!   no clock reads (time is an argument). The threaded runtime and the simulator both call it.
 //! * [`topology`] — sysfs → [`topology::Topology`]: CPUs, caches, NUMA, sched-domain levels,
 //!   preferred-core priorities and the allowed CPUs.
@@ -103,7 +103,6 @@ extern crate std;
 pub mod arch;
 mod error;
 pub mod graph;
-mod hint;
 mod join_error;
 mod layout;
 #[cfg(not(loom))]
@@ -114,7 +113,6 @@ pub mod locking;
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod model;
-pub mod policy;
 mod runtime;
 mod sched;
 pub mod sim;

@@ -50,7 +50,6 @@ use crate::arch::DEFAULT_STACK_SIZE;
 use crate::arch::FpControl;
 use crate::arch::MIN_STACK_SIZE;
 use crate::locking::atomic::{AtomicU32, AtomicUsize, Ordering};
-use crate::policy::{Features, MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, RqConfig};
 use crate::sched::worker_main;
 use crate::sys::thread::Thread;
 use crate::task::{Builder as TaskBuilder, JoinHandle, scope_in, spawn_inner};
@@ -60,6 +59,7 @@ use crate::worker::{
     PHASE_DRAIN, PHASE_EXIT, PHASE_FORCE, PHASE_RUN, Shared, ShutdownStats, Stats, Task, TaskClock,
     Worker, WorkerPlace, flat_layout, layout,
 };
+use lagom_policy::{Features, MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, RqConfig};
 
 /// How long an idle worker spins by default before it sleeps in `futex_wait` (chosen from the
 /// curve in the `sched/idle.rs` module doc: wake latency against idle CPU, issue #5).
@@ -127,13 +127,13 @@ impl Builder {
     }
 
     /// The kernel's `sched_migration_cost_ns` (debugfs `sched/migration_cost_ns`; default
-    /// 500 000, 0.5 ms, [`MIGRATION_COST`](crate::policy::MIGRATION_COST)): a task that ran
+    /// 500 000, 0.5 ms, [`MIGRATION_COST`](lagom_policy::MIGRATION_COST)): a task that ran
     /// within this long is cache hot, and load balancing leaves it where it is until a
     /// domain's balance has failed more than `cache_nice_tries` times
-    /// ([`policy::can_migrate`](crate::policy::can_migrate)); it is also the time a
+    /// ([`policy::can_migrate`](lagom_policy::can_migrate)); it is also the time a
     /// `WF_SYNC` waker must have run before its wakee may preempt it (with NEXT_BUDDY).
     /// 0 makes nothing hot by time; 4 294 967 295 (the kernel's −1,
-    /// [`MIGRATION_COST_ALWAYS_HOT`](crate::policy::MIGRATION_COST_ALWAYS_HOT)) makes every
+    /// [`MIGRATION_COST_ALWAYS_HOT`](lagom_policy::MIGRATION_COST_ALWAYS_HOT)) makes every
     /// task hot. The kernel's value is an unsigned 32-bit number, so a larger value is an
     /// [`Error::OutOfRange`] at [`build`](Builder::build).
     ///
@@ -187,8 +187,8 @@ impl Builder {
     /// The base slice of tasks without a custom one (default: the kernel's, scaled with the
     /// number of workers). A slice is the kernel's concept, so it follows the kernel's rule
     /// for out-of-range values: it is clamped to 0.1 ms – 100 ms
-    /// ([`MIN_CUSTOM_SLICE`](crate::policy::MIN_CUSTOM_SLICE) –
-    /// [`MAX_CUSTOM_SLICE`](crate::policy::MAX_CUSTOM_SLICE)), as the kernel clamps
+    /// ([`MIN_CUSTOM_SLICE`](lagom_policy::MIN_CUSTOM_SLICE) –
+    /// [`MAX_CUSTOM_SLICE`](lagom_policy::MAX_CUSTOM_SLICE)), as the kernel clamps
     /// `sched_attr.sched_runtime`, not refused (every other setting is: [`Error`]).
     pub fn default_slice(mut self, slice: Duration) -> Builder {
         self.slice = Some(slice);
@@ -390,8 +390,8 @@ impl Builder {
                 maximum: MAX_IDLE_SPIN,
             });
         }
-        let migration_cost = self.migration_cost.unwrap_or(crate::policy::MIGRATION_COST);
-        if migration_cost > crate::policy::MIGRATION_COST_ALWAYS_HOT {
+        let migration_cost = self.migration_cost.unwrap_or(lagom_policy::MIGRATION_COST);
+        if migration_cost > lagom_policy::MIGRATION_COST_ALWAYS_HOT {
             return Err(Error::OutOfRange {
                 setting: "Builder::sched_migration_cost_ns",
                 value: migration_cost.to_string(),
@@ -516,7 +516,7 @@ impl Runtime {
     /// assert_eq!(order.len(), map.len());
     /// # Ok::<(), lagom::Error>(())
     /// ```
-    pub fn layout(topo: &Topology, cpus: &[usize]) -> (Vec<usize>, crate::policy::CpuMap) {
+    pub fn layout(topo: &Topology, cpus: &[usize]) -> (Vec<usize>, lagom_policy::CpuMap) {
         let l = layout(topo, cpus, &[]);
         (l.cpus, l.map)
     }
@@ -786,7 +786,7 @@ impl Runtime {
             // empty the lists before the registries free the tasks they point to.
             for _ in w.wakelist.take_all() {}
             let cfg = *w.rq.lock().config();
-            let old = core::mem::replace(&mut *w.rq.lock(), crate::policy::RunQueue::new(cfg));
+            let old = core::mem::replace(&mut *w.rq.lock(), lagom_policy::RunQueue::new(cfg));
             drop(old);
         }
         let mut abandoned = 0;

@@ -26,12 +26,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("OS access", &["sys"]),
     (
         "error types, time and hints",
-        &["error", "join_error", "time", "hint"],
+        &["error", "join_error", "time"],
     ),
-    (
-        "mechanisms and policy",
-        &["locking", "arch", "policy", "topology"],
-    ),
+    ("mechanisms and policy", &["locking", "arch", "topology"]),
     ("CPU layout", &["layout"]),
     ("trace data", &["trace"]),
     ("simulator", &["sim"]),

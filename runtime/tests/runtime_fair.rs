@@ -27,9 +27,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use lagom::policy::weight_of_nice;
 use lagom::task::Builder;
 use lagom::{Runtime, TaskClock};
+use lagom_policy::weight_of_nice;
 
 /// About 20 µs of arithmetic the optimiser cannot remove.
 fn chunk(seed: u64) -> u64 {

@@ -601,7 +601,7 @@ fn moved_request_left(features: &str) -> Option<f64> {
                     .spawn(|| {
                         let info = task::sched_info().unwrap();
                         let full =
-                            lagom::policy::calc_delta_fair(info.entity.slice, info.entity.weight);
+                            lagom_policy::calc_delta_fair(info.entity.slice, info.entity.weight);
                         (
                             task::current().unwrap().cpu,
                             info.deadline_left() as f64 / full as f64,
@@ -694,7 +694,7 @@ fn requeued_request_left(features: &str) -> Option<f64> {
                 }
                 let info = task::sched_info().unwrap();
                 let full =
-                    lagom::policy::calc_delta_fair(info.entity.slice, info.entity.weight) as i64;
+                    lagom_policy::calc_delta_fair(info.entity.slice, info.entity.weight) as i64;
                 let left = info.deadline_left();
                 if info.lag() < 0 && left > full / 5 && left < full * 3 / 5 {
                     break;
@@ -707,7 +707,7 @@ fn requeued_request_left(features: &str) -> Option<f64> {
             p2.store(true, Ordering::Release);
             task::park();
             let info = task::sched_info().unwrap();
-            let full = lagom::policy::calc_delta_fair(info.entity.slice, info.entity.weight);
+            let full = lagom_policy::calc_delta_fair(info.entity.slice, info.entity.weight);
             info.deadline_left() as f64 / full as f64
         })
         .unwrap();

@@ -50,7 +50,7 @@ fn run(text: &str, machine: &str, seed: u64, features: &str) -> (String, String)
     let s = parse(text).unwrap();
     let mut o = Options::of(&s).unwrap();
     o.seed = seed;
-    o.features = lagom::policy::Features::parse(features).unwrap();
+    o.features = lagom_policy::Features::parse(features).unwrap();
     o.features_label = features.to_string();
     o.trace_capacity = Some(1 << 20);
     // At most 200 ms of virtual time: determinism shows in the first events already.

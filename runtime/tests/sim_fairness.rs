@@ -1,8 +1,8 @@
 //! Simulated scenarios whose answers can be computed by hand: CPU shares of hogs by weight,
 //! the pipe's round trip from the switch cost, and the counters each path bumps.
 
-use lagom::policy::weight_of_nice;
 use lagom::sim::{Machine, Options, Report, Sim, builtin, parse};
+use lagom_policy::weight_of_nice;
 
 fn run(text: &str, machine: &str) -> Report {
     let s = parse(text).unwrap_or_else(|e| panic!("{e}"));

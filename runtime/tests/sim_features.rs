@@ -17,8 +17,8 @@
 //! `WAKE_PREFER_RANK`, …) act inside `policy/`, which the simulator calls unchanged; their
 //! tests are the policy's.
 
-use lagom::policy::Features;
 use lagom::sim::{Counters, Machine, Options, Report, Sim, parse};
+use lagom_policy::Features;
 
 fn run(text: &str, machine: &str, features: &str) -> Report {
     let s = parse(text).unwrap_or_else(|e| panic!("{e}"));

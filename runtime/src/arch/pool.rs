@@ -121,7 +121,10 @@ impl StackPool {
     #[inline(always)]
     fn prefetch_next(&self) {
         if let Some(next) = self.free.last() {
-            crate::hint::prefetch_lines_below(next.base().as_ptr().cast_const(), PREFETCH_LINES);
+            lagom_policy::hint::prefetch_lines_below(
+                next.base().as_ptr().cast_const(),
+                PREFETCH_LINES,
+            );
         }
     }
 

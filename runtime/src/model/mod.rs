@@ -83,11 +83,11 @@ use alloc::sync::Arc;
 
 use crate::WorkerStats;
 use crate::locking::atomic::{AtomicU32, AtomicUsize, Ordering};
-use crate::policy::{Features, Pick, RqConfig, SchedEntity};
 use crate::sched::{self, Reason};
 use crate::tcb::{self, Complete, ParkStep, RUNNING};
 use crate::wake;
 use crate::worker::{Packet, Shared, Task, TaskRef, Waiter, Worker, WorkerThread};
+use lagom_policy::{Features, Pick, RqConfig, SchedEntity};
 
 /// The runtime's shared state with `workers` workers and no threads.
 pub struct Model {
@@ -165,7 +165,7 @@ impl Model {
                 // One LLC, as on a small machine: CPU selection finds an idle worker from
                 // any other (`select_idle_sibling`), and a worker waking a task on a busy
                 // one takes its lock (`ttwu_queue_cond`).
-                cpus: crate::policy::CpuMap::flat(workers),
+                cpus: lagom_policy::CpuMap::flat(workers),
                 layout_fallback: None,
                 phase: AtomicU32::new(crate::worker::PHASE_RUN),
                 stack_size: crate::arch::MIN_STACK_SIZE,

@@ -85,15 +85,15 @@
 //! the puller's running task to finish its request.
 
 use crate::locking::atomic::Ordering;
-use crate::policy::{
+use crate::trace::MigrateCause;
+use crate::wake::{check_preempt, cpu_view};
+use crate::worker::{QueuedTask, Shared, Task, Worker, WorkerThread, trace};
+use lagom_policy::{
     ActivePush, BALANCE_INTERVAL, Candidate, CpuView, DequeueKind, Dequeued, EnqueueKind, Handle,
     Imbalance, LoadView, MigrateEnv, PullReason, RunQueue, WakeFlags, asym_active_balance,
     can_migrate, may_active_push, moved, newidle_imbalance_domains, nohz_kick_target,
     periodic_imbalance_domains, task_hot,
 };
-use crate::trace::MigrateCause;
-use crate::wake::{check_preempt, cpu_view};
-use crate::worker::{QueuedTask, Shared, Task, Worker, WorkerThread, trace};
 
 /// At most this many queued tasks are examined, and so moved, in one balance (the kernel's
 /// `sysctl_sched_nr_migrate` bound on `detach_tasks`' loop), so one pass holds two locks for a

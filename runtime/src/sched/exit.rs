@@ -62,11 +62,11 @@ use super::timer;
 use crate::JoinError;
 use crate::arch::Context;
 use crate::locking::atomic::Ordering;
-use crate::policy::{DequeueKind, Dequeued, RunQueue};
 use crate::tcb::{DEAD, FOREIGN};
 use crate::trace::SwitchReason;
 use crate::wake::{drain, unpark_held};
 use crate::worker::{QueuedTask, Task, Worker, WorkerThread, local, trace};
+use lagom_policy::{DequeueKind, Dequeued, RunQueue};
 
 /// The exit hook of every task's fiber (module doc): dequeues the task, delivers its outcome,
 /// picks the next one and returns the context the fiber then switches to for the last time.

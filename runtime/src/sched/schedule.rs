@@ -50,11 +50,11 @@ use core::ptr;
 use super::{balance_tick, timer};
 use crate::arch::{Context, SignalStack, switch};
 use crate::locking::atomic::Ordering;
-use crate::policy::{DequeueKind, Dequeued, Pick, RunQueue};
 use crate::tcb::RUNNING;
 use crate::trace::SwitchReason;
 use crate::wake::{drain, finished_delayed};
 use crate::worker::{QueuedTask, Task, Worker, WorkerThread, local, trace};
+use lagom_policy::{DequeueKind, Dequeued, Pick, RunQueue};
 
 /// Picks the next task (`pick_next_task`), finishing delayed dequeues on the way.
 pub(crate) fn pick(w: &Worker, rq: &mut RunQueue<QueuedTask>, now: u64) -> *const Task {
@@ -104,7 +104,7 @@ const RESUME_PREFETCH_MIN_QUEUED: usize = 16;
 /// about 100 instructions more per round trip with them).
 #[inline]
 fn prefetch_upcoming(rq: &RunQueue<QueuedTask>) {
-    use crate::hint::{prefetch, prefetch_line, prefetch_lines_below};
+    use lagom_policy::hint::{prefetch, prefetch_line, prefetch_lines_below};
     if rq.nr_queued() > RESUME_PREFETCH_MIN_QUEUED
         && let Some(next) = rq.predicted_payload()
     {

@@ -11,7 +11,7 @@ use super::error::ScenarioError;
 use super::machine::Machine;
 use super::scenario::{Affinity, Op, Scenario, Target, TaskSpec, Waker};
 use super::task::{ROp, RWaker, Task};
-use crate::policy::SchedEntity;
+use lagom_policy::SchedEntity;
 
 /// The tasks of `s`, every instance of every declaration, with targets, affinities and
 /// wakers resolved against `m`.

@@ -16,7 +16,7 @@ use super::rng::Rng;
 use super::scenario::{Params, Scenario};
 use super::task::Task;
 use super::trace::TraceBuf;
-use crate::policy::{Features, RqConfig, RunQueue};
+use lagom_policy::{Features, RqConfig, RunQueue};
 
 /// "No task" / "no CPU" in the `u32` fields.
 pub(super) const NONE: u32 = u32::MAX;

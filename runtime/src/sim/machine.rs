@@ -26,8 +26,8 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::Error;
-use crate::policy::CpuMap;
 use crate::topology::{CpuId, Topology};
+use lagom_policy::CpuMap;
 
 /// The virtual CPUs of a simulation (module doc).
 #[derive(Debug, Clone)]

@@ -3,12 +3,12 @@
 //! scenario replays identically, at any CPU count, on any machine.
 //!
 //! It is a second driver beside the threaded runtime, on the same `policy/`: each virtual CPU
-//! has its own [`RunQueue`](crate::policy::RunQueue), and every decision — pick, placement
+//! has its own [`RunQueue`](lagom_policy::RunQueue), and every decision — pick, placement
 //! and lag, delayed dequeue, wakeup preemption, `select_task_rq_fair` (wake_affine with
 //! `WF_SYNC`, select_idle_sibling with SIS_UTIL, `WF_FORK`'s idlest CPU), `ttwu_queue_cond`,
 //! `delayed_wake`, the domain newly idle balance with ITMT asym packing and active balance,
 //! the nohz kick's target — is the policy's function, called with the arguments the
-//! threaded runtime passes, over the [`CpuMap`](crate::policy::CpuMap) the threaded runtime
+//! threaded runtime passes, over the [`CpuMap`](lagom_policy::CpuMap) the threaded runtime
 //! would build on that machine (the same `layout` function builds both). What the simulator
 //! adds is the mechanism in virtual time (the steps of the threaded driver's `wake/` and
 //! `sched/`, with no threads, atomics or clock): `cpu.rs` (schedule, cond_resched, the

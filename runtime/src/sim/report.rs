@@ -11,7 +11,7 @@ use core::fmt::{self, Write};
 
 use super::engine::{Sim, Stop};
 use super::stats::{Counters, Histogram, TaskStats};
-use crate::policy::Features;
+use lagom_policy::Features;
 
 /// One task's line of the report.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,7 +15,7 @@ use super::engine::{NONE, Sim, Stop};
 use super::queue::Event;
 use super::rng::Dist;
 use super::stats::TaskStats;
-use crate::policy::{Handle, SchedEntity};
+use lagom_policy::{Handle, SchedEntity};
 
 /// Steps a task may run back to back without the clock moving before the simulation calls
 /// it endless (a loop of wakes and yields with nothing else to run, say).

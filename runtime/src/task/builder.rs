@@ -12,11 +12,11 @@ use super::join::JoinHandle;
 use crate::Error;
 use crate::arch::{DefaultStack, Fiber, MIN_STACK_SIZE};
 use crate::locking::atomic::Ordering;
-use crate::policy::{MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, SchedEntity, clamp_nice};
 use crate::sched::{exit_current, finish_task_switch};
 use crate::tcb::{Complete, Completion, PacketStore, ValueSlot, next_id, write_inline};
 use crate::wake::{Placing, enqueue_on, select_cpu};
 use crate::worker::{Packet, Shared, Task, TaskRef, Waiter, WorkerThread, local};
+use lagom_policy::{MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, SchedEntity, clamp_nice};
 
 /// Options for one task: name, nice level, custom slice, CPU affinity, stack size.
 ///

@@ -47,7 +47,7 @@ pub fn runtime() -> Option<Duration> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SchedInfo {
     /// Its entity, charged up to the call (weight, vruntime, deadline, slice, run time).
-    pub entity: crate::policy::SchedEntity,
+    pub entity: lagom_policy::SchedEntity,
     /// Its runqueue's `avg_vruntime` (V) at the call.
     pub avg_vruntime: u64,
 }

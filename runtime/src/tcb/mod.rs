@@ -87,7 +87,7 @@ use crate::arch::{Context, DefaultStack, Fiber};
 use crate::locking::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use crate::locking::cell::UnsafeCell;
 use crate::locking::llist::{LListNode, Linked};
-use crate::policy::{Handle, SchedEntity};
+use lagom_policy::{Handle, SchedEntity};
 
 /// Runnable or running.
 pub(crate) const RUNNING: u32 = 0;

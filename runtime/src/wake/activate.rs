@@ -2,9 +2,9 @@
 //! wakeup-preemption check (`ttwu_do_activate`), and the completion of a delayed dequeue.
 
 use crate::locking::atomic::Ordering;
-use crate::policy::{EnqueueKind, Handle, RunQueue, SchedEntity, WakeFlags, Wakeup};
 use crate::tcb::RUNNING;
 use crate::worker::{QueuedTask, TaskRef, Worker};
+use lagom_policy::{EnqueueKind, Handle, RunQueue, SchedEntity, WakeFlags, Wakeup};
 
 /// Enqueues a claimed (or new) task here and runs the wakeup-preemption check
 /// (`ttwu_do_activate`). The caller holds `w`'s runqueue lock and owns `t`'s wakeup. The

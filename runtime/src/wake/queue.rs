@@ -9,9 +9,9 @@ use core::ptr::NonNull;
 use super::activate::{activate, activate_wf, finished_delayed};
 use super::select::{Placing, select_cpu};
 use crate::locking::atomic::Ordering;
-use crate::policy::{Feature, RunQueue, ttwu_queue_cond};
 use crate::trace::MigrateCause;
 use crate::worker::{QueuedTask, Shared, TaskRef, WorkerThread, trace};
+use lagom_policy::{Feature, RunQueue, ttwu_queue_cond};
 
 /// Makes a claimed or new task runnable on worker `target` (module doc, step 6). `local` is
 /// the caller's worker thread if it is one of `shared`'s (passed down, not looked up again);

@@ -3,12 +3,12 @@
 
 use super::activate::{check_preempt, finished_delayed};
 use crate::locking::atomic::Ordering;
-use crate::policy::{
-    DelayedWake, DelayedWakeView, Feature, Handle, RunQueue, WakeFlags, delayed_wake, idle_in_llc,
-};
 use crate::tcb::RUNNING;
 use crate::trace::WakePath;
 use crate::worker::{QueuedTask, RqGuard, Shared, TaskRef, WorkerThread, trace};
+use lagom_policy::{
+    DelayedWake, DelayedWakeView, Feature, Handle, RunQueue, WakeFlags, delayed_wake, idle_in_llc,
+};
 
 /// The runnable wakeup (module doc, step 3). Returns `false` if the task left its runqueue
 /// before the lock was taken. `local_wt` is the waker's worker thread, if it is one of

@@ -46,8 +46,8 @@
 //! other models of cross-worker races opt in, as the runtime's lab does.
 
 use crate::locking::atomic::Ordering;
-use crate::policy::{CpuView, Placement, WakeCtx, WakeFlags, select_task_rq_fair};
 use crate::worker::{Shared, TaskRef};
+use lagom_policy::{CpuView, Placement, WakeCtx, WakeFlags, select_task_rq_fair};
 
 /// Whether the task to be placed has run: a wakeup's (a woken task blocked, so it ran) or a
 /// spawn's (it has not).

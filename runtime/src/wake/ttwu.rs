@@ -6,10 +6,10 @@ use super::queue::{enqueue_on, queue_wakelist};
 use super::runnable::ttwu_runnable;
 use super::select::{Placing, select_cpu};
 use crate::locking::atomic::Ordering;
-use crate::policy::{Feature, ttwu_queue_cond};
 use crate::tcb::{BLOCKED, Claim};
 use crate::trace::{MigrateCause, WakePath};
 use crate::worker::{RqGuard, Shared, TaskRef, WorkerThread, local, trace};
+use lagom_policy::{Feature, ttwu_queue_cond};
 
 /// Which path a wakeup took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -30,7 +30,7 @@
 //!    since that read less CPU time since it is the time the thread was off its CPU;
 //!    at most the gap since the previous point of it is this gap's stall.
 //! 3. The stall is left out of the running task's charge
-//!    ([`RunQueue::exclude_from_curr`](crate::policy::RunQueue::exclude_from_curr), which
+//!    ([`RunQueue::exclude_from_curr`](lagom_policy::RunQueue::exclude_from_curr), which
 //!    moves its accounting point forward) before the point's `update_curr`, and counted in
 //!    `host_stalls` / `host_stall_ns`.
 //! 4. When the worker leaves its idle context for a task, the thread reads its CPU clock to

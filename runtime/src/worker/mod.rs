@@ -40,8 +40,8 @@ use crate::locking::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Orde
 use crate::locking::kick::Kick;
 use crate::locking::llist::LList;
 use crate::locking::lock::Lock;
-use crate::policy::{CpuMap, Features, RqConfig, RunQueue};
 use crate::tcb;
+use lagom_policy::{CpuMap, Features, RqConfig, RunQueue};
 
 /// A task control block of this runtime (`tcb/`).
 pub(crate) type Task = tcb::Task<Shared>;

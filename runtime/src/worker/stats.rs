@@ -218,7 +218,7 @@ pub struct WorkerPlace {
 
 impl WorkerPlace {
     /// Every worker's place in `map`, the workers on `cpus`.
-    pub(crate) fn all(map: &crate::policy::CpuMap, cpus: &[usize]) -> Vec<WorkerPlace> {
+    pub(crate) fn all(map: &lagom_policy::CpuMap, cpus: &[usize]) -> Vec<WorkerPlace> {
         (0..map.len())
             .map(|i| WorkerPlace {
                 worker: i,

@@ -7,9 +7,9 @@ use core::cell::{Cell, RefCell};
 use super::timer::Timers;
 use super::{QueuedTask, Shared, StallMeter, Task, TaskClock, TaskRef, Worker};
 use crate::arch::{Context, SignalStack, StackPool};
-use crate::policy::RunQueue;
 #[cfg(not(all(feature = "std", not(loom))))]
 use crate::sys::thread::Key;
+use lagom_policy::RunQueue;
 
 /// The thread-local part of a worker, reachable from its OS thread only (through `LOCAL`).
 pub(crate) struct WorkerThread {

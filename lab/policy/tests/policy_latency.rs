@@ -2,7 +2,7 @@
 
 mod policy_util;
 
-use lagom::policy::{Feature, Features, RqConfig, SchedEntity, WakeFlags};
+use lagom_policy::{Feature, Features, RqConfig, SchedEntity, WakeFlags};
 use policy_util::{Rng, Sim};
 
 const HOG_SLICE: u64 = 3_000_000;

@@ -22,7 +22,7 @@ use super::features::{Feature, Features};
 ///   task should move there), which will ask for the task by active balance.
 ///
 /// ```
-/// use lagom::policy::{CpuMap, Features, LoadView, MapLevel, nohz_kick_target};
+/// use lagom_policy::{CpuMap, Features, LoadView, MapLevel, nohz_kick_target};
 /// let map = CpuMap::new(
 ///     vec![10, 30, 20, 40],
 ///     vec![MapLevel { name: "MC", smt: false, share_llc: true, spans: vec![0..2, 2..4] }],

@@ -1,10 +1,11 @@
-//! A cache prefetch hint: no effect on results, only on when memory is fetched. Pure (no
-//! memory is read), so the drivers use it too: the stack pool and the schedule path.
+//! Cache prefetch hints: no effect on results, only on when memory is fetched. Pure (no
+//! memory is read: an address is never dereferenced), so the policy's tree uses them, and
+//! so do the drivers (lagom's stack pool and schedule path), from here: one definition.
 
 /// Asks the CPU to start loading the cache line that holds the byte at `p` (any address:
 /// it is never dereferenced). A no-op where no stable prefetch instruction is available.
 #[inline(always)]
-pub(crate) fn prefetch_line(p: *const u8) {
+pub fn prefetch_line(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     {
         use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
@@ -19,7 +20,7 @@ pub(crate) fn prefetch_line(p: *const u8) {
 /// [`prefetch_line`] for the `lines` cache lines below `top` (a stack's top: it grows
 /// down), `top` itself excluded.
 #[inline(always)]
-pub(crate) fn prefetch_lines_below(top: *const u8, lines: usize) {
+pub fn prefetch_lines_below(top: *const u8, lines: usize) {
     for k in 1..=lines {
         prefetch_line(top.wrapping_sub(64 * k));
     }
@@ -27,7 +28,7 @@ pub(crate) fn prefetch_lines_below(top: *const u8, lines: usize) {
 
 /// Asks the CPU to start loading every cache line of `*x` into the cache.
 #[inline(always)]
-pub(crate) fn prefetch<X>(x: &X) {
+pub fn prefetch<X>(x: &X) {
     let p = (x as *const X).cast::<u8>();
     let size = size_of::<X>();
     let mut off = 0;

@@ -4,7 +4,7 @@
 // A domain level that spans every CPU has one span: a `Vec` of one `Range`, as meant.
 #![allow(clippy::single_range_in_vec_init)]
 
-use lagom::policy::{
+use lagom_policy::{
     Candidate, CpuMap, Features, Imbalance, MIGRATION_COST, MIGRATION_COST_ALWAYS_HOT, MapLevel,
     MigrateEnv, Migration, cache_nice_tries, can_migrate, task_hot,
 };
@@ -250,7 +250,7 @@ fn a_balance_acts_in_the_lowest_common_domain() {
 /// above.
 #[test]
 fn periodic_balance_walks_the_levels() {
-    use lagom::policy::{LoadView, imbalance_pct, periodic_imbalance_domains};
+    use lagom_policy::{LoadView, imbalance_pct, periodic_imbalance_domains};
     let map = CpuMap::new(
         vec![0; 4],
         vec![

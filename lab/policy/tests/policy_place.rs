@@ -1,6 +1,6 @@
 //! Placement, reweight and yield.
 
-use lagom::policy::{
+use lagom_policy::{
     DequeueKind, Dequeued, EnqueueKind, Feature, Features, NICE_0_LOAD, Pick, RqConfig, RunQueue,
     SchedEntity, calc_delta_fair, weight_of_nice,
 };
@@ -11,7 +11,7 @@ fn rq(features: Features) -> RunQueue<u32> {
     RunQueue::new(cfg)
 }
 
-fn real_lag(rq: &mut RunQueue<u32>, h: lagom::policy::Handle) -> i128 {
+fn real_lag(rq: &mut RunQueue<u32>, h: lagom_policy::Handle) -> i128 {
     let v = rq.avg_vruntime();
     let se = rq.entity(h);
     v.wrapping_sub(se.vruntime) as i64 as i128 * se.weight as i128 / NICE_0_LOAD as i128
@@ -19,7 +19,7 @@ fn real_lag(rq: &mut RunQueue<u32>, h: lagom::policy::Handle) -> i128 {
 
 /// A runqueue with a running nice-0 entity and three queued ones of mixed nice, after some
 /// running so that lags are non-zero.
-fn busy() -> (RunQueue<u32>, Vec<lagom::policy::Handle>, u64) {
+fn busy() -> (RunQueue<u32>, Vec<lagom_policy::Handle>, u64) {
     let mut rq = rq(Features::DEFAULT);
     let hs: Vec<_> = [0, 3, -4, 7]
         .iter()

@@ -72,7 +72,7 @@ pub const BALANCE_INTERVAL: u64 = 4_000_000;
 /// most runnable entities, if it has at least two (one runs there, one may move).
 ///
 /// ```
-/// use lagom::policy::{LoadView, Migration, newidle_imbalance};
+/// use lagom_policy::{LoadView, Migration, newidle_imbalance};
 /// let cpus = [LoadView { load: 0, nr_running: 0 }, LoadView { load: 2048, nr_running: 2 }];
 /// let imb = newidle_imbalance(2, 0, |i| cpus[i]).unwrap();
 /// assert_eq!((imb.busiest, imb.kind, imb.amount), (1, Migration::Task, 1));
@@ -97,7 +97,7 @@ pub fn newidle_imbalance(
 /// most load, if that is more than [`IMBALANCE_PCT`] % of this CPU's load.
 ///
 /// ```
-/// use lagom::policy::{LoadView, Migration, periodic_imbalance};
+/// use lagom_policy::{LoadView, Migration, periodic_imbalance};
 /// // nice 0 and 5 here, nice 0 and −5 there: pull up to (4145 − 1359) / 2 of weight.
 /// let cpus = [LoadView { load: 1359, nr_running: 2 }, LoadView { load: 4145, nr_running: 2 }];
 /// let imb = periodic_imbalance(2, 0, |i| cpus[i]).unwrap();
@@ -141,7 +141,7 @@ pub fn imbalance_pct(level: &MapLevel) -> u64 {
 /// compares the CPUs of the span.)
 ///
 /// ```
-/// use lagom::policy::{CpuMap, LoadView, MapLevel, periodic_imbalance_domains};
+/// use lagom_policy::{CpuMap, LoadView, MapLevel, periodic_imbalance_domains};
 /// // Two LLCs of two CPUs: CPU 3 (other LLC) is busiest, CPU 1 (same LLC) busy enough.
 /// let map = CpuMap::new(
 ///     vec![0; 4],
@@ -294,7 +294,7 @@ pub fn cache_nice_tries(level: &MapLevel) -> u32 {
 /// it ran within the migration cost ([`MIGRATION_COST_ALWAYS_HOT`]: always; 0: never).
 ///
 /// ```
-/// use lagom::policy::{Candidate, Features, MigrateEnv, MIGRATION_COST, task_hot};
+/// use lagom_policy::{Candidate, Features, MigrateEnv, MIGRATION_COST, task_hot};
 /// let env = MigrateEnv {
 ///     now: 10_000_000,
 ///     migration_cost: MIGRATION_COST,
@@ -341,7 +341,7 @@ pub fn task_hot(env: &MigrateEnv, c: Candidate) -> bool {
 /// it settles ([`moved`]) is its whole weight all the same.
 ///
 /// ```
-/// use lagom::policy::{Candidate, Features, Imbalance, MigrateEnv, Migration, can_migrate};
+/// use lagom_policy::{Candidate, Features, Imbalance, MigrateEnv, Migration, can_migrate};
 /// let imb = Imbalance { busiest: 1, kind: Migration::Load, amount: 1393 };
 /// let env = MigrateEnv {
 ///     now: 10_000_000, migration_cost: 500_000, smt: false, dst_nr_running: 1,
@@ -423,7 +423,7 @@ pub enum PullReason {
 /// ([`asym_active_balance`]).
 ///
 /// ```
-/// use lagom::policy::{CpuMap, Features, LoadView, MapLevel, PullReason, newidle_imbalance_domains};
+/// use lagom_policy::{CpuMap, Features, LoadView, MapLevel, PullReason, newidle_imbalance_domains};
 /// // Three CPUs in one LLC, CPU 0 preferred; CPU 1 has 4 runnable, CPU 2 (least preferred) 2.
 /// let map = CpuMap::new(
 ///     vec![30, 20, 10],
@@ -496,7 +496,7 @@ pub fn newidle_imbalance_domains(
 /// or no such CPU.
 ///
 /// ```
-/// use lagom::policy::{CpuMap, Features, LoadView, MapLevel, asym_active_balance};
+/// use lagom_policy::{CpuMap, Features, LoadView, MapLevel, asym_active_balance};
 /// let map = CpuMap::new(
 ///     vec![30, 10],
 ///     vec![MapLevel { name: "MC", smt: false, share_llc: true, spans: vec![0..2] }],
@@ -565,7 +565,7 @@ pub struct ActivePush {
 /// balance or nohz kick may ask again).
 ///
 /// ```
-/// use lagom::policy::{ActivePush, Features, may_active_push};
+/// use lagom_policy::{ActivePush, Features, may_active_push};
 /// let f = Features::DEFAULT;
 /// let p = ActivePush { named: true, on_src: true, allowed: true, dst_idle: true };
 /// assert!(may_active_push(f, p));

@@ -1,6 +1,6 @@
 //! Delayed dequeue (DELAY_DEQUEUE) and DELAY_ZERO.
 
-use lagom::policy::{
+use lagom_policy::{
     DequeueKind, Dequeued, EnqueueKind, Feature, Features, Handle, Pick, RqConfig, RunQueue,
     SchedEntity,
 };

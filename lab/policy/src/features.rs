@@ -24,9 +24,7 @@
 use core::fmt;
 use core::str::FromStr;
 
-use alloc::string::ToString;
-
-use crate::Error;
+use alloc::string::{String, ToString};
 
 /// One scheduler feature, by its kernel name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -133,7 +131,7 @@ impl Feature {
 /// A set of enabled scheduler features (a copyable bitset).
 ///
 /// ```
-/// use lagom::policy::{Feature, Features};
+/// use lagom_policy::{Feature, Features};
 /// let f: Features = "NO_DELAY_DEQUEUE,NEXT_BUDDY".parse().unwrap();
 /// assert!(!f.is_enabled(Feature::DelayDequeue));
 /// assert!(f.is_enabled(Feature::NextBuddy));
@@ -223,13 +221,13 @@ impl Features {
     /// [`Features::DEFAULT`]: the names after it apply on top of the defaults.
     ///
     /// ```
-    /// use lagom::policy::{Feature, Features};
+    /// use lagom_policy::{Feature, Features};
     /// assert_eq!(Features::parse("default").unwrap(), Features::DEFAULT);
     /// let f = Features::NONE.apply("default,NO_ITMT").unwrap();
     /// assert_eq!(f, Features::DEFAULT.with(Feature::Itmt, false));
     /// assert!(Features::parse("DEFAULT").is_err(), "names are case-sensitive");
     /// ```
-    pub fn apply(mut self, spec: &str) -> Result<Features, Error> {
+    pub fn apply(mut self, spec: &str) -> Result<Features, UnknownFeature> {
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             if item == "default" {
                 self = Features::DEFAULT;
@@ -239,7 +237,7 @@ impl Features {
                 Some(rest) => (rest, false),
                 None => (item, true),
             };
-            let f = Feature::from_name(name).ok_or_else(|| Error::UnknownFeature {
+            let f = Feature::from_name(name).ok_or_else(|| UnknownFeature {
                 name: name.to_string(),
                 valid: Features::NAMES,
             })?;
@@ -249,7 +247,7 @@ impl Features {
     }
 
     /// Parses `"NAME,NO_NAME,…"` on top of [`Features::DEFAULT`].
-    pub fn parse(spec: &str) -> Result<Features, Error> {
+    pub fn parse(spec: &str) -> Result<Features, UnknownFeature> {
         Features::DEFAULT.apply(spec)
     }
 }
@@ -261,8 +259,8 @@ impl Default for Features {
 }
 
 impl FromStr for Features {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
+    type Err = UnknownFeature;
+    fn from_str(s: &str) -> Result<Self, UnknownFeature> {
         Features::parse(s)
     }
 }
@@ -289,3 +287,37 @@ impl fmt::Debug for Features {
         write!(f, "Features({self})")
     }
 }
+
+/// A feature string named a feature that does not exist ([`Features::apply`]).
+///
+/// ```
+/// let err = lagom_policy::Features::parse("NO_SUCH_THING").unwrap_err();
+/// assert_eq!(err.name, "SUCH_THING");
+/// assert!(err.to_string().contains("valid names are PLACE_LAG, "));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownFeature {
+    /// The name as given (without any `NO_` prefix).
+    pub name: String,
+    /// Every valid feature name, in the kernel's order ([`Features::NAMES`]).
+    pub valid: &'static [&'static str],
+}
+
+impl fmt::Display for UnknownFeature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown scheduler feature `{}`; valid names are ",
+            self.name
+        )?;
+        for (i, v) in self.valid.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(v)?;
+        }
+        f.write_str(" (prefix a name with NO_ to turn it off; `default` stands for the defaults)")
+    }
+}
+
+impl core::error::Error for UnknownFeature {}

@@ -1,11 +1,11 @@
 //! A one-CPU driver for policy tests: a virtual clock, a tick, and tasks that run, sleep and
-//! wake, driving `lagom::policy::RunQueue` the way a worker loop would.
+//! wake, driving `lagom_policy::RunQueue` the way a worker loop would.
 
 #![allow(dead_code)]
 
 pub mod reference;
 
-use lagom::policy::{
+use lagom_policy::{
     DequeueKind, Dequeued, EnqueueKind, Feature, Features, Handle, NICE_0_LOAD, Pick, RqConfig,
     RunQueue, SchedEntity, WakeFlags, Wakeup,
 };
@@ -232,7 +232,7 @@ impl Sim {
 /// Spec §11.3 P6, loosely: a saved lag never exceeds the clamp for the largest possible
 /// slice, `calc_delta_fair(100 ms + tick)`.
 pub fn assert_lag_clamped(se: &SchedEntity, tick: u64) {
-    let limit = lagom::policy::calc_delta_fair(lagom::policy::MAX_CUSTOM_SLICE + tick, se.weight);
+    let limit = lagom_policy::calc_delta_fair(lagom_policy::MAX_CUSTOM_SLICE + tick, se.weight);
     assert!(
         se.vlag.unsigned_abs() <= limit,
         "saved lag {} beyond the clamp {limit}",

@@ -16,7 +16,7 @@ pub const fn vdiff(a: u64, b: u64) -> i64 {
 /// Whether virtual time `a` is strictly before `b`.
 ///
 /// ```
-/// use lagom::policy::vtime::vbefore;
+/// use lagom_policy::vtime::vbefore;
 /// assert!(vbefore(u64::MAX - 5, 3)); // 3 lies just past the wrap point
 /// assert!(!vbefore(3, u64::MAX - 5));
 /// ```

@@ -3,7 +3,7 @@
 //! of the runqueue's own eligibility, lag and placement code. Used by `policy_tiny` and
 //! `policy_property`.
 
-use lagom::policy::{Feature, Features, Handle, RqConfig, RunQueue, SchedEntity, calc_delta_fair};
+use lagom_policy::{Feature, Features, Handle, RqConfig, RunQueue, SchedEntity, calc_delta_fair};
 
 /// The signed virtual-time difference `a − b`.
 pub fn vd(a: u64, b: u64) -> i128 {

@@ -8,7 +8,7 @@
 //! the level below (the kernel's sched-group nesting). The top level spans every CPU.
 //!
 //! ```
-//! use lagom::policy::{CpuMap, MapLevel};
+//! use lagom_policy::{CpuMap, MapLevel};
 //! // Two cores of two SMT threads sharing one LLC.
 //! let map = CpuMap::new(
 //!     vec![10, 10, 20, 20],
@@ -209,7 +209,7 @@ impl CpuMap {
     /// acts in). The top level spans every CPU, so there is one for any two CPUs of the map.
     ///
     /// ```
-    /// use lagom::policy::{CpuMap, MapLevel};
+    /// use lagom_policy::{CpuMap, MapLevel};
     /// let map = CpuMap::new(
     ///     vec![0; 4],
     ///     vec![

@@ -1,7 +1,6 @@
 //! The feature set: names, defaults, parsing and printing.
 
-use lagom::Error;
-use lagom::policy::{Feature, Features};
+use lagom_policy::{Feature, Features, UnknownFeature};
 
 /// Every set prints in the `NAME,NO_NAME,…` syntax and parses back to itself: the defaults,
 /// the empty set, every single-feature toggle, and a spread of mixed sets.
@@ -82,9 +81,7 @@ fn unknown_feature_is_rejected_with_the_valid_names() {
         ("delay_zero", "delay_zero"),
     ] {
         let err = input.parse::<Features>().unwrap_err();
-        let Error::UnknownFeature { name: got, valid } = &err else {
-            panic!("wrong error {err:?}")
-        };
+        let UnknownFeature { name: got, valid } = &err;
         assert_eq!(got, name);
         assert_eq!(*valid, Features::NAMES);
         let msg = err.to_string();

@@ -1,8 +1,27 @@
-//! The pure EEVDF policy: one CPU's fair runqueue and its placement and preemption decisions.
+//! # lagom-policy
 //!
-//! No atomics, no OS calls, no clock reads: time is an argument (`now`, in ns), so the
-//! threaded runtime and the deterministic simulator drive exactly the same code. Nothing on
-//! the pick path allocates (the entity slab may grow on enqueue).
+//! The Linux kernel's EEVDF fair-scheduling policy as plain data structures and pure
+//! functions: one CPU's fair runqueue (`struct cfs_rq`: vruntime, lag, virtual deadlines,
+//! delayed dequeue), wakeup preemption, CPU selection at wakeup and fork
+//! (`select_task_rq_fair`), and the load balancer's decisions, with every disputed kernel
+//! behaviour a named [`Feature`] switch.
+//!
+//! **Who it is for.** Scheduler engineers and anyone who wants the kernel's decisions without
+//! the kernel: a driver brings the mechanism (threads, atomics and a clock, or an event queue
+//! and a virtual clock) and asks this crate what to do. lagom has two such drivers: the
+//! threaded runtime (crate `lagom`) and the deterministic simulator (crate `lagom-sim`); both
+//! call the same functions here for every decision, so a figure from the simulator is a
+//! figure of the runtime's policy. A third party can drive it alone: a property test of
+//! EEVDF's lag bounds, a teaching tool, another runtime.
+//!
+//! **What it guarantees.** The crate is `#![no_std]` (it needs `alloc`) and has no dependency
+//! at all, so it cannot make an OS call; it uses no atomics and reads no clock: time is an
+//! argument (`now`, in nanoseconds). The same calls with the same arguments give the same
+//! decisions, on any machine. Names follow the kernel's (`pick_eevdf`, `place_entity`,
+//! `wake_affine`, `can_migrate_task`); where lagom departs from the kernel, the item says so
+//! and why.
+//!
+//! Nothing on the pick path allocates (the entity slab may grow on enqueue).
 //!
 //! # The model in a page
 //!
@@ -36,7 +55,7 @@
 //! Section numbers (§) refer to `docs/eevdf-spec.md`. Names follow the kernel.
 //!
 //! ```
-//! use lagom::policy::{EnqueueKind, Pick, RqConfig, RunQueue, SchedEntity};
+//! use lagom_policy::{EnqueueKind, Pick, RqConfig, RunQueue, SchedEntity};
 //! let mut rq: RunQueue<&str> = RunQueue::new(RqConfig::for_cpus(1));
 //! let a = rq.enqueue(SchedEntity::new(0), "a", EnqueueKind::Initial, 0);
 //! let b = rq.enqueue(SchedEntity::new(0), "b", EnqueueKind::Initial, 0);
@@ -48,6 +67,13 @@
 //! assert!([a, b].contains(&second));
 //! ```
 
+#![no_std]
+#![deny(missing_docs)]
+
+extern crate alloc;
+#[cfg(test)]
+extern crate std;
+
 mod avg_vruntime;
 mod balance;
 mod check;
@@ -56,6 +82,7 @@ mod cpumap;
 mod delay;
 mod entity;
 mod features;
+pub mod hint;
 mod nohz;
 mod pick;
 mod place;
@@ -76,7 +103,7 @@ pub use config::{NORMALIZED_BASE_SLICE, RqConfig, TunableScaling, scaled_base_sl
 pub use cpumap::{CpuMap, MapLevel};
 pub use delay::{DequeueKind, Dequeued};
 pub use entity::{MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, SchedEntity};
-pub use features::{Feature, Features};
+pub use features::{Feature, Features, UnknownFeature};
 pub use nohz::nohz_kick_target;
 pub use pick::Pick;
 pub use place::EnqueueKind;

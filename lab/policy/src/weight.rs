@@ -59,7 +59,7 @@ pub const fn clamp_nice(nice: i32) -> i32 {
 /// The full-resolution weight of a nice level (clamped into −20 … 19).
 ///
 /// ```
-/// use lagom::policy::{weight_of_nice, NICE_0_LOAD};
+/// use lagom_policy::{weight_of_nice, NICE_0_LOAD};
 /// assert_eq!(weight_of_nice(0), NICE_0_LOAD);
 /// assert_eq!(weight_of_nice(-20), 88761 << 10);
 /// ```
@@ -79,7 +79,7 @@ pub const fn inv_weight_of_nice(nice: i32) -> u32 {
 /// length. A result beyond `u64::MAX` (only possible for a delta of centuries) saturates.
 ///
 /// ```
-/// use lagom::policy::{calc_delta_fair, weight_of_nice, NICE_0_LOAD};
+/// use lagom_policy::{calc_delta_fair, weight_of_nice, NICE_0_LOAD};
 /// assert_eq!(calc_delta_fair(1000, NICE_0_LOAD), 1000);
 /// // A nice −20 entity's virtual time runs about 86.7 times slower.
 /// assert_eq!(calc_delta_fair(887_610, weight_of_nice(-20)), 10_240);

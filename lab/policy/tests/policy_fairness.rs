@@ -2,7 +2,7 @@
 
 mod policy_util;
 
-use lagom::policy::{RqConfig, SchedEntity, weight_of_nice};
+use lagom_policy::{RqConfig, SchedEntity, weight_of_nice};
 use policy_util::Sim;
 
 const NICES: [i32; 4] = [0, 0, 5, -5];

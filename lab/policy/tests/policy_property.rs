@@ -14,7 +14,7 @@ mod policy_util;
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
-use lagom::policy::{
+use lagom_policy::{
     DequeueKind, Dequeued, EnqueueKind, Feature, Features, RqConfig, SchedEntity, WakeFlags,
     weight_of_nice,
 };

@@ -1,7 +1,7 @@
 //! WF_SYNC wakeup preemption (`preempt_sync`, NEXT_BUDDY on).
 
-use lagom::policy::vtime::vbefore;
-use lagom::policy::{
+use lagom_policy::vtime::vbefore;
+use lagom_policy::{
     EnqueueKind, Feature, Features, Handle, Pick, RqConfig, RunQueue, SchedEntity, WakeFlags,
     Wakeup,
 };

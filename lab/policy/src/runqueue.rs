@@ -332,7 +332,7 @@ impl<T> RunQueue<T> {
     /// Nothing to do without a running entity.
     ///
     /// ```
-    /// use lagom::policy::{EnqueueKind, Pick, RqConfig, RunQueue, SchedEntity};
+    /// use lagom_policy::{EnqueueKind, Pick, RqConfig, RunQueue, SchedEntity};
     /// let mut rq = RunQueue::new(RqConfig::for_cpus(1));
     /// let a = rq.enqueue(SchedEntity::new(0), (), EnqueueKind::Wakeup, 0);
     /// assert!(matches!(rq.pick_next(0), Pick::Run(h) if h == a));

@@ -37,7 +37,7 @@ impl RqConfig {
     /// tick 1 ms (HZ = 1000), migration cost 0.5 ms, default features.
     ///
     /// ```
-    /// use lagom::policy::RqConfig;
+    /// use lagom_policy::RqConfig;
     /// assert_eq!(RqConfig::for_cpus(1).base_slice, 700_000);
     /// assert_eq!(RqConfig::for_cpus(2).base_slice, 1_400_000);
     /// assert_eq!(RqConfig::for_cpus(64).base_slice, 2_800_000);

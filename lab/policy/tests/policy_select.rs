@@ -4,14 +4,15 @@
 //! property test that no choice ever leaves the task's affinity.
 
 mod policy_util;
+#[path = "../../../runtime/tests/topology_util/mod.rs"]
 mod topology_util;
 
 use lagom::Runtime;
-use lagom::policy::{
+use lagom::topology::Topology;
+use lagom_policy::{
     CpuMap, CpuView, Features, MapLevel, Placement, WakeCtx, WakeFlags, select_task_rq_fair,
     sis_util_scan, ttwu_queue_cond,
 };
-use lagom::topology::Topology;
 use policy_util::Rng;
 use topology_util::synthetic::ryzen_7950x;
 
@@ -403,8 +404,8 @@ fn no_choice_ever_leaves_the_affinity() {
         allowed[one] = true;
         let mut f = Features::DEFAULT;
         policy_util::toggle_features(&mut f, &mut rng, 30);
-        f = f.with(lagom::policy::Feature::WakePreferRank, rng.chance(50));
-        f = f.with(lagom::policy::Feature::SisUtil, rng.chance(50));
+        f = f.with(lagom_policy::Feature::WakePreferRank, rng.chance(50));
+        f = f.with(lagom_policy::Feature::SisUtil, rng.chance(50));
         let flags = match rng.range(0, 3) {
             0 => WakeFlags::FORK,
             1 => WakeFlags::TTWU | WakeFlags::SYNC,
@@ -436,7 +437,7 @@ fn no_choice_ever_leaves_the_affinity() {
 /// and when it is cache hot and the wait is shorter than the migration cost.
 #[test]
 fn delayed_wakee_moves_only_under_its_features() {
-    use lagom::policy::{DelayedWake, DelayedWakeView, MIGRATION_COST, delayed_wake};
+    use lagom_policy::{DelayedWake, DelayedWakeView, MIGRATION_COST, delayed_wake};
     let stall = DelayedWakeView {
         hot: true,
         runs_next: false,
@@ -484,7 +485,7 @@ fn delayed_wakee_moves_only_under_its_features() {
 /// behind B (which a wait of only the protection would have done).
 #[test]
 fn an_ineligible_delayed_wakee_waits_until_the_average_reaches_it() {
-    use lagom::policy::{
+    use lagom_policy::{
         DelayedWake, DelayedWakeView, DequeueKind, Dequeued, EnqueueKind, MIGRATION_COST, Pick,
         RqConfig, RunQueue, SchedEntity, curr_protection_left, delayed_wake,
     };
@@ -525,7 +526,7 @@ fn an_ineligible_delayed_wakee_waits_until_the_average_reaches_it() {
 /// SMT sibling is busy, it does not use its priority above the SMT level.
 #[test]
 fn itmt_asym_packing_pulls_to_the_preferred_cpu() {
-    use lagom::policy::{LoadView, PullReason, newidle_imbalance_domains};
+    use lagom_policy::{LoadView, PullReason, newidle_imbalance_domains};
     let tree = ryzen_7950x();
     let topo = Topology::from_sysfs(tree.root()).unwrap();
     let cpus: Vec<usize> = topo.allowed_cpus().iter().collect();
@@ -579,7 +580,7 @@ fn itmt_asym_packing_pulls_to_the_preferred_cpu() {
 /// the source's tasks left it: a runtime test hung under qemu on it.)
 #[test]
 fn asym_packing_reads_each_count_once() {
-    use lagom::policy::{LoadView, PullReason, newidle_imbalance_domains};
+    use lagom_policy::{LoadView, PullReason, newidle_imbalance_domains};
     use std::cell::Cell;
     let map = CpuMap::new(
         vec![30, 10],

@@ -25,7 +25,7 @@ impl CpuView {
     /// so that a burst of spawns does not pile onto a CPU that has not drained yet.
     ///
     /// ```
-    /// use lagom::policy::CpuView;
+    /// use lagom_policy::CpuView;
     /// assert_eq!(CpuView::of(0, false), CpuView { idle: true, nr_running: 0 });
     /// assert_eq!(CpuView::of(0, true), CpuView { idle: false, nr_running: 1 });
     /// assert_eq!(CpuView::of(2, false), CpuView { idle: false, nr_running: 2 });
@@ -45,7 +45,7 @@ impl CpuView {
 /// affinity of one, `prev`, and is placed there.
 ///
 /// ```
-/// use lagom::policy::{CpuView, select_task_rq};
+/// use lagom_policy::{CpuView, select_task_rq};
 /// let busy = CpuView { idle: false, nr_running: 3 };
 /// let idle = CpuView { idle: true, nr_running: 0 };
 /// let light = CpuView { idle: false, nr_running: 1 };
@@ -286,7 +286,7 @@ fn select_idle_sibling(
 /// kernel uses the LLC's decayed utilisation; lagom has no PELT, and counts busy CPUs.)
 ///
 /// ```
-/// use lagom::policy::sis_util_scan;
+/// use lagom_policy::sis_util_scan;
 /// assert_eq!(sis_util_scan(8, 0), 8);
 /// assert_eq!(sis_util_scan(8, 4), 5);
 /// assert_eq!(sis_util_scan(8, 7), 0);
@@ -375,7 +375,7 @@ fn find_idlest_cpu(
 /// waker's own CPU: no. Otherwise the default outcome: no, or yes with TTWU_QUEUE_DEFAULT.
 ///
 /// ```
-/// use lagom::policy::{CpuMap, Features, MapLevel, ttwu_queue_cond};
+/// use lagom_policy::{CpuMap, Features, MapLevel, ttwu_queue_cond};
 /// let two_llcs = CpuMap::new(
 ///     vec![0; 4],
 ///     vec![MapLevel { name: "MC", smt: false, share_llc: true, spans: vec![0..2, 2..4] }],
@@ -430,7 +430,7 @@ pub enum DelayedWake {
 /// What [`delayed_wake`] knows about a delayed wakee and its CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DelayedWakeView {
-    /// It ran within the migration cost ([`crate::policy::MIGRATION_COST`]): its cache is
+    /// It ran within the migration cost ([`crate::MIGRATION_COST`]): its cache is
     /// probably still warm (`task_hot`).
     pub hot: bool,
     /// Its CPU would run it next: nothing runs there now.
@@ -475,7 +475,7 @@ impl DelayedWakeView {
 /// `idle_elsewhere` of [`DelayedWakeView`]).
 ///
 /// ```
-/// use lagom::policy::{CpuMap, CpuView, MapLevel, idle_in_llc};
+/// use lagom_policy::{CpuMap, CpuView, MapLevel, idle_in_llc};
 /// let map = CpuMap::new(
 ///     vec![0; 4],
 ///     vec![MapLevel { name: "MC", smt: false, share_llc: true, spans: vec![0..2, 2..4] }],
@@ -503,7 +503,7 @@ pub fn idle_in_llc(
 /// default requeues in place.
 ///
 /// ```
-/// use lagom::policy::{DelayedWake, DelayedWakeView, Features, delayed_wake};
+/// use lagom_policy::{DelayedWake, DelayedWakeView, Features, delayed_wake};
 /// let stall = DelayedWakeView { hot: true, runs_next: false, wait: 2_000_000, idle_elsewhere: true };
 /// assert_eq!(delayed_wake(Features::DEFAULT, stall), DelayedWake::InPlace);
 /// let fix = Features::parse("DELAYED_WAKE_IDLE").unwrap();

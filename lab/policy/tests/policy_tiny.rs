@@ -28,7 +28,7 @@ mod policy_util;
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
-use lagom::policy::{
+use lagom_policy::{
     DequeueKind, Dequeued, EnqueueKind, Feature, Features, Handle, Pick, RqConfig, RunQueue,
     SchedEntity, WakeFlags, Wakeup, calc_delta_fair, weight_of_nice,
 };

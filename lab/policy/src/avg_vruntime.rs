@@ -188,7 +188,7 @@ impl<T> RunQueue<T> {
     /// weight — so `(v − V) · W / NICE_0_LOAD`.
     ///
     /// ```
-    /// use lagom::policy::{EnqueueKind, Pick, RqConfig, RunQueue, SchedEntity};
+    /// use lagom_policy::{EnqueueKind, Pick, RqConfig, RunQueue, SchedEntity};
     /// let mut rq = RunQueue::new(RqConfig::for_cpus(1));
     /// let a = rq.enqueue(SchedEntity::new(0), (), EnqueueKind::Wakeup, 0);
     /// let b = rq.enqueue(SchedEntity::new(0), (), EnqueueKind::Wakeup, 0);
