@@ -17,11 +17,6 @@
 use alloc::string::String;
 use core::fmt;
 
-/// The size of one trace event (`trace::TraceEvent`), quoted by [`Error::TraceCapacity`]'s
-/// message. A constant here, because the error types sit below `trace/` (`ARCHITECTURE.md`);
-/// `trace/mod.rs` asserts at compile time that it is the event's size.
-pub(crate) const TRACE_EVENT_BYTES: usize = 48;
-
 /// Everything that can go wrong when configuring or starting lagom.
 ///
 /// Bad input is reported through this type; it never panics the runtime.
@@ -140,13 +135,9 @@ pub enum Error {
         /// The values accepted, as text (e.g. `"1 to 10000"`).
         valid: &'static str,
     },
-    /// A trace could not be written to its file.
-    TraceWrite {
-        /// The file's path.
-        path: String,
-        /// The OS error, as text.
-        os_error: String,
-    },
+    /// A trace could not be written to its file (`Trace::save`: the path and the OS
+    /// error).
+    TraceWrite(lagom_trace::SaveError),
 }
 
 impl fmt::Display for Error {
@@ -258,7 +249,7 @@ impl fmt::Display for Error {
                 "could not allocate {} trace logs of {events} events each; lower \
                  `trace_capacity` (each event takes {} bytes)",
                 workers + 1,
-                TRACE_EVENT_BYTES
+                size_of::<lagom_trace::TraceEvent>()
             ),
             Error::OutOfRange {
                 setting,
@@ -268,11 +259,7 @@ impl fmt::Display for Error {
                 f,
                 "{setting} was given {value}, which is out of range; it accepts {valid}"
             ),
-            Error::TraceWrite { path, os_error } => write!(
-                f,
-                "cannot write the trace to `{path}`: {os_error}; check that its directory \
-                 exists and is writable"
-            ),
+            Error::TraceWrite(e) => e.fmt(f),
         }
     }
 }
@@ -291,6 +278,12 @@ fn write_list(f: &mut fmt::Formatter<'_>, list: &[usize]) -> fmt::Result {
 // No `source()`: a wrapped error's message is this one's whole message (`Display` above), so
 // a chain printer would print it twice.
 impl core::error::Error for Error {}
+
+impl From<lagom_trace::SaveError> for Error {
+    fn from(e: lagom_trace::SaveError) -> Error {
+        Error::TraceWrite(e)
+    }
+}
 
 impl From<lagom_policy::UnknownFeature> for Error {
     fn from(e: lagom_policy::UnknownFeature) -> Error {

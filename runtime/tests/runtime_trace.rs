@@ -398,7 +398,8 @@ fn a_snapshot_while_running_is_a_prefix() {
     }
 }
 
-/// `save` writes the JSON to a file; an unwritable path is a `TraceWrite` error.
+/// `save` writes the JSON to a file; an unwritable path is a `SaveError` naming it, which
+/// `?` turns into `lagom::Error::TraceWrite`.
 #[test]
 fn save_writes_the_json() {
     let rt = Runtime::builder().tracing(true).build().unwrap();
@@ -414,5 +415,11 @@ fn save_writes_the_json() {
     let err = trace
         .save(dir.path().join("missing/trace.json"))
         .unwrap_err();
-    assert!(matches!(err, lagom::Error::TraceWrite { .. }), "{err}");
+    assert!(err.path.ends_with("missing/trace.json"), "{err}");
+    assert!(
+        err.to_string().contains("check that its directory exists"),
+        "{err}"
+    );
+    let err = lagom::Error::from(err);
+    assert!(matches!(err, lagom::Error::TraceWrite(_)), "{err}");
 }

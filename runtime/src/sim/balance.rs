@@ -13,12 +13,12 @@
 //! needed here.
 
 use super::engine::{NONE, Sim};
-use crate::trace::MigrateCause;
 use lagom_policy::{
     ActivePush, BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Imbalance,
     LoadView, MigrateEnv, PullReason, WakeFlags, asym_active_balance, can_migrate, may_active_push,
     moved, newidle_imbalance_domains, nohz_kick_target, periodic_imbalance_domains, task_hot,
 };
+use lagom_trace::MigrateCause;
 
 /// At most this many tasks move in one pull (the threaded runtime's bound, the kernel's
 /// `sysctl_sched_nr_migrate`).

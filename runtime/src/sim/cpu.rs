@@ -25,8 +25,8 @@ use core::cmp::Reverse;
 use super::engine::{NONE, Sim};
 use super::stats::Counters;
 use super::task::State;
-use crate::trace::SwitchReason;
 use lagom_policy::{DequeueKind, Dequeued, Handle, Pick, RunQueue, SchedEntity, WakeFlags, Wakeup};
+use lagom_trace::SwitchReason;
 
 /// Why a running task calls `schedule`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,5 +1,5 @@
 //! The simulator's timeline, in the threaded runtime's trace types, so that
-//! `lagom::trace`'s exporter writes it as Chrome trace JSON (ui.perfetto.dev): one track per
+//! `lagom-trace`'s exporter writes it as Chrome trace JSON (ui.perfetto.dev): one track per
 //! virtual CPU, a slice per task run, wakeups and migrations as instants with flow arrows.
 //!
 //! Events are recorded where the threaded runtime records them — a switch on the switching
@@ -13,7 +13,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::engine::Sim;
-use crate::trace::{
+use lagom_trace::{
     MigrateCause, SwitchReason, Trace, TraceEvent, TraceEventKind, TrackTrace, WakePath,
 };
 
@@ -131,14 +131,12 @@ impl Sim {
                 dropped: t.dropped,
             })
             .collect();
-        Some(Trace {
-            enabled: true,
-            start_ns: 0,
-            end_ns: self.now,
+        Some(Trace::new(
+            (0, self.now),
             workers,
-            outside: tr.outside.clone(),
-            names: tr.names.clone(),
-            names_dropped: 0,
-        })
+            tr.outside.clone(),
+            tr.names.clone(),
+            0,
+        ))
     }
 }

@@ -34,11 +34,11 @@
 use super::engine::{NONE, Sim};
 use super::queue::Event;
 use super::task::State;
-use crate::trace::{MigrateCause, WakePath};
 use lagom_policy::{
     CpuView, DelayedWake, DelayedWakeView, EnqueueKind, Feature, Handle, Placement, WakeCtx,
     WakeFlags, delayed_wake, idle_in_llc, select_task_rq_fair, ttwu_queue_cond,
 };
+use lagom_trace::{MigrateCause, WakePath};
 
 impl Sim {
     fn feat(&self, f: Feature) -> bool {

@@ -74,19 +74,17 @@ impl Recorder {
             let n = self.names.lock();
             (n.list.iter().cloned().collect(), n.dropped)
         };
-        Trace {
-            enabled: true,
-            start_ns: self.start_ns,
-            end_ns: crate::sys::time::monotonic_ns(),
+        Trace::new(
+            (self.start_ns, crate::sys::time::monotonic_ns()),
             workers,
-            outside: TrackTrace {
+            TrackTrace {
                 cpu: None,
                 events,
                 dropped,
             },
             names,
             names_dropped,
-        }
+        )
     }
 
     /// Records `kind` now, from the calling thread (module doc of `trace`): into worker

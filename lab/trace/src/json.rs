@@ -1,36 +1,9 @@
 //! The Chrome trace event format ("JSON object format": `{"traceEvents": [...]}`), which
 //! ui.perfetto.dev and `chrome://tracing` open.
 //!
-//! Hand-written with `core::fmt::Write` because the runtime crate may depend only on `libc`,
-//! `crossbeam-*`, `core_affinity` and `parking_lot` (DESIGN.md "Dependencies"), and must
-//! export without `std`; the format needs nothing but strings (escaped by [`Str`]), integers
-//! and fixed-point microseconds.
-//!
-//! What is written, all with `"pid": 1`:
-//!
-//! * metadata (`"ph": "M"`): `process_name` "lagom"; per track a `thread_name`
-//!   (`"worker <i> (cpu <c>)"`, or `"outside threads"`) and a `thread_sort_index`. Worker `i` is
-//!   `"tid": i + 1`; the outside track is `"tid": workers + 1`.
-//! * one complete slice (`"ph": "X"`, category `run`) per run of a task on a worker, from the
-//!   switch to it to the switch away from it, named by the task's name. Its `args` hold
-//!   `task` (id), `prev` (the task switched away from when it started, `null`: the idle loop),
-//!   `reason` (why it ended: `block`, `yield`, `preempt`, `exit`; `unfinished` if the trace
-//!   ends first) and `next` (the task switched to when it ended, `null`: the idle loop). So a
-//!   reader can check the switch sequence of a track: a slice whose `next` is a task is
-//!   followed at once by that task's slice, whose `prev` names it. The slice is written where
-//!   the run starts, so each track's events come in time order.
-//! * a thread-scoped instant (`"ph": "i"`, `"s": "t"`) per wakeup (category `wakeup`, name
-//!   `"wakeup <task name>"`, `args`: `task`, `waker` (worker index or `null`), `target`, `path`,
-//!   `latency_us`: from the wakeup to the start of the wakee's next run, `null` for an in-place
-//!   runnable wakeup or a wakee that does not run again in the trace) on the waker's track, and per migration (category `migrate`, name
-//!   `"migrate <task name>"`, `args`: `task`, `from`, `to`, `cause`) on the recording worker's track.
-//! * a flow (`"ph": "s"` on the waker's track at the wakeup, `"ph": "f"` with `"bp": "e"` on
-//!   the wakee's track where its next run starts; `id` counts from 1) for each wakeup whose
-//!   wakee runs later in the trace, except in-place runnable wakeups, whose wakee may never
-//!   have stopped running.
-//! * `"displayTimeUnit": "ns"` and `"otherData"` with the drop counts.
-//!
-//! Timestamps are microseconds since the runtime started, with three decimals (exact ns).
+//! Hand-written with `core::fmt::Write` because the crate has no dependency and must export
+//! without `std` (the runtime's dependencies are kept to a short list); the format needs
+//! nothing but strings (escaped by [`Str`]), integers and fixed-point microseconds.
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -38,7 +11,35 @@ use core::fmt::{self, Display, Formatter, Write};
 
 use super::{MigrateCause, SwitchReason, Trace, TraceEventKind, WakePath};
 
-/// [`Trace`] as Chrome trace event JSON (module doc); format it with `Display`.
+/// [`Trace`] as Chrome trace event JSON ("JSON object format": `{"traceEvents": [...]}`);
+/// format it with `Display`.
+///
+/// What is written, all with `"pid": 1`:
+///
+/// * metadata (`"ph": "M"`): `process_name` "lagom"; per track a `thread_name`
+///   (`"worker <i> (cpu <c>)"`, or `"outside threads"`) and a `thread_sort_index`. Worker `i` is
+///   `"tid": i + 1`; the outside track is `"tid": workers + 1`.
+/// * one complete slice (`"ph": "X"`, category `run`) per run of a task on a worker, from the
+///   switch to it to the switch away from it, named by the task's name. Its `args` hold
+///   `task` (id), `prev` (the task switched away from when it started, `null`: the idle loop),
+///   `reason` (why it ended: `block`, `yield`, `preempt`, `exit`; `unfinished` if the trace
+///   ends first) and `next` (the task switched to when it ended, `null`: the idle loop). So a
+///   reader can check the switch sequence of a track: a slice whose `next` is a task is
+///   followed at once by that task's slice, whose `prev` names it. The slice is written where
+///   the run starts, so each track's events come in time order.
+/// * a thread-scoped instant (`"ph": "i"`, `"s": "t"`) per wakeup (category `wakeup`, name
+///   `"wakeup <task name>"`, `args`: `task`, `waker` (worker index or `null`), `target`, `path`,
+///   `latency_us`: from the wakeup to the start of the wakee's next run, `null` for an in-place
+///   runnable wakeup or a wakee that does not run again in the trace) on the waker's track, and per migration (category `migrate`, name
+///   `"migrate <task name>"`, `args`: `task`, `from`, `to`, `cause`) on the recording worker's track.
+/// * a flow (`"ph": "s"` on the waker's track at the wakeup, `"ph": "f"` with `"bp": "e"` on
+///   the wakee's track where its next run starts; `id` counts from 1) for each wakeup whose
+///   wakee runs later in the trace, except in-place runnable wakeups, whose wakee may never
+///   have stopped running.
+/// * `"displayTimeUnit": "ns"` and `"otherData"` with the drop counts.
+///
+/// Timestamps are microseconds since the trace's start ([`Trace::span_ns`]), with three
+/// decimals (exact ns).
 #[derive(Debug, Clone, Copy)]
 pub struct ChromeJson<'a>(pub(crate) &'a Trace);
 
