@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use lagom::topology::CpuSet;
+use lagom_topology::CpuSet;
 
 /// Makes a closed stdout end the program quietly (as `head` expects of `topo | head`) rather
 /// than panic in `println!`: restores the default action of SIGPIPE, which Rust's runtime

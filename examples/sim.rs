@@ -22,8 +22,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use lagom::sim::{BUILTIN, Machine, Options, Report, Scenario, Sim, builtin, parse};
-use lagom::topology::Topology;
 use lagom_examples::usage_error;
+use lagom_topology::Topology;
 
 const USAGE: &str =
     "usage: sim <SCENARIO|FILE> [--topology ROOT|NAME] [--features STRING] [--seed N]
@@ -146,7 +146,7 @@ fn load_machine(name: &str) -> (Machine, Option<Scratch>) {
     if let Some(m) = Machine::named(name) {
         return (m, None);
     }
-    let topo = |r: Result<Topology, lagom::Error>| {
+    let topo = |r: Result<Topology, lagom_topology::TopologyError>| {
         r.unwrap_or_else(|e| fail(format!("topology `{name}`: {e}")))
     };
     let machine = |t: Topology| {

@@ -15,8 +15,8 @@
 //! `--features SPEC` also prints the scheduler features a runtime given SPEC would run with
 //! (SPEC applied on the defaults), as `ITMT` decides whether the priorities above are used.
 
-use lagom::topology::{CpuSet, LevelKind, PrioritySource, Topology};
 use lagom_examples::{Timings, cpus_json, features_arg, print_json, usage_error};
+use lagom_topology::{CpuSet, LevelKind, PrioritySource, Topology};
 use serde_json::json;
 
 const USAGE: &str = "usage: topo [ROOT] [--json] [--time[=RUNS]] [--features SPEC]
@@ -64,7 +64,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
     Ok(args)
 }
 
-fn read(root: Option<&str>) -> Result<Topology, lagom::Error> {
+fn read(root: Option<&str>) -> Result<Topology, lagom_topology::TopologyError> {
     match root {
         Some(r) => Topology::from_sysfs(r),
         None => Topology::detect(),
@@ -337,9 +337,11 @@ fn print_tree(topo: &Topology) {
     }
     // The workers a runtime on every allowed CPU would have: their order (SMT siblings and
     // LLC members adjacent) and the domains over worker indices that placement and
-    // balancing use (`Runtime::layout`).
+    // balancing use (`lagom_topology::layout`, as the runtime builds them).
     let cpus: Vec<usize> = topo.allowed_cpus().iter().collect();
-    let (order, map) = lagom::Runtime::layout(topo, &cpus);
+    let lagom_topology::Layout {
+        cpus: order, map, ..
+    } = lagom_topology::layout(topo, &cpus, &[]);
     println!("Workers (a runtime on every allowed CPU):");
     for (w, cpu) in order.iter().enumerate() {
         let domains: Vec<String> = map

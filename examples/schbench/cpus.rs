@@ -1,7 +1,7 @@
 //! Which CPUs the threads may use: the process's allowed set, and the `-M` / `-W` / `--cpus`
 //! lists checked against it (a CPU outside it is a one-line error naming the allowed ones).
 
-use lagom::topology::CpuSet;
+use lagom_topology::CpuSet;
 
 use crate::opts::{Backend, CpuSpec, Opts};
 

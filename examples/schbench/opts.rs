@@ -5,7 +5,7 @@
 
 use std::ffi::OsString;
 
-use lagom::topology::CpuSet;
+use lagom_topology::CpuSet;
 
 /// The run length when `-r` is not given (schbench's own default is 30 s).
 pub const DEFAULT_RUNTIME: u64 = 5;

@@ -21,7 +21,7 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 use lagom::Runtime;
 use lagom::sync::Mutex;
 use lagom::task::{self, Unparker};
-use lagom::topology::Topology;
+use lagom_topology::Topology;
 
 /// The global allocator: libc's `malloc`, `posix_memalign` for large alignments, `free`.
 struct Malloc;

@@ -2,7 +2,7 @@
 //!
 //! Every message says what was wrong and what to do about it: an unknown feature name lists
 //! the valid ones, a CPU outside the allowed set names the allowed ones, an unreadable sysfs
-//! file names its path.
+//! file names its path (`TopologyError`, wrapped).
 //!
 //! ## Out-of-range settings: one rule
 //!
@@ -26,41 +26,9 @@ pub enum Error {
     /// A feature string named a feature that does not exist (the name, and every valid
     /// one).
     UnknownFeature(lagom_policy::UnknownFeature),
-    /// A file the topology reader needs could not be read.
-    TopologyUnreadable {
-        /// The full path of the file or directory.
-        path: String,
-        /// The OS error, as text.
-        os_error: String,
-    },
-    /// A sysfs root lacks what every Linux sysfs holds.
-    TopologyMissing {
-        /// The path that was looked at.
-        path: String,
-        /// What was expected there.
-        expected: &'static str,
-    },
-    /// A CPU list or CPU mask is malformed.
-    MalformedCpuList {
-        /// The file it came from (or a description of the argument).
-        path: String,
-        /// The content as read, with trailing newlines and NULs removed.
-        content: String,
-    },
-    /// A file that should hold a number holds something else.
-    MalformedNumber {
-        /// The file it came from.
-        path: String,
-        /// The content as read, with trailing newlines and NULs removed.
-        content: String,
-    },
-    /// A cache's `shared_cpu_list` / `shared_cpu_map` names CPUs that do not exist.
-    CacheSpansUnknownCpus {
-        /// The file naming them.
-        path: String,
-        /// The CPUs it names that have no `cpuN` directory and are not `possible`.
-        unknown: String,
-    },
+    /// The machine's topology could not be read (what, where, and what to do: the
+    /// topology crate's error).
+    Topology(lagom_topology::TopologyError),
     /// A task stack size below the minimum was requested.
     StackTooSmall {
         /// The size asked for, in bytes.
@@ -144,31 +112,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::UnknownFeature(e) => e.fmt(f),
-            Error::TopologyUnreadable { path, os_error } => write!(
-                f,
-                "cannot read `{path}`: {os_error}; check that it exists and is readable, or pass \
-                 a recorded sysfs root that holds it"
-            ),
-            Error::TopologyMissing { path, expected } => write!(
-                f,
-                "`{path}` has no {expected}; pass the directory that holds `sys/` (and usually \
-                 `proc/`) of a Linux system, such as `/`"
-            ),
-            Error::MalformedCpuList { path, content } => write!(
-                f,
-                "`{path}` holds `{content}`, which is not a CPU list such as `0-3,8` nor a hex \
-                 mask such as `000000ff,00000f0f`; fix or remove the file"
-            ),
-            Error::MalformedNumber { path, content } => write!(
-                f,
-                "`{path}` holds `{content}` where a number was expected; fix or remove the file"
-            ),
-            Error::CacheSpansUnknownCpus { path, unknown } => write!(
-                f,
-                "`{path}` names CPUs {unknown}, which have no cpu directory and are not in \
-                 `possible`; the recorded tree is inconsistent: fix the file or record the \
-                 missing CPUs"
-            ),
+            Error::Topology(e) => e.fmt(f),
             Error::StackTooSmall { requested, minimum } => write!(
                 f,
                 "task stack size {requested} bytes is below the minimum of {} KiB; \
@@ -278,6 +222,12 @@ fn write_list(f: &mut fmt::Formatter<'_>, list: &[usize]) -> fmt::Result {
 // No `source()`: a wrapped error's message is this one's whole message (`Display` above), so
 // a chain printer would print it twice.
 impl core::error::Error for Error {}
+
+impl From<lagom_topology::TopologyError> for Error {
+    fn from(e: lagom_topology::TopologyError) -> Error {
+        Error::Topology(e)
+    }
+}
 
 impl From<lagom_trace::SaveError> for Error {
     fn from(e: lagom_trace::SaveError) -> Error {

@@ -7,7 +7,7 @@
 //!
 //! * [`lagom_policy`] (its own crate) — the pure EEVDF runqueue and placement decisions: no atomics, no OS calls,
 //!   no clock reads (time is an argument). The threaded runtime and the simulator both call it.
-//! * [`topology`] — sysfs → [`topology::Topology`]: CPUs, caches, NUMA, sched-domain levels,
+//! * [`lagom_topology`] (its own crate) — sysfs → [`lagom_topology::Topology`]: CPUs, caches, NUMA, sched-domain levels,
 //!   preferred-core priorities and the allowed CPUs.
 //! * [`arch`] — the green-thread mechanism: context switch (x86_64, aarch64) with unwind info,
 //!   task stacks (batched mmap + guard page, per-worker pool), stack-overflow reports, the
@@ -104,7 +104,6 @@ pub mod arch;
 mod error;
 pub mod graph;
 mod join_error;
-mod layout;
 #[cfg(not(loom))]
 mod locking;
 #[cfg(loom)]
@@ -121,7 +120,6 @@ mod sys;
 pub mod task;
 mod tcb;
 pub mod time;
-pub mod topology;
 pub mod trace;
 mod wake;
 mod worker;

@@ -53,13 +53,13 @@ use crate::locking::atomic::{AtomicU32, AtomicUsize, Ordering};
 use crate::sched::worker_main;
 use crate::sys::thread::Thread;
 use crate::task::{Builder as TaskBuilder, JoinHandle, scope_in, spawn_inner};
-use crate::topology::Topology;
 use crate::trace::{DEFAULT_TRACE_CAPACITY, Recorder, Trace};
 use crate::worker::{
     PHASE_DRAIN, PHASE_EXIT, PHASE_FORCE, PHASE_RUN, Shared, ShutdownStats, Stats, Task, TaskClock,
-    Worker, WorkerPlace, flat_layout, layout,
+    Worker, WorkerPlace,
 };
 use lagom_policy::{Features, MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, RqConfig};
+use lagom_topology::{Layout, Topology, layout};
 
 /// How long an idle worker spins by default before it sleeps in `futex_wait` (chosen from the
 /// curve in the `sched/idle.rs` module doc: wake latency against idle CPU, issue #5).
@@ -400,7 +400,7 @@ impl Builder {
         }
         let lay = match &topo {
             Some(t) => layout(t, &cpus, &self.ranks),
-            None => flat_layout(&cpus, topo_error.unwrap_or("no topology")),
+            None => Layout::flat(&cpus, topo_error.unwrap_or("no topology")),
         };
         let cpus = lay.cpus;
         crate::sys::time::calibrate();
@@ -461,12 +461,11 @@ fn env_features() -> Option<String> {
     None
 }
 
-/// The CPUs this process may run on (its affinity mask), ascending.
+/// The CPUs this process may run on (its affinity mask), ascending; CPU 0 alone if the
+/// kernel refuses to say.
 fn allowed_cpus() -> Vec<usize> {
-    match crate::sys::affinity::process_affinity() {
-        Ok(words) => (0..words.len() * 64)
-            .filter(|&c| words[c / 64] & (1 << (c % 64)) != 0)
-            .collect(),
+    match lagom_topology::process_affinity() {
+        Ok(set) => set.iter().collect(),
         Err(_) => alloc::vec![0],
     }
 }
@@ -501,24 +500,6 @@ impl Runtime {
     /// A builder with the defaults.
     pub fn builder() -> Builder {
         Builder::default()
-    }
-
-    /// The worker order and CPU view a runtime with workers on `cpus` of `topo` uses (what
-    /// [`Builder::topology`] and [`Builder::worker_cpus`] give it): the OS CPU of each worker,
-    /// SMT siblings and LLC members adjacent, and the domains and priorities over worker
-    /// indices that placement and balancing read. For tests of the policy on a recorded
-    /// machine and for `examples/topo`.
-    ///
-    /// ```
-    /// let topo = lagom::topology::Topology::detect()?;
-    /// let cpus: Vec<usize> = topo.allowed_cpus().iter().collect();
-    /// let (order, map) = lagom::Runtime::layout(&topo, &cpus);
-    /// assert_eq!(order.len(), map.len());
-    /// # Ok::<(), lagom::Error>(())
-    /// ```
-    pub fn layout(topo: &Topology, cpus: &[usize]) -> (Vec<usize>, lagom_policy::CpuMap) {
-        let l = layout(topo, cpus, &[]);
-        (l.cpus, l.map)
     }
 
     /// The OS CPUs of the workers, in worker order.

@@ -16,6 +16,7 @@
 //! in stretches that decide these scenarios. They run natively in CI's `test` step.
 
 mod runtime_util;
+#[path = "../../lab/topology/tests/topology_util/mod.rs"]
 mod topology_util;
 
 use std::sync::Arc;

@@ -44,6 +44,7 @@
 //! hogs, which meet at the same vruntime at every other pick) were decided by the ticks.
 
 mod runtime_util;
+#[path = "../../lab/topology/tests/topology_util/mod.rs"]
 mod topology_util;
 
 use std::sync::Arc;

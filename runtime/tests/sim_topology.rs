@@ -2,10 +2,11 @@
 //! topology tests' synthetic tree file for file, and a recorded tree becomes a machine whose
 //! virtual CPUs, LLCs and priorities are the topology's.
 
+#[path = "../../lab/topology/tests/topology_util/mod.rs"]
 mod topology_util;
 
 use lagom::sim::{Machine, Options, Report, Sim, parse};
-use lagom::topology::Topology;
+use lagom_topology::Topology;
 use topology_util::synthetic;
 
 /// The in-memory 7950X reads as the on-disk synthetic one: every CPU, cache, domain,
@@ -78,7 +79,9 @@ fn virtual_cpus_are_the_workers_of_a_runtime_on_that_machine() {
         // Given in reverse: the order comes from the topology, not from the caller.
         let mut cpus: Vec<usize> = m.topology().allowed_cpus().iter().collect();
         cpus.reverse();
-        let (order, map) = lagom::Runtime::layout(m.topology(), &cpus);
+        let lagom_topology::Layout {
+            cpus: order, map, ..
+        } = lagom_topology::layout(m.topology(), &cpus, &[]);
         let ids: Vec<usize> = (0..m.cpus()).map(|i| m.os_id(i)).collect();
         assert_eq!(ids, order, "{}", m.name());
         assert_eq!(m.cpu_map(), &map, "{}", m.name());

@@ -4,17 +4,22 @@
 //! property test that no choice ever leaves the task's affinity.
 
 mod policy_util;
-#[path = "../../../runtime/tests/topology_util/mod.rs"]
+#[path = "../../topology/tests/topology_util/mod.rs"]
 mod topology_util;
 
-use lagom::Runtime;
-use lagom::topology::Topology;
 use lagom_policy::{
     CpuMap, CpuView, Features, MapLevel, Placement, WakeCtx, WakeFlags, select_task_rq_fair,
     sis_util_scan, ttwu_queue_cond,
 };
+use lagom_topology::Topology;
 use policy_util::Rng;
 use topology_util::synthetic::ryzen_7950x;
+
+/// The worker order and CPU map a runtime (or the simulator) builds on `cpus` of `topo`.
+fn layout(topo: &Topology, cpus: &[usize]) -> (Vec<usize>, CpuMap) {
+    let l = lagom_topology::layout(topo, cpus, &[]);
+    (l.cpus, l.map)
+}
 
 const IDLE: CpuView = CpuView {
     idle: true,
@@ -67,7 +72,7 @@ fn ryzen_layout_puts_siblings_and_ccds_together() {
     let tree = ryzen_7950x();
     let topo = Topology::from_sysfs(tree.root()).unwrap();
     let cpus: Vec<usize> = topo.allowed_cpus().iter().collect();
-    let (order, map) = Runtime::layout(&topo, &cpus);
+    let (order, map) = layout(&topo, &cpus);
     assert_eq!(order.len(), 32);
     assert_eq!(&order[..4], &[0, 16, 1, 17], "siblings adjacent");
     for w in 0..32 {
@@ -104,7 +109,7 @@ fn recorded_layouts_are_contiguous_and_faithful() {
         if cpus.is_empty() {
             continue;
         }
-        let (order, map) = Runtime::layout(&topo, &cpus);
+        let (order, map) = layout(&topo, &cpus);
         let mut sorted = order.clone();
         sorted.sort_unstable();
         assert_eq!(sorted, cpus, "{}", fx.name);
@@ -144,7 +149,7 @@ fn idle_sibling_in_the_llc_beats_one_across_it_on_recorded_machines() {
             continue;
         };
         let cpus: Vec<usize> = topo.allowed_cpus().iter().collect();
-        let (_, map) = Runtime::layout(&topo, &cpus);
+        let (_, map) = layout(&topo, &cpus);
         let n = map.len();
         // Worker 0's LLC must hold at least 3 workers, and some worker lie outside it.
         let llc = map.llc(0);
@@ -323,7 +328,7 @@ fn ttwu_queue_cond_on_a_recorded_layout() {
     let tree = ryzen_7950x();
     let topo = Topology::from_sysfs(tree.root()).unwrap();
     let cpus: Vec<usize> = topo.allowed_cpus().iter().collect();
-    let (_, map) = Runtime::layout(&topo, &cpus);
+    let (_, map) = layout(&topo, &cpus);
     let f = Features::DEFAULT;
     let (a, same, other) = (0, 5, 20);
     assert!(map.share_llc(a, same) && !map.share_llc(a, other));
@@ -530,7 +535,7 @@ fn itmt_asym_packing_pulls_to_the_preferred_cpu() {
     let tree = ryzen_7950x();
     let topo = Topology::from_sysfs(tree.root()).unwrap();
     let cpus: Vec<usize> = topo.allowed_cpus().iter().collect();
-    let (order, map) = Runtime::layout(&topo, &cpus);
+    let (order, map) = layout(&topo, &cpus);
     let w = |cpu: usize| order.iter().position(|&c| c == cpu).unwrap();
     let (me, low, busiest) = (w(6), w(0), w(5));
     let nr = |i: usize| {

@@ -170,7 +170,7 @@ pub(super) fn tasks(s: &Scenario, m: &Machine) -> Result<Vec<Task>, ScenarioErro
             let allowed = match &spec.affinity {
                 Affinity::Any => None,
                 Affinity::Cpus(set) => {
-                    let missing: crate::topology::CpuSet =
+                    let missing: lagom_topology::CpuSet =
                         set.iter().filter(|&c| m.index_of(c).is_none()).collect();
                     if !missing.is_empty() || set.is_empty() {
                         return Err(ScenarioError::new(

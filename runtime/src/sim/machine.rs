@@ -4,7 +4,7 @@
 //!
 //! Virtual CPUs are numbered `0..n` in the order the threaded runtime gives its workers on
 //! that topology, and their [`CpuMap`] (domains, LLC spans, SMT siblings, priorities) is the
-//! one it would build: both come from one function (`crate::layout`), so placement and
+//! one it would build: both come from one function (`lagom_topology::layout`), so placement and
 //! balancing decide alike in both drivers. SMT siblings and LLC members are adjacent (on the
 //! 7950X, virtual CPUs 0 and 1 are OS CPUs 0 and 16). Scenarios name CPUs by OS id
 //! (`cpus=4-7`), and the machine maps between the two.
@@ -26,8 +26,8 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::Error;
-use crate::topology::{CpuId, Topology};
 use lagom_policy::CpuMap;
+use lagom_topology::{CpuId, Topology};
 
 /// The virtual CPUs of a simulation (module doc).
 #[derive(Debug, Clone)]
@@ -54,7 +54,7 @@ impl Machine {
         let Some(&last) = allowed.last() else {
             return Err(Error::NoCpus);
         };
-        let lay = crate::layout::layout(&topology, &allowed, &[]);
+        let lay = lagom_topology::layout(&topology, &allowed, &[]);
         let ids = lay.cpus;
         let mut index = alloc::vec![u32::MAX; last + 1];
         for (i, &id) in ids.iter().enumerate() {

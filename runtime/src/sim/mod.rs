@@ -1,5 +1,5 @@
 //! The deterministic simulator: lagom's own scheduling policy on virtual CPUs built from any
-//! [`Topology`](crate::topology::Topology), under a virtual nanosecond clock, so that a
+//! [`Topology`](lagom_topology::Topology), under a virtual nanosecond clock, so that a
 //! scenario replays identically, at any CPU count, on any machine.
 //!
 //! It is a second driver beside the threaded runtime, on the same `policy/`: each virtual CPU

@@ -38,8 +38,8 @@ use alloc::vec::Vec;
 use super::error::ScenarioError;
 use super::rng::Dist;
 use super::scenario::{Affinity, Instance, Op, Scenario, Step, Target, TaskSpec, Waker};
-use crate::topology::CpuSet;
 use lagom_policy::{MAX_NICE, MIN_NICE};
+use lagom_topology::CpuSet;
 
 /// Parses a scenario file (module doc).
 ///

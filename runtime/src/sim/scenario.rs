@@ -12,7 +12,7 @@ use alloc::vec::Vec;
 
 use super::costs::Costs;
 use super::rng::Dist;
-use crate::topology::{CpuId, CpuSet};
+use lagom_topology::{CpuId, CpuSet};
 
 /// Which instance of a task declaration a target names, relative to the naming task's own
 /// instance index `i`.

@@ -1,7 +1,8 @@
 //! The only place that calls `libc`. Each file wraps one family of system calls in small safe
 //! or narrowly `unsafe` functions; the layers above never name `libc`.
 
-pub(crate) mod affinity;
+// Only the loom coverage probes write files.
+#[cfg(loom)]
 pub(crate) mod fs;
 // Under loom, `sync::futex` stands in for the real futex.
 #[cfg(not(loom))]

@@ -111,7 +111,7 @@ pub(crate) fn pin_to(cpu: usize) -> Result<(), i32> {
     if rc == 0 {
         Ok(())
     } else {
-        Err(super::fs::OsError::last().0)
+        Err(super::mem::errno())
     }
 }
 
@@ -134,7 +134,7 @@ pub(crate) fn set_timer_slack(ns: u64) -> Result<(), i32> {
     if rc == 0 {
         Ok(())
     } else {
-        Err(super::fs::OsError::last().0)
+        Err(super::mem::errno())
     }
 }
 

@@ -121,8 +121,7 @@ mod real {
 
     /// Whether the kernel's clocksource is the TSC.
     fn kernel_trusts_tsc() -> bool {
-        let path = "/sys/devices/system/clocksource/clocksource0/current_clocksource";
-        crate::sys::fs::read(path).is_ok_and(|b| b.trim_ascii() == b"tsc")
+        lagom_topology::current_clocksource().is_ok_and(|c| c == "tsc")
     }
 
     /// A (tsc, ns) pair read as close together as this thread manages: the ns read bracketed

@@ -11,7 +11,7 @@
 //!
 //! * `thread.rs` — [`WorkerThread`] and the thread's slot for it;
 //! * `timer.rs` — the timer heap of `sleep` (its firing is `sched/timer.rs`);
-//! * the workers' order and CPU view from the topology come from `crate::layout` (shared
+//! * the workers' order and CPU view from the topology come from `lagom_topology::layout` (shared
 //!   with the simulator);
 //! * `stats.rs` — the counters; `trace.rs` — the trace hooks, which record into `trace/`'s logs.
 
@@ -21,7 +21,6 @@ mod thread;
 mod timer;
 pub(crate) mod trace;
 
-pub(crate) use crate::layout::{flat as flat_layout, layout};
 pub(crate) use clock::StallMeter;
 pub use clock::{RESYNC, STALL_GAP, TaskClock};
 pub(crate) use stats::Counters;
@@ -190,9 +189,9 @@ pub(crate) struct Shared {
     pub(crate) workers: Vec<Worker>,
     /// The scheduler features.
     pub(crate) features: Features,
-    /// The workers' domains and priorities (`crate::layout`), read by placement and balancing.
+    /// The workers' domains and priorities (`lagom_topology::layout`), read by placement and balancing.
     pub(crate) cpus: CpuMap,
-    /// Why `cpus` is flat, if the layout fell back (`crate::layout`).
+    /// Why `cpus` is flat, if the layout fell back (`lagom_topology::layout`).
     pub(crate) layout_fallback: Option<&'static str>,
     /// Where the runtime is in its life: [`PHASE_RUN`] until a shutdown walks it through
     /// [`PHASE_DRAIN`], [`PHASE_FORCE`] and [`PHASE_EXIT`] (`runtime.rs`'s module doc).

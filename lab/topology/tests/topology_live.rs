@@ -1,7 +1,7 @@
 //! `Topology::detect()` on the machine running the tests: the same reader as for recorded
 //! trees, plus the thread's affinity mask.
 
-use lagom::topology::{CpuSet, Topology};
+use lagom_topology::{CpuSet, Topology};
 
 #[test]
 fn detect_reads_this_machine() {

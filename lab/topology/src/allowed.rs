@@ -24,7 +24,7 @@ use alloc::vec::Vec;
 
 use super::cpuset::CpuSet;
 use super::source::Sysfs;
-use crate::Error;
+use crate::TopologyError;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Flavour {
@@ -44,7 +44,7 @@ impl Flavour {
 }
 
 /// The cpuset mount point and its flavour.
-fn find_mount(fs: &Sysfs) -> Result<Option<(String, Flavour)>, Error> {
+fn find_mount(fs: &Sysfs) -> Result<Option<(String, Flavour)>, TopologyError> {
     if fs.exists("/sys/fs/cgroup/cpuset.cpus.effective") {
         return Ok(Some((String::from("/sys/fs/cgroup"), Flavour::V2)));
     }
@@ -90,7 +90,7 @@ fn find_mount(fs: &Sysfs) -> Result<Option<(String, Flavour)>, Error> {
 }
 
 /// The process's cpuset path (starting with `/`).
-fn find_path(fs: &Sysfs, flavour: Flavour) -> Result<Option<String>, Error> {
+fn find_path(fs: &Sysfs, flavour: Flavour) -> Result<Option<String>, TopologyError> {
     if let Some(p) = fs.read("/proc/self/cpuset")?
         && p.starts_with('/')
     {
@@ -117,7 +117,7 @@ fn find_path(fs: &Sysfs, flavour: Flavour) -> Result<Option<String>, Error> {
 }
 
 /// The cpuset's CPUs, or `None` when there is no readable cpuset.
-pub(crate) fn cpuset(fs: &mut Sysfs) -> Result<Option<CpuSet>, Error> {
+pub(crate) fn cpuset(fs: &mut Sysfs) -> Result<Option<CpuSet>, TopologyError> {
     let Some((mount, flavour)) = find_mount(fs)? else {
         fs.fall_back("cgroup cpuset mount", "no cpuset restriction");
         return Ok(None);
@@ -151,7 +151,7 @@ pub(crate) fn allowed(
     fs: &mut Sysfs,
     online: &CpuSet,
     affinity: Option<&CpuSet>,
-) -> Result<CpuSet, Error> {
+) -> Result<CpuSet, TopologyError> {
     let mut allowed = online.clone();
     if let Some(set) = cpuset(fs)? {
         let restricted = &allowed & &set;

@@ -19,7 +19,7 @@ use alloc::vec::Vec;
 
 use super::cpuset::{CpuId, CpuSet};
 use super::source::{Sysfs, numbered};
-use crate::Error;
+use crate::TopologyError;
 
 pub(crate) const CPU_DIR: &str = "/sys/devices/system/cpu";
 
@@ -83,17 +83,17 @@ const DIE: &[&str] = &["die_cpus_list", "die_cpus"];
 const CLUSTER: &[&str] = &["cluster_cpus_list", "cluster_cpus"];
 
 /// Reads the CPU directories below the root.
-pub(crate) fn scan(fs: &mut Sysfs) -> Result<CpuTopology, Error> {
+pub(crate) fn scan(fs: &mut Sysfs) -> Result<CpuTopology, TopologyError> {
     fs.check_root()?;
     let Some(entries) = fs.list(CPU_DIR)? else {
-        return Err(Error::TopologyMissing {
+        return Err(TopologyError::Missing {
             path: alloc::string::String::from(fs.root()),
             expected: "`sys/devices/system/cpu` directory",
         });
     };
     let ids = numbered(&entries, "cpu");
     if ids.is_empty() {
-        return Err(Error::TopologyMissing {
+        return Err(TopologyError::Missing {
             path: fs.path(CPU_DIR),
             expected: "`cpuN` directories",
         });
@@ -133,7 +133,7 @@ pub(crate) fn scan(fs: &mut Sysfs) -> Result<CpuTopology, Error> {
         }
     }
     if online.is_empty() {
-        return Err(Error::TopologyMissing {
+        return Err(TopologyError::Missing {
             path: fs.path(CPU_DIR),
             expected: "online `cpuN` directory with a `topology/` subdirectory",
         });

@@ -12,7 +12,7 @@
 
 mod topology_util;
 
-use lagom::topology::{CapacitySource, CpuSet, LevelKind, PrioritySource, Topology};
+use lagom_topology::{CapacitySource, CpuSet, LevelKind, PrioritySource, Topology};
 use serde_json::Value;
 use std::collections::BTreeMap;
 

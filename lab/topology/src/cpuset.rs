@@ -24,7 +24,7 @@ pub const MAX_CPU_ID: CpuId = (1 << 20) - 1;
 /// over a few words:
 ///
 /// ```
-/// use lagom::topology::CpuSet;
+/// use lagom_topology::CpuSet;
 ///
 /// let llc: CpuSet = "0-7,16-23".parse().unwrap();
 /// let idle: CpuSet = [3, 9, 17].into_iter().collect();
@@ -280,11 +280,11 @@ impl FromIterator<CpuId> for CpuSet {
 }
 
 impl core::str::FromStr for CpuSet {
-    type Err = crate::Error;
+    type Err = crate::TopologyError;
 
     /// Parses a cpulist; the error names the text as given.
-    fn from_str(s: &str) -> Result<CpuSet, crate::Error> {
-        CpuSet::parse_list(s).ok_or_else(|| crate::Error::MalformedCpuList {
+    fn from_str(s: &str) -> Result<CpuSet, crate::TopologyError> {
+        CpuSet::parse_list(s).ok_or_else(|| crate::TopologyError::MalformedCpuList {
             path: alloc::string::String::from("(CPU list argument)"),
             content: alloc::string::String::from(trim_sysfs(s)),
         })

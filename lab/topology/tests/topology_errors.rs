@@ -1,9 +1,8 @@
-//! Each way a sysfs tree can be unusable gives an `Error` that names what was wrong where.
+//! Each way a sysfs tree can be unusable gives a `TopologyError` that names what was wrong where.
 
 mod topology_util;
 
-use lagom::Error;
-use lagom::topology::Topology;
+use lagom_topology::{Topology, TopologyError};
 use topology_util::{Tree, synthetic};
 
 #[test]
@@ -11,7 +10,7 @@ fn missing_root_names_it_with_the_os_error() {
     let tree = Tree::new();
     let root = format!("{}/does-not-exist", tree.root());
     let err = Topology::from_sysfs(&root).unwrap_err();
-    let Error::TopologyUnreadable { path, os_error } = &err else {
+    let TopologyError::Unreadable { path, os_error } = &err else {
         panic!("wrong error: {err:?}");
     };
     assert_eq!(path, &root);
@@ -25,7 +24,7 @@ fn empty_root_says_what_was_expected() {
     let err = Topology::from_sysfs(tree.root()).unwrap_err();
     assert_eq!(
         err,
-        Error::TopologyMissing {
+        TopologyError::Missing {
             path: tree.root().to_string(),
             expected: "`sys/devices/system/cpu` directory",
         }
@@ -44,7 +43,7 @@ fn no_cpu_directories() {
     tree.dir("sys/devices/system/cpu/cpufreq");
     tree.dir("sys/devices/system/cpu/cpuidle");
     let err = Topology::from_sysfs(tree.root()).unwrap_err();
-    let Error::TopologyMissing { path, expected } = &err else {
+    let TopologyError::Missing { path, expected } = &err else {
         panic!("wrong error: {err:?}");
     };
     assert_eq!(path, &format!("{}/sys/devices/system/cpu", tree.root()));
@@ -62,7 +61,7 @@ fn malformed_cpulist_names_the_file_and_its_content() {
     let err = Topology::from_sysfs(tree.root()).unwrap_err();
     assert_eq!(
         err,
-        Error::MalformedCpuList {
+        TopologyError::MalformedCpuList {
             path: format!("{}/sys/devices/system/cpu/online", tree.root()),
             content: "0-3,x".to_string(),
         }
@@ -78,7 +77,7 @@ fn malformed_cpulist_names_the_file_and_its_content() {
     let err = Topology::from_sysfs(tree.root()).unwrap_err();
     assert_eq!(
         err,
-        Error::MalformedCpuList {
+        TopologyError::MalformedCpuList {
             path: format!("{}/{topo}/core_cpus", tree.root()),
             content: "0000000g".to_string(),
         }
@@ -93,7 +92,7 @@ fn cache_naming_nonexistent_cpus_names_the_file() {
     let err = Topology::from_sysfs(tree.root()).unwrap_err();
     assert_eq!(
         err,
-        Error::CacheSpansUnknownCpus {
+        TopologyError::CacheSpansUnknownCpus {
             path: format!(
                 "{}/sys/devices/system/cpu/cpu0/cache/index1/shared_cpu_list",
                 tree.root()

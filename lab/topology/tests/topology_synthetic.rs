@@ -3,7 +3,7 @@
 
 mod topology_util;
 
-use lagom::topology::{CapacitySource, CoreType, CpuSet, LevelKind, PrioritySource, Topology};
+use lagom_topology::{CapacitySource, CoreType, CpuSet, LevelKind, PrioritySource, Topology};
 use topology_util::synthetic;
 
 fn set(text: &str) -> CpuSet {

@@ -1,6 +1,24 @@
-//! The machine as the scheduler sees it: CPUs, their caches, cores, clusters, packages and
-//! NUMA nodes, the sched-domain levels built from them, each CPU's priority and capacity,
-//! and the CPUs this process may use — all read from a sysfs tree.
+//! # lagom-topology
+//!
+//! The machine as the Linux scheduler sees it, read from sysfs: CPUs, their caches, cores,
+//! clusters, packages and NUMA nodes, the sched-domain levels the kernel would build from
+//! them, each CPU's priority (ITMT / preferred-core rankings) and capacity, and the CPUs this
+//! process may use; and the CPU layout that lagom's scheduling decisions read ([`layout`]:
+//! a [`Topology`] and a set of CPUs → their order and the policy's `CpuMap`).
+//!
+//! **Who it is for.** Both of lagom's drivers: the threaded runtime (crate `lagom`) reads the
+//! live machine when it starts and lays its workers out with [`layout`]; the deterministic
+//! simulator (crate `lagom-sim`) builds its virtual CPUs from any topology — a recorded sysfs
+//! tree, or a machine described in code — with the same function, so that its placement and
+//! balancing see what the runtime would see on that machine. Scheduler engineers use it to
+//! inspect a machine (`examples/topo` prints one as `lstopo` does), or to test a policy on
+//! machines they do not have: [`Topology::from_sysfs`] reads a tree recorded elsewhere.
+//!
+//! **What it needs.** `#![no_std]` + `alloc`; its OS access (reading files and directories,
+//! `sched_getaffinity`) goes through `libc` in its `sys/` folder only, and a tree held in
+//! memory ([`Topology::from_files`]) needs no OS at all.
+//!
+//! ## Reading a topology
 //!
 //! [`Topology::detect`] reads the live system (root `/`, plus the process's affinity mask);
 //! [`Topology::from_sysfs`] reads a recorded tree (a directory holding `sys/` and usually
@@ -19,22 +37,32 @@
 //! with a fallback recorded). Malformed files are errors naming the file and its content.
 //!
 //! ```no_run
-//! let topo = lagom::topology::Topology::detect()?;
+//! let topo = lagom_topology::Topology::detect()?;
 //! for cpu in topo.allowed_cpus() {
 //!     let llc = topo.llc(cpu).unwrap();
 //!     println!("CPU {cpu}: LLC {llc}, priority {}", topo.cpu(cpu).unwrap().priority);
 //! }
-//! # Ok::<(), lagom::Error>(())
+//! # Ok::<(), lagom_topology::TopologyError>(())
 //! ```
+
+#![no_std]
+#![deny(missing_docs)]
+
+extern crate alloc;
+#[cfg(test)]
+extern crate std;
 
 mod allowed;
 mod cache;
 mod cpus;
 mod cpuset;
 mod domains;
+mod error;
+mod layout;
 mod numa;
 mod priority;
 mod source;
+mod sys;
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -42,11 +70,12 @@ use alloc::vec::Vec;
 pub use cache::{Cache, CacheKind};
 pub use cpuset::{CpuId, CpuSet, Iter, MAX_CPU_ID};
 pub use domains::{DomainFlags, DomainLevel, LevelKind};
+pub use error::TopologyError;
+pub use layout::{Layout, layout};
 pub use numa::NumaNode;
 pub use priority::{CapacitySource, CoreType, PrioritySource};
 pub use source::Fallback;
 
-use crate::Error;
 use source::Sysfs;
 
 /// One online CPU.
@@ -117,18 +146,13 @@ pub struct Topology {
 impl Topology {
     /// Reads the live system: sysfs at `/`, the process's cgroup cpuset and its affinity
     /// mask (`sched_getaffinity`).
-    pub fn detect() -> Result<Topology, Error> {
-        let words =
-            crate::sys::affinity::process_affinity().map_err(|e| Error::TopologyUnreadable {
-                path: String::from("sched_getaffinity(0)"),
-                os_error: alloc::format!("{e}"),
-            })?;
-        Topology::read(Sysfs::new("/"), Some(&CpuSet::from_words(&words)))
+    pub fn detect() -> Result<Topology, TopologyError> {
+        Topology::read(Sysfs::new("/"), Some(&process_affinity()?))
     }
 
     /// Reads a recorded tree: `root` holds `sys/` (and usually `proc/`); its cpuset files
     /// stand in for the process's, and no affinity mask applies.
-    pub fn from_sysfs(root: &str) -> Result<Topology, Error> {
+    pub fn from_sysfs(root: &str) -> Result<Topology, TopologyError> {
         Topology::read(Sysfs::new(root), None)
     }
 
@@ -140,7 +164,7 @@ impl Topology {
     /// no file system, also without `std`.
     ///
     /// ```
-    /// use lagom::topology::Topology;
+    /// use lagom_topology::Topology;
     /// let mut files = Vec::new();
     /// files.push(("sys/devices/system/cpu/online".to_string(), "0-1\n".to_string()));
     /// for cpu in 0..2 {
@@ -151,12 +175,12 @@ impl Topology {
     /// let t = Topology::from_files("two-cpus", files)?;
     /// assert_eq!(t.online_cpus().to_string(), "0-1");
     /// assert_eq!(t.cores().len(), 2);
-    /// # Ok::<(), lagom::Error>(())
+    /// # Ok::<(), lagom_topology::TopologyError>(())
     /// ```
     pub fn from_files(
         name: &str,
         files: impl IntoIterator<Item = (String, String)>,
-    ) -> Result<Topology, Error> {
+    ) -> Result<Topology, TopologyError> {
         Topology::read(Sysfs::in_memory(name, files), None)
     }
 
@@ -166,17 +190,20 @@ impl Topology {
         name: &str,
         files: impl IntoIterator<Item = (String, String)>,
         affinity: &CpuSet,
-    ) -> Result<Topology, Error> {
+    ) -> Result<Topology, TopologyError> {
         Topology::read(Sysfs::in_memory(name, files), Some(affinity))
     }
 
     /// Like [`from_sysfs`](Topology::from_sysfs), then restricts the allowed CPUs to
     /// `affinity` as [`detect`](Topology::detect) does with the process's mask.
-    pub fn from_sysfs_with_affinity(root: &str, affinity: &CpuSet) -> Result<Topology, Error> {
+    pub fn from_sysfs_with_affinity(
+        root: &str,
+        affinity: &CpuSet,
+    ) -> Result<Topology, TopologyError> {
         Topology::read(Sysfs::new(root), Some(affinity))
     }
 
-    fn read(mut fs: Sysfs, affinity: Option<&CpuSet>) -> Result<Topology, Error> {
+    fn read(mut fs: Sysfs, affinity: Option<&CpuSet>) -> Result<Topology, TopologyError> {
         let topo = cpus::scan(&mut fs)?;
         let (caches, cpu_caches) = cache::scan(&mut fs, &topo)?;
         let numa = numa::scan(&mut fs, &topo.online)?;
@@ -419,4 +446,38 @@ impl Topology {
     pub fn fallbacks(&self) -> &[Fallback] {
         &self.fallbacks
     }
+}
+
+/// The CPUs the calling thread may run on: its affinity mask (`sched_getaffinity`), which
+/// [`Topology::detect`] intersects with the online CPUs and the cgroup cpuset.
+///
+/// # Errors
+/// [`TopologyError::Unreadable`] (path `sched_getaffinity(0)`) if the kernel refuses the call.
+///
+/// ```
+/// let mine = lagom_topology::process_affinity()?;
+/// assert!(!mine.is_empty());
+/// # Ok::<(), lagom_topology::TopologyError>(())
+/// ```
+pub fn process_affinity() -> Result<CpuSet, TopologyError> {
+    let words = sys::affinity::process_affinity().map_err(|e| TopologyError::Unreadable {
+        path: String::from("sched_getaffinity(0)"),
+        os_error: alloc::format!("{e}"),
+    })?;
+    Ok(CpuSet::from_words(&words))
+}
+
+/// The kernel's current clocksource (`tsc`, `hpet`, `arch_sys_counter`, …), the clock it
+/// trusts for timekeeping, from `/sys/devices/system/clocksource/clocksource0/`; lagom's
+/// runtime reads its scheduler clock from the TSC only where the kernel does.
+///
+/// # Errors
+/// [`TopologyError::Unreadable`] if the file cannot be read (no sysfs, as in some sandboxes).
+pub fn current_clocksource() -> Result<String, TopologyError> {
+    let path = "/sys/devices/system/clocksource/clocksource0/current_clocksource";
+    let bytes = sys::fs::read(path).map_err(|e| TopologyError::Unreadable {
+        path: String::from(path),
+        os_error: alloc::format!("{e}"),
+    })?;
+    Ok(String::from_utf8_lossy(&bytes).trim().into())
 }

@@ -16,7 +16,7 @@ use alloc::vec::Vec;
 
 use super::cpuset::CpuSet;
 use super::source::{Sysfs, numbered};
-use crate::Error;
+use crate::TopologyError;
 
 const NODE_DIR: &str = "/sys/devices/system/node";
 const NODE_CPUS: &[&str] = &["cpulist", "cpumap"];
@@ -39,7 +39,7 @@ pub(crate) struct Numa {
     pub(crate) distances: Option<Vec<Vec<u32>>>,
 }
 
-pub(crate) fn scan(fs: &mut Sysfs, online: &CpuSet) -> Result<Numa, Error> {
+pub(crate) fn scan(fs: &mut Sysfs, online: &CpuSet) -> Result<Numa, TopologyError> {
     let ids = match fs.list(NODE_DIR)? {
         Some(entries) => numbered(&entries, "node"),
         None => Vec::new(),
@@ -74,10 +74,12 @@ pub(crate) fn scan(fs: &mut Sysfs, online: &CpuSet) -> Result<Numa, Error> {
         nodes.push(NumaNode { id, cpus });
         let rel = format!("{dir}/distance");
         rows.push(match fs.read(&rel)? {
-            Some(text) => Some(parse_row(&text).ok_or_else(|| Error::MalformedNumber {
-                path: fs.path(&rel),
-                content: String::from(&*text),
-            })?),
+            Some(text) => Some(
+                parse_row(&text).ok_or_else(|| TopologyError::MalformedNumber {
+                    path: fs.path(&rel),
+                    content: String::from(&*text),
+                })?,
+            ),
             None => None,
         });
     }

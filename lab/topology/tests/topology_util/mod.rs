@@ -8,13 +8,23 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The fixture directory: `$LAGOM_FIXTURES`, else `../shared/fixtures/sysfs` beside the
-/// workspace. `None` (after printing why) when it is missing outside CI; under `CI=true` a
-/// missing directory fails the test.
+/// The fixture directory: `$LAGOM_FIXTURES`, else `shared/fixtures/sysfs` beside the
+/// repository (`../shared` from its root; found from any of its crates, which sit at different
+/// depths, by walking up from the crate's directory). `None` (after printing why) when it is
+/// missing outside CI; under `CI=true` a missing directory fails the test.
 pub fn fixtures_dir() -> Option<PathBuf> {
+    let beside = |a: &Path| a.join("shared/fixtures/sysfs");
     let dir = match std::env::var_os("LAGOM_FIXTURES") {
         Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/sysfs"),
+        None => {
+            let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+            // The repository's root is the first ancestor with the workspace's Cargo.lock.
+            let root = crate_dir
+                .ancestors()
+                .find(|a| a.join("Cargo.lock").is_file())
+                .unwrap_or(crate_dir);
+            beside(root.parent().unwrap_or(root))
+        }
     };
     if dir.join("README.md").is_file() {
         return Some(dir);
@@ -158,7 +168,7 @@ impl Tree {
 pub mod synthetic;
 
 /// `n` single-thread CPUs in one package sharing one L3.
-pub fn one_llc(n: usize) -> lagom::topology::Topology {
+pub fn one_llc(n: usize) -> lagom_topology::Topology {
     let t = Tree::new();
     let all = format!("0-{}", n - 1);
     t.file("sys/devices/system/cpu/online", &all);
@@ -168,5 +178,5 @@ pub fn one_llc(n: usize) -> lagom::topology::Topology {
         t.cache(cpu, 0, 1, "Data", &cpu.to_string(), "32K");
         t.cache(cpu, 1, 3, "Unified", &all, "8192K");
     }
-    lagom::topology::Topology::from_sysfs(t.root()).unwrap()
+    lagom_topology::Topology::from_sysfs(t.root()).unwrap()
 }

@@ -1,28 +1,8 @@
-//! The CPUs of a driver from the topology: which OS CPU each CPU index (a worker of the
-//! threaded runtime, a virtual CPU of the simulator) stands for, and the [`CpuMap`] the
-//! placement and balancing decisions read (`policy/cpumap.rs`).
-//!
-//! One function builds it for both drivers (`runtime.rs` for the workers, `sim/machine.rs`
-//! for the virtual CPUs), so that the simulator's placement and balancing see the domains,
-//! LLC spans, SMT siblings and priorities the threaded runtime would see on that machine. It
-//! sits above `policy/` and `topology/` (which are peers) and below both drivers.
-//!
-//! Workers are ordered so that every domain's CPUs are adjacent: by the first CPU of their
-//! span at each level, top level first, then by CPU number. SMT siblings are then
-//! neighbours, inside their cluster, inside their LLC, inside their package and node, and each
-//! level's spans (restricted to the workers) are index ranges. A CPU a level has no span for
-//! (the level is degenerate there) keeps its span of the level below.
-//!
-//! The map is the topology's, restricted to the workers: two workers share an LLC if their
-//! CPUs do. A level whose spans do not partition the workers into runs nested in the level
-//! below (the kernel's overlapping NUMA levels, on a machine whose nodes are not all
-//! equidistant) is dropped, with a note in [`Layout::fallback`]; the top level spanning every
-//! worker then stands in for it. Should nothing nest at all, the map is one LLC with the
-//! CPUs' priorities.
+//! [`layout`]: a driver's CPUs from the topology, one function for both of lagom's drivers.
 
 use alloc::vec::Vec;
 
-use crate::topology::{CpuSet, LevelKind, Topology};
+use crate::{CpuSet, LevelKind, Topology};
 use lagom_policy::{CpuMap, MapLevel};
 
 /// The workers' CPUs and the decisions' view of them.
@@ -36,8 +16,45 @@ pub struct Layout {
     pub fallback: Option<&'static str>,
 }
 
-/// The layout of workers on `cpus` (any order, each once) of `topo`. `ranks` overrides the
-/// priority of the CPUs it names (`(cpu, priority)`).
+/// The layout of workers on `cpus` (any order, each once) of `topo`: which OS CPU each CPU
+/// index (a worker of the threaded runtime, a virtual CPU of the simulator) stands for, and
+/// the [`CpuMap`] the placement and balancing decisions read. `ranks` overrides the priority
+/// of the CPUs it names (`(cpu, priority)`).
+///
+/// Both drivers build their CPUs with this one function (the runtime's builder for its
+/// workers, the simulator's `Machine` for its virtual CPUs), so that the simulator's placement
+/// and balancing see the domains, LLC spans, SMT siblings and priorities the threaded runtime
+/// would see on that machine.
+///
+/// Workers are ordered so that every domain's CPUs are adjacent: by the first CPU of their
+/// span at each level, top level first, then by CPU number. SMT siblings are then
+/// neighbours, inside their cluster, inside their LLC, inside their package and node, and each
+/// level's spans (restricted to the workers) are index ranges. A CPU a level has no span for
+/// (the level is degenerate there) keeps its span of the level below.
+///
+/// The map is the topology's, restricted to the workers: two workers share an LLC if their
+/// CPUs do. A level whose spans do not partition the workers into runs nested in the level
+/// below (the kernel's overlapping NUMA levels, on a machine whose nodes are not all
+/// equidistant) is dropped, with a note in [`Layout::fallback`]; the top level spanning every
+/// worker then stands in for it. Should nothing nest at all, the map is one LLC with the
+/// CPUs' priorities.
+///
+/// ```
+/// use lagom_topology::{Topology, layout};
+/// let mut files = Vec::new();
+/// files.push(("sys/devices/system/cpu/online".to_string(), "0-3\n".to_string()));
+/// for cpu in 0..4 {
+///     let d = format!("sys/devices/system/cpu/cpu{cpu}/topology");
+///     // Two cores of two SMT siblings each: CPUs n and n + 2.
+///     files.push((format!("{d}/core_cpus_list"), format!("{},{}", cpu % 2, cpu % 2 + 2)));
+///     files.push((format!("{d}/package_cpus_list"), "0-3".to_string()));
+/// }
+/// let topo = Topology::from_files("2x2", files)?;
+/// let l = layout(&topo, &[0, 1, 2, 3], &[]);
+/// assert_eq!(l.cpus, [0, 2, 1, 3], "SMT siblings are neighbours");
+/// assert_eq!(l.map.smt_siblings(0), 0..2);
+/// # Ok::<(), lagom_topology::TopologyError>(())
+/// ```
 pub fn layout(topo: &Topology, cpus: &[usize], ranks: &[(usize, u32)]) -> Layout {
     let levels = topo.levels();
     // Each CPU's span per level (its own span if the level has one for it, else the one
@@ -145,12 +162,14 @@ pub fn layout(topo: &Topology, cpus: &[usize], ranks: &[(usize, u32)]) -> Layout
     }
 }
 
-/// The flat layout (one LLC, no preference) for workers on `cpus` in the given order: where
-/// no topology could be read.
-pub fn flat(cpus: &[usize], reason: &'static str) -> Layout {
-    Layout {
-        cpus: cpus.to_vec(),
-        map: CpuMap::flat(cpus.len()),
-        fallback: Some(reason),
+impl Layout {
+    /// The flat layout (one LLC, no preference) for workers on `cpus` in the given order,
+    /// with `reason` as its [`fallback`](Layout::fallback): where no topology could be read.
+    pub fn flat(cpus: &[usize], reason: &'static str) -> Layout {
+        Layout {
+            cpus: cpus.to_vec(),
+            map: CpuMap::flat(cpus.len()),
+            fallback: Some(reason),
+        }
     }
 }

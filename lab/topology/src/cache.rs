@@ -20,7 +20,7 @@ use alloc::vec::Vec;
 use super::cpus::{CPU_DIR, CpuTopology};
 use super::cpuset::CpuSet;
 use super::source::Sysfs;
-use crate::Error;
+use crate::TopologyError;
 
 const SHARED: &[&str] = &["shared_cpu_map", "shared_cpu_list"];
 
@@ -59,7 +59,7 @@ pub(crate) struct CpuCaches {
 pub(crate) fn scan(
     fs: &mut Sysfs,
     topo: &CpuTopology,
-) -> Result<(Vec<Cache>, Vec<CpuCaches>), Error> {
+) -> Result<(Vec<Cache>, Vec<CpuCaches>), TopologyError> {
     let mut caches: Vec<Cache> = Vec::new();
     let mut per_cpu = Vec::with_capacity(topo.cpus.len());
     // (index K, span, cache) of every cache read so far.
@@ -109,7 +109,7 @@ pub(crate) fn scan(
             };
             let unknown = &shared - &topo.known;
             if !unknown.is_empty() {
-                return Err(Error::CacheSpansUnknownCpus {
+                return Err(TopologyError::CacheSpansUnknownCpus {
                     path: fs.path(&format!("{idx}/{file}")),
                     unknown: unknown.to_string(),
                 });

@@ -20,7 +20,7 @@ use alloc::vec::Vec;
 
 use super::cpus::{CPU_DIR, CpuTopology};
 use super::source::Sysfs;
-use crate::Error;
+use crate::TopologyError;
 
 /// Where the per-CPU priorities came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -77,7 +77,7 @@ fn per_cpu(
     topo: &CpuTopology,
     file: &'static str,
     valid: fn(i64) -> bool,
-) -> Result<Option<Vec<u32>>, Error> {
+) -> Result<Option<Vec<u32>>, TopologyError> {
     let mut values = Vec::with_capacity(topo.cpus.len());
     for (i, cpu) in topo.cpus.iter().enumerate() {
         match fs.read_i64(&format!("{CPU_DIR}/cpu{}/{file}", cpu.id))? {
@@ -101,7 +101,7 @@ fn scaled(values: &[u32]) -> Vec<u32> {
         .collect()
 }
 
-pub(crate) fn scan(fs: &mut Sysfs, topo: &CpuTopology) -> Result<Priorities, Error> {
+pub(crate) fn scan(fs: &mut Sysfs, topo: &CpuTopology) -> Result<Priorities, TopologyError> {
     let positive = |v: i64| v > 0 && v <= i64::from(u32::MAX);
     let hw_prefcore_off = topo.cpus.first().is_some_and(|c| {
         matches!(
@@ -180,7 +180,7 @@ pub(crate) fn scan(fs: &mut Sysfs, topo: &CpuTopology) -> Result<Priorities, Err
                 "1" | "Y" | "y" => Some(true),
                 "0" | "N" | "n" => Some(false),
                 _ => {
-                    return Err(Error::MalformedNumber {
+                    return Err(TopologyError::MalformedNumber {
                         path: fs.path(rel),
                         content: text,
                     });

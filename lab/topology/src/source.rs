@@ -10,7 +10,7 @@
 //!   trees do; its reader then falls back as for a missing file, and one bad file is never a
 //!   refusal to start.
 //! * Any other failure of a file that exists (a machine-wide file: `online`, `possible`, the
-//!   cpuset) is an [`Error::TopologyUnreadable`] naming the path and the OS error.
+//!   cpuset) is an [`TopologyError::Unreadable`] naming the path and the OS error.
 //! * File contents are trimmed of trailing newlines, spaces and NUL bytes (some arm64 kernels
 //!   end files in `"\n\0"`).
 //!
@@ -24,7 +24,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::cpuset::{CpuSet, trim_sysfs};
-use crate::Error;
+use crate::TopologyError;
 use crate::sys::fs;
 
 /// Something the topology reader did not find, and what it used instead.
@@ -111,13 +111,13 @@ impl Sysfs {
     }
 
     /// Fails with the OS error when the root directory cannot be listed.
-    pub(crate) fn check_root(&self) -> Result<(), Error> {
+    pub(crate) fn check_root(&self) -> Result<(), TopologyError> {
         if let Backend::Memory(_) = self.backend {
             return Ok(());
         }
         fs::list_dir(self.root())
             .map(|_| ())
-            .map_err(|e| Error::TopologyUnreadable {
+            .map_err(|e| TopologyError::Unreadable {
                 path: String::from(self.root()),
                 os_error: format!("{e}"),
             })
@@ -138,9 +138,9 @@ impl Sysfs {
 
     /// The trimmed content of `rel`, or `None` when the file is missing (or, per CPU or
     /// node, unreadable or empty: module doc).
-    pub(crate) fn read(&self, rel: &str) -> Result<Option<String>, Error> {
+    pub(crate) fn read(&self, rel: &str) -> Result<Option<String>, TopologyError> {
         let per_cpu = per_cpu(rel);
-        let soft = |r: Result<Option<String>, Error>| match r {
+        let soft = |r: Result<Option<String>, TopologyError>| match r {
             Ok(Some(t)) if t.is_empty() && per_cpu => {
                 self.soft.set(true);
                 Ok(None)
@@ -159,13 +159,13 @@ impl Sysfs {
         soft(match fs::read(&path) {
             Ok(bytes) => match String::from_utf8(bytes) {
                 Ok(text) => Ok(Some(String::from(trim_sysfs(&text)))),
-                Err(e) => Err(Error::TopologyUnreadable {
+                Err(e) => Err(TopologyError::Unreadable {
                     path,
                     os_error: format!("not UTF-8 text ({e})"),
                 }),
             },
             Err(e) if e.is_not_found() || e.is_denied() => Ok(None),
-            Err(e) => Err(Error::TopologyUnreadable {
+            Err(e) => Err(TopologyError::Unreadable {
                 path,
                 os_error: format!("{e}"),
             }),
@@ -173,12 +173,12 @@ impl Sysfs {
     }
 
     /// `rel` parsed as a cpulist, or `None` when the file is missing.
-    pub(crate) fn read_list(&self, rel: &str) -> Result<Option<CpuSet>, Error> {
+    pub(crate) fn read_list(&self, rel: &str) -> Result<Option<CpuSet>, TopologyError> {
         self.read_set(rel, CpuSet::parse_list)
     }
 
     /// `rel` parsed as a hex mask, or `None` when the file is missing.
-    pub(crate) fn read_mask(&self, rel: &str) -> Result<Option<CpuSet>, Error> {
+    pub(crate) fn read_mask(&self, rel: &str) -> Result<Option<CpuSet>, TopologyError> {
         self.read_set(rel, CpuSet::parse_mask)
     }
 
@@ -186,13 +186,13 @@ impl Sysfs {
         &self,
         rel: &str,
         parse: fn(&str) -> Option<CpuSet>,
-    ) -> Result<Option<CpuSet>, Error> {
+    ) -> Result<Option<CpuSet>, TopologyError> {
         let Some(text) = self.read(rel)? else {
             return Ok(None);
         };
         match parse(&text) {
             Some(set) => Ok(Some(set)),
-            None => Err(Error::MalformedCpuList {
+            None => Err(TopologyError::MalformedCpuList {
                 path: self.path(rel),
                 content: text,
             }),
@@ -210,7 +210,7 @@ impl Sysfs {
         &mut self,
         dir: &str,
         names: &'static [&'static str],
-    ) -> Result<Option<(usize, CpuSet)>, Error> {
+    ) -> Result<Option<(usize, CpuSet)>, TopologyError> {
         let key = names.as_ptr() as usize;
         let hint = self.hints.iter().find(|h| h.0 == key).map(|h| h.1);
         let found = match hint {
@@ -231,7 +231,7 @@ impl Sysfs {
         Ok(found)
     }
 
-    fn probe(&self, dir: &str, names: &[&str]) -> Result<Option<(usize, CpuSet)>, Error> {
+    fn probe(&self, dir: &str, names: &[&str]) -> Result<Option<(usize, CpuSet)>, TopologyError> {
         for (i, name) in names.iter().enumerate() {
             if let Some(set) = self.read_named(dir, name)? {
                 return Ok(Some((i, set)));
@@ -240,7 +240,7 @@ impl Sysfs {
         Ok(None)
     }
 
-    fn read_named(&self, dir: &str, name: &str) -> Result<Option<CpuSet>, Error> {
+    fn read_named(&self, dir: &str, name: &str) -> Result<Option<CpuSet>, TopologyError> {
         let rel = format!("{dir}/{name}");
         if name.ends_with("_list") || name.ends_with("cpulist") {
             self.read_list(&rel)
@@ -250,13 +250,13 @@ impl Sysfs {
     }
 
     /// `rel` parsed as a signed integer, or `None` when the file is missing.
-    pub(crate) fn read_i64(&self, rel: &str) -> Result<Option<i64>, Error> {
+    pub(crate) fn read_i64(&self, rel: &str) -> Result<Option<i64>, TopologyError> {
         let Some(text) = self.read(rel)? else {
             return Ok(None);
         };
         match text.parse() {
             Ok(v) => Ok(Some(v)),
-            Err(_) => Err(Error::MalformedNumber {
+            Err(_) => Err(TopologyError::MalformedNumber {
                 path: self.path(rel),
                 content: text,
             }),
@@ -264,7 +264,7 @@ impl Sysfs {
     }
 
     /// The entries of directory `rel`, or `None` when it does not exist.
-    pub(crate) fn list(&self, rel: &str) -> Result<Option<Vec<String>>, Error> {
+    pub(crate) fn list(&self, rel: &str) -> Result<Option<Vec<String>>, TopologyError> {
         if let Backend::Memory(files) = &self.backend {
             let dir = format!("{}/", rel.trim_start_matches('/').trim_end_matches('/'));
             let names: BTreeSet<&str> = files
@@ -280,7 +280,7 @@ impl Sysfs {
         match fs::list_dir(&path) {
             Ok(names) => Ok(Some(names)),
             Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(Error::TopologyUnreadable {
+            Err(e) => Err(TopologyError::Unreadable {
                 path,
                 os_error: format!("{e}"),
             }),
