@@ -1,4 +1,4 @@
-//! `sim`: runs a scenario in lagom's deterministic simulator (`lagom::sim`) and prints its
+//! `sim`: runs a scenario in lagom's deterministic simulator (`lagom-sim`) and prints its
 //! report, or one JSON line.
 //!
 //! ```text
@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use lagom::sim::{BUILTIN, Machine, Options, Report, Scenario, Sim, builtin, parse};
 use lagom_examples::usage_error;
+use lagom_sim::{BUILTIN, Machine, Options, Report, Scenario, Sim, builtin, parse};
 use lagom_topology::Topology;
 
 const USAGE: &str =

@@ -18,17 +18,17 @@
 //! 2 percentage points of one CPU, involuntary switches per second within 25 %. How the
 //! wakeups split inside each pair (in place against local, queued against on-CPU) and the
 //! times are shown, not judged: they hang on nanosecond races the simulator's fixed costs
-//! (`lagom::sim::Costs`, medians measured here) do not reproduce, and a loaded host makes the
+//! (`lagom_sim::Costs`, medians measured here) do not reproduce, and a loaded host makes the
 //! runtime's vary run to run.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use lagom::sim::{Machine, Options, Report, Sim, builtin, parse};
 use lagom::task::{Builder, Unparker};
 use lagom::{Runtime, WorkerStats};
 use lagom_examples::usage_error;
+use lagom_sim::{Machine, Options, Report, Sim, builtin, parse};
 
 const USAGE: &str = "usage: sim_check [-n ROUND_TRIPS] [--seconds S] [--features SPEC]
 

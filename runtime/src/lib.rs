@@ -114,7 +114,6 @@ pub mod locking;
 pub mod model;
 mod runtime;
 mod sched;
-pub mod sim;
 pub mod sync;
 mod sys;
 pub mod task;

@@ -1,20 +1,27 @@
-//! The layering of the `lagom` crate, checked from its source: every module of `src/` belongs
-//! to one layer of [`LAYERS`] (`ARCHITECTURE.md` explains each), and a module may name
-//! another module of the crate (`use crate::…`, a `crate::…` path in code, `super::` up to
-//! the crate root, a root re-export such as `crate::Error`, or a crate macro) only if that
-//! module sits in a *lower* layer. Two modules of one layer are peers and name each other not
-//! at all, so the picture has no loop by construction.
+//! The layering of lagom's crates, checked from their source.
 //!
-//! Two branches sit side by side on the policy: the threaded driver ([`DRIVER`]) and the
-//! simulator (`sim`). The simulator's layer is ranked below the driver's, which proves that it
-//! names nothing of the driver; [`BRANCHES`] adds the other direction: no module of one
-//! branch may name a module of the other, whatever their ranks.
+//! **Between crates** Cargo enforces the order: `lagom-policy` depends on nothing,
+//! `lagom-topology` on the policy, `lagom-trace` on nothing, `lagom-sim` on those three, and
+//! the runtime (`lagom`) on the policy, the topology and the trace; no lab crate depends on
+//! the runtime, so neither driver can name the other.
+//!
+//! **Inside the runtime** every module of `runtime/src/` belongs to one layer of [`LAYERS`]
+//! (`ARCHITECTURE.md` explains each), and a module may name another module of the crate
+//! (`use crate::…`, a `crate::…` path in code, `super::` up to the crate root, a root
+//! re-export such as `crate::Error`, or a crate macro) only if that module sits in a *lower*
+//! layer. Two modules of one layer are peers and name each other not at all, so the picture
+//! has no loop by construction. The check fails on a module that [`LAYERS`] does not place, so
+//! a new folder cannot slip in unplaced.
+//!
+//! **Inside every crate** [`CRATES`] lists what its code may not name outside the modules
+//! allowed to: the policy, the trace types and the simulator no atomics, no clock and no
+//! `libc` (time is an argument, the mechanism the driver's); the topology and the runtime
+//! `libc` only in their `sys/`.
 //!
 //! The check reads the code with its comments removed (doc links that name a higher layer are
-//! documentation, not imports). It fails on a module that [`LAYERS`] does not place, so a new
-//! folder cannot slip in unplaced. `layering_catches_an_upward_import` runs the same checker
-//! on a small made-up crate with one upward import and requires it to be reported, so the
-//! check is shown to be able to fail.
+//! documentation, not imports) and its strings emptied. `layering_catches_an_upward_import`
+//! and `forbidden_names_are_caught` run the same checkers on small made-up crates with one
+//! violation each and require it to be reported, so the checks are shown to be able to fail.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -30,7 +37,6 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("mechanisms and policy", &["locking", "arch"]),
     ("trace data", &["trace"]),
-    ("simulator", &["sim"]),
     ("task data", &["tcb"]),
     ("per-CPU state", &["worker"]),
     ("wakeup protocol", &["wake"]),
@@ -49,14 +55,64 @@ const DRIVER: &[&str] = &[
     "tcb", "worker", "wake", "sched", "task", "runtime", "sync", "graph", "model",
 ];
 
-/// Sibling branches on the policy: a module of one names no module of another.
-const BRANCHES: &[(&str, &[&str])] =
-    &[("the threaded driver", DRIVER), ("the simulator", &["sim"])];
-
-/// The branch a top-level module belongs to, if any.
-fn branch_of(m: &str) -> Option<usize> {
-    BRANCHES.iter().position(|(_, ms)| ms.contains(&m))
+/// What a crate's code may not name: a word (a path segment or identifier prefix), the
+/// top-level modules that may name it anyway, and why.
+struct Forbidden {
+    word: &'static str,
+    except_in: &'static [&'static str],
+    why: &'static str,
 }
+
+/// No atomics, no clock, no OS: the pure crates' rule.
+const PURE: &[Forbidden] = &[
+    Forbidden {
+        word: "atomic",
+        except_in: &[],
+        why: "it is pure: no atomics (the driver brings the mechanism)",
+    },
+    Forbidden {
+        word: "Atomic",
+        except_in: &[],
+        why: "it is pure: no atomics (the driver brings the mechanism)",
+    },
+    Forbidden {
+        word: "libc",
+        except_in: &[],
+        why: "it is pure: no OS calls",
+    },
+    Forbidden {
+        word: "Instant",
+        except_in: &[],
+        why: "it is pure: no clock reads (time is an argument)",
+    },
+    Forbidden {
+        word: "SystemTime",
+        except_in: &[],
+        why: "it is pure: no clock reads (time is an argument)",
+    },
+    Forbidden {
+        word: "_rdtsc",
+        except_in: &[],
+        why: "it is pure: no clock reads (time is an argument)",
+    },
+];
+
+/// `libc` from `sys/` only.
+const LIBC_IN_SYS: &[Forbidden] = &[Forbidden {
+    word: "libc",
+    except_in: &["sys"],
+    why: "`sys/` is the crate's only caller of libc",
+}];
+
+/// Each crate of the workspace (its folder, relative to the repository's root) and what its
+/// code may not name.
+const CRATES: &[(&str, &[Forbidden])] = &[
+    ("runtime", LIBC_IN_SYS),
+    ("lab/policy", PURE),
+    ("lab/topology", LIBC_IN_SYS),
+    ("lab/trace", PURE),
+    ("lab/sim", PURE),
+];
 
 /// One module's reference to another.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -371,15 +427,6 @@ fn check(tree: &Tree) -> (Vec<Edge>, Vec<String>) {
             let (Some(&rf), Some(&rt)) = (rank.get(from.as_str()), rank.get(to.as_str())) else {
                 continue;
             };
-            if let (Some(bf), Some(bt)) = (branch_of(&from), branch_of(&to))
-                && bf != bt
-            {
-                problems.push(format!(
-                    "{file}:{line}: `{from}` ({}) names `{to}` ({}): the two are sibling \
-                     branches on the policy and import nothing of each other",
-                    BRANCHES[bf].0, BRANCHES[bt].0
-                ));
-            }
             if rt >= rf {
                 let how = if rt == rf {
                     "a peer in the same layer"
@@ -400,6 +447,37 @@ fn check(tree: &Tree) -> (Vec<Edge>, Vec<String>) {
         }
     }
     (edges, problems)
+}
+
+/// Every place where `tree`'s code (comments and strings excluded) names a forbidden word
+/// outside the modules allowed to: a whole identifier that is the word or starts with it
+/// (`Atomic` catches `AtomicU64`, `atomic` catches `core::sync::atomic`).
+fn forbidden_uses(tree: &Tree, rules: &[Forbidden]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (file, text) in tree {
+        let top = module_path(file).first().cloned().unwrap_or_default();
+        let code = code_only(text);
+        let b = code.as_bytes();
+        for rule in rules
+            .iter()
+            .filter(|r| !r.except_in.contains(&top.as_str()))
+        {
+            let mut from = 0;
+            while let Some(at) = code[from..].find(rule.word) {
+                let i = from + at;
+                from = i + rule.word.len();
+                if i > 0 && is_ident(b[i - 1]) {
+                    continue;
+                }
+                let line = code[..i].bytes().filter(|&c| c == b'\n').count() + 1;
+                problems.push(format!(
+                    "{file}:{line}: names `{}`: {}",
+                    rule.word, rule.why
+                ));
+            }
+        }
+    }
+    problems
 }
 
 /// The module-to-module edges with their counts, for the picture.
@@ -459,23 +537,6 @@ fn layering_catches_an_upward_import() {
         "{problems:#?}"
     );
     assert!(problems[1].contains("tcb/mod.rs:3"), "{problems:#?}");
-    // The driver naming the simulator is reported although the simulator ranks lower.
-    tree.insert("sim/mod.rs".into(), "pub struct Sim;\n".into());
-    tree.insert(
-        "lib.rs".into(),
-        "mod sys;\nmod sim;\nmod tcb;\nmod worker;\npub use worker::Stats;\n".into(),
-    );
-    tree.insert(
-        "worker/mod.rs".into(),
-        "use crate::tcb::Task;\nuse crate::sim::Sim;\npub struct Stats;\n".into(),
-    );
-    let (_, problems) = check(&tree);
-    assert!(
-        problems.iter().any(|p| p.contains(
-            "worker/mod.rs:2: `worker` (the threaded driver) names `sim` (the simulator)"
-        )),
-        "{problems:#?}"
-    );
     // A module that no layer places is reported too.
     tree.insert("extra.rs".into(), String::new());
     tree.insert("lib.rs".into(), "mod sys;\nmod extra;\n".into());
@@ -484,6 +545,70 @@ fn layering_catches_an_upward_import() {
         problems
             .iter()
             .any(|p| p.contains("module `extra` is in no layer")),
+        "{problems:#?}"
+    );
+}
+
+/// No crate names what it may not: the pure crates no atomics, clock or libc; the others
+/// libc outside `sys/` never.
+#[test]
+fn every_crate_keeps_its_forbidden_names_out() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut problems = Vec::new();
+    for (dir, rules) in CRATES {
+        let tree = read_tree(&root.join(dir).join("src"));
+        assert!(
+            tree.contains_key("lib.rs"),
+            "{dir}/src has no lib.rs: is the checker reading the source?"
+        );
+        for p in forbidden_uses(&tree, rules) {
+            problems.push(format!("{dir}/src/{p}"));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "forbidden names:\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+#[test]
+fn forbidden_names_are_caught() {
+    let mut tree = Tree::new();
+    tree.insert(
+        "lib.rs".into(),
+        "mod tree;\n/// An AtomicU64 in a comment is no use.\nfn s() -> &'static str { \"libc\" }\n"
+            .into(),
+    );
+    tree.insert(
+        "tree/mod.rs".into(),
+        "use core::sync::atomic::Ordering;\nstatic N: AtomicU64 = AtomicU64::new(0);\nfn non_atomic() {}\n"
+            .into(),
+    );
+    let problems = forbidden_uses(&tree, PURE);
+    assert_eq!(problems.len(), 3, "{problems:#?}");
+    assert!(
+        problems[0].starts_with("tree/mod.rs:1: names `atomic`"),
+        "{problems:#?}"
+    );
+    assert!(
+        problems[1].starts_with("tree/mod.rs:2: names `Atomic`"),
+        "{problems:#?}"
+    );
+    // `libc` from `sys/` is allowed where LIBC_IN_SYS applies, from elsewhere it is not.
+    let mut tree = Tree::new();
+    tree.insert(
+        "sys/fs.rs".into(),
+        "fn f() { unsafe { libc::close(0) }; }\n".into(),
+    );
+    tree.insert(
+        "lib.rs".into(),
+        "mod sys;\nfn g() { libc::abort() }\n".into(),
+    );
+    let problems = forbidden_uses(&tree, LIBC_IN_SYS);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(
+        problems[0].starts_with("lib.rs:2: names `libc`"),
         "{problems:#?}"
     );
 }

@@ -4,8 +4,8 @@
 //! time its tasks' run time. Each case prints its seed when it fails; `LAGOM_SIM_SEED=N`
 //! reruns one.
 
-use lagom::sim::{Machine, Options, Report, Rng, Sim, parse};
 use lagom_policy::Features;
+use lagom_sim::{Machine, Options, Report, Rng, Sim, parse};
 
 const FEATURES: &[&str] = &[
     "",

@@ -1,35 +1,4 @@
-//! The scenario file format (the README's "Simulator" section shows a whole file):
-//!
-//! ```text
-//! # comment (to the end of the line)
-//! scenario NAME            topology NAME|ROOT      features NAME,NO_NAME,…
-//! seed N                   duration DUR            warmup DUR
-//! wakeups N                stall DUR               resched DUR
-//! idle_spin DUR            cost switch|wake|wakelist|kick|migrate DUR
-//!
-//! task NAME [count=N|cpus] [nice=N] [slice=DUR] [cpus=LIST | cpu=EXPR] [start=yes|no] [measure=yes|no]
-//!   run DIST | sleep DIST | block | yield | exit
-//!   wake TARGET [after DIST] [from CPU|outside] [sync]
-//!   post TARGET | wake_posted | spawn TARGET
-//!   loop [N]
-//!     …
-//!   end
-//! end
-//! ```
-//!
-//! * DUR: an integer or decimal with a unit, `ns`, `us` (or `µs`), `ms` or `s`: `10us`,
-//!   `1.5ms`; `0` alone is allowed.
-//! * DIST: a DUR (fixed), `uniform(DUR, DUR)`, or `exp(DUR)` (exponential with that mean).
-//! * LIST: a CPU list of OS CPU ids, `0-3,8`. EXPR: `K`, `i`, `i/K` or `i%K`, where `i` is
-//!   the instance's own index (`cpu=i` pins instance i to CPU i).
-//! * TARGET: `self`, `NAME` (its instance 0), or `NAME[EXPR]`.
-//! * `count=cpus`: one instance per virtual CPU of the machine the scenario runs on.
-//! * `wake … sync`: the waker blocks next (the threaded runtime's `Unparker::unpark_sync`):
-//!   CPU selection and the preemption check get `WF_SYNC`. Only for a wake made now, from
-//!   the task's own CPU.
-//!
-//! Every error names the line and the field (directive, attribute or step) and says what was
-//! expected.
+//! The scenario parser; the format is on [`parse`].
 
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -41,16 +10,49 @@ use super::scenario::{Affinity, Instance, Op, Scenario, Step, Target, TaskSpec, 
 use lagom_policy::{MAX_NICE, MIN_NICE};
 use lagom_topology::CpuSet;
 
-/// Parses a scenario file (module doc).
+/// Parses a scenario file.
+///
+/// The format (`examples/scenarios/` in the repository holds whole files):
+///
+/// ```text
+/// # comment (to the end of the line)
+/// scenario NAME            topology NAME|ROOT      features NAME,NO_NAME,…
+/// seed N                   duration DUR            warmup DUR
+/// wakeups N                stall DUR               resched DUR
+/// idle_spin DUR            cost switch|wake|wakelist|kick|migrate DUR
+///
+/// task NAME [count=N|cpus] [nice=N] [slice=DUR] [cpus=LIST | cpu=EXPR] [start=yes|no] [measure=yes|no]
+///   run DIST | sleep DIST | block | yield | exit
+///   wake TARGET [after DIST] [from CPU|outside] [sync]
+///   post TARGET | wake_posted | spawn TARGET
+///   loop [N]
+///     …
+///   end
+/// end
+/// ```
+///
+/// * DUR: an integer or decimal with a unit, `ns`, `us` (or `µs`), `ms` or `s`: `10us`,
+///   `1.5ms`; `0` alone is allowed.
+/// * DIST: a DUR (fixed), `uniform(DUR, DUR)`, or `exp(DUR)` (exponential with that mean).
+/// * LIST: a CPU list of OS CPU ids, `0-3,8`. EXPR: `K`, `i`, `i/K` or `i%K`, where `i` is
+///   the instance's own index (`cpu=i` pins instance i to CPU i).
+/// * TARGET: `self`, `NAME` (its instance 0), or `NAME[EXPR]`.
+/// * `count=cpus`: one instance per virtual CPU of the machine the scenario runs on.
+/// * `wake … sync`: the waker blocks next (the threaded runtime's `Unparker::unpark_sync`):
+///   CPU selection and the preemption check get `WF_SYNC`. Only for a wake made now, from
+///   the task's own CPU.
+///
+/// Every error names the line and the field (directive, attribute or step) and says what was
+/// expected.
 ///
 /// # Errors
 /// The first mistake, with its line and field.
 ///
 /// ```
-/// let s = lagom::sim::parse("scenario x\ntask a count=2 nice=5\n  loop 3\n    run 1ms\n  end\nend\n")?;
+/// let s = lagom_sim::parse("scenario x\ntask a count=2 nice=5\n  loop 3\n    run 1ms\n  end\nend\n")?;
 /// assert_eq!((s.name.as_str(), s.tasks[0].count, s.tasks[0].nice), ("x", 2, 5));
 /// assert_eq!(s.tasks[0].script.len(), 3);
-/// # Ok::<(), lagom::sim::ScenarioError>(())
+/// # Ok::<(), lagom_sim::ScenarioError>(())
 /// ```
 pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
     let mut s = Scenario::new("scenario");

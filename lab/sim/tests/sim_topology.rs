@@ -2,10 +2,10 @@
 //! topology tests' synthetic tree file for file, and a recorded tree becomes a machine whose
 //! virtual CPUs, LLCs and priorities are the topology's.
 
-#[path = "../../lab/topology/tests/topology_util/mod.rs"]
+#[path = "../../topology/tests/topology_util/mod.rs"]
 mod topology_util;
 
-use lagom::sim::{Machine, Options, Report, Sim, parse};
+use lagom_sim::{Machine, Options, Report, Sim, parse};
 use lagom_topology::Topology;
 use topology_util::synthetic;
 

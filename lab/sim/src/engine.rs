@@ -16,7 +16,7 @@ use super::rng::Rng;
 use super::scenario::{Params, Scenario};
 use super::task::Task;
 use super::trace::TraceBuf;
-use lagom_policy::{Features, RqConfig, RunQueue};
+use lagom_policy::{Features, RqConfig, RunQueue, UnknownFeature};
 
 /// "No task" / "no CPU" in the `u32` fields.
 pub(super) const NONE: u32 = u32::MAX;
@@ -47,8 +47,8 @@ impl Options {
     /// defaults).
     ///
     /// # Errors
-    /// The scenario's feature string names an unknown feature.
-    pub fn of(s: &Scenario) -> Result<Options, crate::Error> {
+    /// [`UnknownFeature`] if the scenario's feature string names an unknown feature.
+    pub fn of(s: &Scenario) -> Result<Options, UnknownFeature> {
         let spec = s.features.clone().unwrap_or_default();
         Ok(Options {
             features: Features::parse(&spec)?,
@@ -82,7 +82,7 @@ pub enum Stop {
 }
 
 /// A simulation: a machine of virtual CPUs, each with lagom's own `policy::RunQueue`, the
-/// tasks of a scenario, and a virtual clock (module doc of [`crate::sim`]).
+/// tasks of a scenario, and a virtual clock (the crate's doc).
 pub struct Sim {
     pub(super) machine: Machine,
     pub(super) scenario: String,

@@ -3,8 +3,8 @@
 //! joins the waker's LLC on an idle CPU there, a spawn spreads over idle CPUs, and ITMT packs
 //! busy tasks onto the top-ranked CPUs — each shown against the setting that does otherwise.
 
-use lagom::sim::{Machine, Options, Report, Sim, builtin, parse};
 use lagom_policy::Features;
+use lagom_sim::{Machine, Options, Report, Sim, builtin, parse};
 
 fn run(text: &str, machine: &str, features: &str, wakeups: Option<u64>) -> Report {
     let s = parse(text).unwrap_or_else(|e| panic!("{e}"));

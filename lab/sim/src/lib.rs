@@ -1,8 +1,27 @@
-//! The deterministic simulator: lagom's own scheduling policy on virtual CPUs built from any
-//! [`Topology`](lagom_topology::Topology), under a virtual nanosecond clock, so that a
+//! # lagom-sim
+//!
+//! The deterministic simulator of lagom's scheduler: the EEVDF policy (`lagom-policy`) on
+//! virtual CPUs built from any topology (`lagom-topology`), under a virtual nanosecond clock,
+//! with tasks described by behaviour scripts (run, sleep, wake, yield, spawn, loop), so that a
 //! scenario replays identically, at any CPU count, on any machine.
 //!
-//! It is a second driver beside the threaded runtime, on the same `policy/`: each virtual CPU
+//! **Who it is for.** Scheduler engineers: to see what a feature switch, a placement rule or a
+//! balancing change does on a 32-CPU two-LLC machine from a laptop, to reproduce a report
+//! event for event, to sweep seeds for the rare case, and to check a change against the
+//! threaded runtime on the same scenario (`examples/sim` runs a scenario, `examples/sim_check`
+//! runs it on both drivers side by side). A scenario is a text file (its format is on [`parse`])
+//! or a [`Scenario`] built in code; a run yields a [`Report`] (latency histograms, per-CPU counters named as
+//! the runtime's) and, if asked, a [`Trace`](lagom_trace::Trace) that opens in
+//! ui.perfetto.dev like a trace of the runtime.
+//!
+//! **What it is not.** It is no model of the kernel's costs: decisions take no virtual time,
+//! and what the simulator leaves out is listed below. It names nothing of the threaded runtime
+//! (crate `lagom`), which Cargo enforces: it depends on the policy, the topology and the trace
+//! types only. `#![no_std]` + `alloc`, no OS access.
+//!
+//! ## How it drives the policy
+//!
+//! It is a second driver beside the threaded runtime, on the same policy: each virtual CPU
 //! has its own [`RunQueue`](lagom_policy::RunQueue), and every decision — pick, placement
 //! and lag, delayed dequeue, wakeup preemption, `select_task_rq_fair` (wake_affine with
 //! `WF_SYNC`, select_idle_sibling with SIS_UTIL, `WF_FORK`'s idlest CPU), `ttwu_queue_cond`,
@@ -15,8 +34,7 @@
 //! switch, the idle loop), `wake.rs` (unpark, try_to_wake_up, the wakelist, spawn),
 //! `balance.rs` (periodic and newly idle balance, the nohz kick), `task.rs` (the script
 //! interpreter), `engine.rs` (the event loop), `build.rs` (a scenario's names, instances and
-//! CPUs resolved against the machine). It imports nothing of the threaded driver
-//! (`runtime/tests/layers.rs` checks it) and needs no `std`.
+//! CPUs resolved against the machine).
 //!
 //! Invariant: *the same scenario, machine, features and seed give the same run, event for
 //! event*: one event queue ordered by (time, push order), one seeded generator drawn in event
@@ -44,7 +62,7 @@
 //! asynchronous preemption (as lagom, it preempts only at scheduling points).
 //!
 //! ```
-//! use lagom::sim::{Machine, Options, Report, Sim, parse};
+//! use lagom_sim::{Machine, Options, Report, Sim, parse};
 //! let scenario = parse(
 //!     "scenario two-hogs\nduration 100ms\n\
 //!      task a cpus=0\n  run 1s\nend\n\
@@ -57,6 +75,13 @@
 //! assert!(a.abs_diff(b) < 2_000_000, "two equal hogs on one CPU share it: {a} vs {b}");
 //! # Ok::<(), Box<dyn core::error::Error>>(())
 //! ```
+
+#![no_std]
+#![deny(missing_docs)]
+
+extern crate alloc;
+#[cfg(test)]
+extern crate std;
 
 mod balance;
 mod build;
@@ -79,7 +104,7 @@ mod wake;
 pub use builtin::{BUILTIN, builtin};
 pub use costs::Costs;
 pub use engine::{Options, Sim, Stop};
-pub use error::ScenarioError;
+pub use error::{MachineError, ScenarioError};
 pub use machine::Machine;
 pub use parse::parse;
 pub use report::{CpuReport, Report, TaskReport};

@@ -1,7 +1,7 @@
 //! The same scenario, machine, features and seed give byte-identical output — the report and
 //! the Chrome-trace timeline — and another seed gives another run.
 
-use lagom::sim::{Machine, Options, Report, Sim, builtin, parse};
+use lagom_sim::{Machine, Options, Report, Sim, builtin, parse};
 
 /// A scenario that draws from every distribution and takes every path: posts and batch
 /// wakeups, sleeps, yields, spawns, delayed wakeups from a fixed CPU, nice levels, a custom

@@ -17,8 +17,8 @@
 //! `WAKE_PREFER_RANK`, …) act inside `policy/`, which the simulator calls unchanged; their
 //! tests are the policy's.
 
-use lagom::sim::{Counters, Machine, Options, Report, Sim, parse};
 use lagom_policy::Features;
+use lagom_sim::{Counters, Machine, Options, Report, Sim, parse};
 
 fn run(text: &str, machine: &str, features: &str) -> Report {
     let s = parse(text).unwrap_or_else(|e| panic!("{e}"));
@@ -166,7 +166,7 @@ fn ttwu_queue_default_queues_to_a_busy_cpu_of_the_llc() {
 
 #[test]
 fn no_ttwu_queue_enqueues_under_the_remote_lock() {
-    let cross = lagom::sim::builtin("pipe_cross").unwrap();
+    let cross = lagom_sim::builtin("pipe_cross").unwrap();
     let on = total(cross, "cpus-2", "");
     let off = total(cross, "cpus-2", "NO_TTWU_QUEUE");
     assert!(on.wakeups_queued > 1000 && on.wakeups_remote == 0, "{on:?}");
@@ -226,7 +226,7 @@ fn an_endless_loop_at_one_instant_is_stopped() {
         "cpus-2",
         "",
     );
-    assert_eq!(r.stop, lagom::sim::Stop::Endless(0));
+    assert_eq!(r.stop, lagom_sim::Stop::Endless(0));
     assert!(r.to_string().contains("task #0 is spin"), "{r}");
     assert!(r.elapsed < 1_000, "it stops at once: {}", r.elapsed);
 }
@@ -243,7 +243,7 @@ fn a_zero_cost_ping_pong_is_stopped() {
         "",
     );
     assert!(
-        matches!(r.stop, lagom::sim::Stop::Endless(_)),
+        matches!(r.stop, lagom_sim::Stop::Endless(_)),
         "{:?}",
         r.stop
     );

@@ -1,7 +1,7 @@
 //! Scenario files: every built-in parses; each kind of mistake is reported with its line and
 //! field, by the parser or when the scenario meets a machine.
 
-use lagom::sim::{BUILTIN, Dist, Machine, Op, Options, Sim, builtin, parse};
+use lagom_sim::{BUILTIN, Dist, Machine, Op, Options, Sim, builtin, parse};
 
 /// `(line, field)` of the error `text` gives, parsed and then built on a 2-CPU machine.
 fn error_at(text: &str) -> (usize, String, String) {
@@ -186,7 +186,7 @@ fn an_unknown_feature_is_the_crate_error() {
 /// names.
 #[test]
 fn example_files_parse_and_run() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/scenarios");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scenarios");
     let mut n = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();

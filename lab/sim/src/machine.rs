@@ -25,7 +25,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use crate::Error;
+use crate::error::MachineError;
 use lagom_policy::CpuMap;
 use lagom_topology::{CpuId, Topology};
 
@@ -48,11 +48,13 @@ impl Machine {
     /// One virtual CPU per allowed CPU of `topology`, called `name` in reports.
     ///
     /// # Errors
-    /// [`Error::NoCpus`] if the topology allows no CPU.
-    pub fn new(name: &str, topology: Topology) -> Result<Machine, Error> {
+    /// [`MachineError::NoCpus`] if the topology allows no CPU.
+    pub fn new(name: &str, topology: Topology) -> Result<Machine, MachineError> {
         let allowed: Vec<CpuId> = topology.allowed_cpus().iter().collect();
         let Some(&last) = allowed.last() else {
-            return Err(Error::NoCpus);
+            return Err(MachineError::NoCpus {
+                name: String::from(name),
+            });
         };
         let lay = lagom_topology::layout(&topology, &allowed, &[]);
         let ids = lay.cpus;
@@ -73,11 +75,11 @@ impl Machine {
     /// A machine the simulator knows by name (module doc), or `None`.
     ///
     /// ```
-    /// let m = lagom::sim::Machine::named("ryzen-7950x").unwrap();
+    /// let m = lagom_sim::Machine::named("ryzen-7950x").unwrap();
     /// assert_eq!(m.cpus(), 32);
     /// assert!(m.share_llc(m.index_of(6).unwrap(), m.index_of(22).unwrap()));
     /// assert!(!m.share_llc(m.index_of(6).unwrap(), m.index_of(8).unwrap()));
-    /// assert_eq!(lagom::sim::Machine::named("cpus-4-llcs-2").unwrap().cpus(), 4);
+    /// assert_eq!(lagom_sim::Machine::named("cpus-4-llcs-2").unwrap().cpus(), 4);
     /// ```
     pub fn named(name: &str) -> Option<Machine> {
         let files = if name == "ryzen-7950x" {
@@ -142,7 +144,7 @@ impl Machine {
     /// would have them on this topology (module doc).
     ///
     /// ```
-    /// let m = lagom::sim::Machine::named("cpus-8-llcs-2").unwrap();
+    /// let m = lagom_sim::Machine::named("cpus-8-llcs-2").unwrap();
     /// assert_eq!(m.cpu_map().llc(5), 4..8);
     /// ```
     pub fn cpu_map(&self) -> &CpuMap {

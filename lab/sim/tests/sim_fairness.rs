@@ -1,8 +1,8 @@
 //! Simulated scenarios whose answers can be computed by hand: CPU shares of hogs by weight,
 //! the pipe's round trip from the switch cost, and the counters each path bumps.
 
-use lagom::sim::{Machine, Options, Report, Sim, builtin, parse};
 use lagom_policy::weight_of_nice;
+use lagom_sim::{Machine, Options, Report, Sim, builtin, parse};
 
 fn run(text: &str, machine: &str) -> Report {
     let s = parse(text).unwrap_or_else(|e| panic!("{e}"));
@@ -86,7 +86,7 @@ fn four_hogs_on_two_cpus_water_fill() {
 #[test]
 fn pipe_round_trip_is_two_switches() {
     let r = run(builtin("pipe").unwrap(), "cpus-2");
-    let c = lagom::sim::Costs::default();
+    let c = lagom_sim::Costs::default();
     let hop = c.wake + c.switch;
     let trips = r.tasks[0].stats.loops;
     let want = r.measured / (2 * hop);
@@ -123,7 +123,7 @@ fn close(a: u64, b: u64) -> bool {
 #[test]
 fn pipe_cross_round_trip_is_two_wakelist_hops() {
     let r = run(builtin("pipe_cross").unwrap(), "cpus-2");
-    let c = lagom::sim::Costs::default();
+    let c = lagom_sim::Costs::default();
     let hop = c.wakelist + c.switch;
     let trips = r.tasks[0].stats.loops;
     let want = r.measured / (2 * hop);
@@ -150,7 +150,7 @@ fn sleeping_cpu_is_kicked() {
         task a cpus=0\n  loop\n    run 100us\n    wake b\n    block\n  end\nend\n\
         task b cpus=1\n  loop\n    block\n    run 50us\n    wake a\n  end\nend\n";
     let r = run(text, "cpus-2");
-    let c = lagom::sim::Costs::default();
+    let c = lagom_sim::Costs::default();
     let t = r.total();
     let trips = r.tasks[0].stats.loops;
     assert!(

@@ -32,8 +32,8 @@ pub const BUILTIN: &[&str] = &[
 /// [`parse`](super::parse).
 ///
 /// ```
-/// for name in lagom::sim::BUILTIN {
-///     let s = lagom::sim::parse(lagom::sim::builtin(name).unwrap()).unwrap();
+/// for name in lagom_sim::BUILTIN {
+///     let s = lagom_sim::parse(lagom_sim::builtin(name).unwrap()).unwrap();
 ///     assert_eq!(s.name, *name);
 /// }
 /// ```
