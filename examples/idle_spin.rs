@@ -95,11 +95,11 @@ fn parse_args() -> Result<Args, lexopt::Error> {
     if let Some(&us) = a
         .spins_us
         .iter()
-        .find(|&&us| Duration::from_micros(us) > lagom::MAX_IDLE_SPIN)
+        .find(|&&us| Duration::from_micros(us) > lagom::runtime::MAX_IDLE_SPIN)
     {
         return Err(format!(
             "--spins-us: {us} µs is longer than the maximum idle spin of {:?}",
-            lagom::MAX_IDLE_SPIN
+            lagom::runtime::MAX_IDLE_SPIN
         )
         .into());
     }

@@ -35,7 +35,7 @@
 //!
 //! CPU shares: each task's CPU time over the run — on `os` the thread's
 //! `CLOCK_THREAD_CPUTIME_ID`, on lagom the run time the scheduler charged it
-//! (`task::runtime`, its `sum_exec_runtime`) — as a fraction of all the tasks' CPU time. The
+//! (`task::cpu_time`, its `sum_exec_runtime`) — as a fraction of all the tasks' CPU time. The
 //! hogs always want the CPU, so each hog's share *among the hogs* should match its weight
 //! among theirs (`weight_share`); `max_share_error` is the largest gap, in percentage
 //! points. The sleeper's own share is printed beside its weight; it uses less than its
@@ -104,7 +104,7 @@ struct Args {
     timer_spin: Option<Duration>,
     json: bool,
     features: Option<String>,
-    task_clock: Option<lagom::TaskClock>,
+    task_clock: Option<lagom::runtime::TaskClock>,
     host_spinners: usize,
 }
 
@@ -157,8 +157,8 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("features") => a.features = Some(features_arg(p.value()?)?),
             Long("task-clock") => {
                 a.task_clock = Some(match p.value()?.string()?.as_str() {
-                    "wall" => lagom::TaskClock::Wall,
-                    "on-cpu" => lagom::TaskClock::OnCpu,
+                    "wall" => lagom::runtime::TaskClock::Wall,
+                    "on-cpu" => lagom::runtime::TaskClock::OnCpu,
                     v => {
                         return Err(
                             format!("--task-clock: {v:?} is neither wall nor on-cpu").into()
@@ -312,7 +312,7 @@ fn run_lagom(a: &Args, cpu: usize) -> Result<(SleeperOut, Vec<HogOut>), String> 
     }
     let rt = b.build().map_err(|e| e.to_string())?;
     let stop = Arc::new(AtomicBool::new(false));
-    let charged = || lagom::task::runtime().map_or(0, |d| d.as_nanos() as u64);
+    let charged = || lagom::task::cpu_time().map_or(0, |d| d.as_nanos() as u64);
     let hogs: Vec<_> = (0..a.hogs)
         .map(|i| {
             let stop = Arc::clone(&stop);

@@ -84,11 +84,11 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         return Err("-n and --trace-capacity must be at least 1".into());
     }
     if let Some(us) = args.idle_spin_us
-        && std::time::Duration::from_micros(us) > lagom::MAX_IDLE_SPIN
+        && std::time::Duration::from_micros(us) > lagom::runtime::MAX_IDLE_SPIN
     {
         return Err(format!(
             "--idle-spin-us {us} is longer than the maximum of {:?}",
-            lagom::MAX_IDLE_SPIN
+            lagom::runtime::MAX_IDLE_SPIN
         )
         .into());
     }

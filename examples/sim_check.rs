@@ -25,8 +25,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use lagom::Runtime;
+use lagom::runtime::WorkerStats;
 use lagom::task::{Builder, Unparker};
-use lagom::{Runtime, WorkerStats};
 use lagom_examples::usage_error;
 use lagom_sim::{Machine, Options, Report, Sim, builtin, parse};
 
@@ -231,14 +232,14 @@ fn runtime_hogs(
                 while !stop.load(Ordering::Relaxed) {
                     x = chunk(x, iters);
                     if start.is_none() && measure.load(Ordering::Relaxed) {
-                        start = Some((lagom::task::runtime(), thread_sched()));
+                        start = Some((lagom::task::cpu_time(), thread_sched()));
                     }
                     lagom::task::cond_resched();
                 }
                 let (run0, (on0, wait0)) = start.expect("measured");
                 let (on1, wait1) = thread_sched();
                 Hog {
-                    ran: lagom::task::runtime().expect("in a task") - run0.expect("in a task"),
+                    ran: lagom::task::cpu_time().expect("in a task") - run0.expect("in a task"),
                     on_cpu_ns: on1.saturating_sub(on0),
                     waiting_ns: wait1.saturating_sub(wait0),
                 }

@@ -218,7 +218,8 @@ fn main() -> ExitCode {
     if args.phases && !spawn_phase.is_empty() {
         spawn_phase.sort();
         let st = rt.stats();
-        let sum = |f: fn(&lagom::WorkerStats) -> u64| st.workers.iter().map(f).sum::<u64>();
+        let sum =
+            |f: fn(&lagom::runtime::WorkerStats) -> u64| st.workers.iter().map(f).sum::<u64>();
         let mapped = sum(|w| w.stacks_mapped);
         eprintln!(
             "lagom phases: spawning {n} tasks took {:.1} ms (median); stacks mapped so far {mapped}",

@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use lagom::{Stats, WorkerStats};
+use lagom::runtime::{Stats, WorkerStats};
 
 use crate::hist::Summary;
 use crate::opts::{Backend, Opts};

@@ -1,56 +1,66 @@
 //! # lagom
 //!
 //! Green threads ("tasks") on pinned worker OS threads, scheduled by the Linux kernel's EEVDF
-//! fair scheduler and wakeup path rebuilt in userspace.
+//! fair scheduler and wakeup path rebuilt in userspace. A task is a closure that simply
+//! blocks — on a lock, a channel, a sleep, a join — and blocking suspends the task, not its
+//! worker: no `async`, no colouring. Tasks get fair CPU shares by nice level, latency slices
+//! and the kernel's wakeup placement, on as many workers as the machine has CPUs.
 //!
-//! The crate is built in layers (see `DESIGN.md` in the repository); arrows point down only:
+//! ```
+//! let rt = lagom::Runtime::builder().build()?;
+//! let sum = rt.block_on(|| {
+//!     let (tx, rx) = lagom::sync::mpsc::channel();
+//!     for i in 0..4u64 {
+//!         let tx = tx.clone();
+//!         lagom::task::spawn(move || tx.send(i * i).unwrap());
+//!     }
+//!     drop(tx);
+//!     rx.iter().sum::<u64>()
+//! });
+//! assert_eq!(sum, 14);
+//! # Ok::<(), lagom::Error>(())
+//! ```
 //!
-//! * [`lagom_policy`] (its own crate) — the pure EEVDF runqueue and placement decisions: no atomics, no OS calls,
-//!   no clock reads (time is an argument). The threaded runtime and the simulator both call it.
-//! * [`lagom_topology`] (its own crate) — sysfs → [`lagom_topology::Topology`]: CPUs, caches, NUMA, sched-domain levels,
-//!   preferred-core priorities and the allowed CPUs.
-//! * [`arch`] — the green-thread mechanism: context switch (x86_64, aarch64) with unwind info,
-//!   task stacks (batched mmap + guard page, per-worker pool), stack-overflow reports, the
-//!   `Fiber`.
-//! * `locking` — the runtime's own synchronization (internal, as the kernel's
-//!   `kernel/locking/`): the loom shim (atomics, cells and a futex word that become loom's
-//!   under `cfg(loom)`), the lock-free wakelist, the idle/kick protocol and the runqueue lock.
-//!   The loom models reach it through the hidden `lagom::model` seam.
-//! * `sys` — the only caller of `libc`.
+//! ## What is here
 //!
-//! The threaded driver sits on top, in four layers of its own, each a folder that imports only
-//! those below it (`ARCHITECTURE.md` in the repository, checked by `tests/layers.rs`):
+//! * [`Runtime`] and the [`runtime`] module: the builder ([`runtime::Builder`]: workers,
+//!   features, slices, stacks, tracing, the [`TaskClock`](runtime::TaskClock) that charges run
+//!   time), `block_on`, `spawn` and `scope` from any thread, a shutdown that unwinds what it
+//!   cancels, and statistics ([`Stats`](runtime::Stats), [`WorkerStats`](runtime::WorkerStats),
+//!   [`ShutdownStats`](runtime::ShutdownStats)).
+//! * [`task`]: spawn and join, park and unpark, sleep, yield, `cond_resched`,
+//!   `spawn_blocking`, timed parks and joins, `task_local!`.
+//! * [`sync`]: the blocking primitives with std's names — `Mutex`, `RwLock`, `Condvar`,
+//!   `Barrier`, `Semaphore`, `mpsc` and `oneshot` channels — which block the task, not its
+//!   worker (std's would block the worker thread and every task on it).
+//! * [`scope`] and [`join`]: tasks that borrow from their caller's stack, as
+//!   `std::thread::scope` and rayon's `join`.
+//! * [`TaskGraph`] ([`graph`]): a DAG of blocking closures, each node a task that receives
+//!   its predecessors' outputs.
+//! * [`time::Instant`], the monotonic clock's deadline type (`no_std` has no
+//!   `std::time::Instant`).
+//! * [`trace`]: switch / wakeup / migrate events per worker, when asked for, exported as
+//!   Chrome/Perfetto trace JSON.
+//! * Errors: [`Error`] (configuring and starting; every message says what to do),
+//!   [`JoinError`] (a task panicked or was cancelled), [`GraphError`]; and [`FpControl`], how
+//!   context switches treat the floating-point control state.
 //!
-//! * `tcb` — the task control block (`task_struct`) and the data hanging off it: the
-//!   registry of live tasks, the runqueue payload, the join packet, the park token;
-//! * `worker` — the per-CPU state (`struct rq`): runqueue lock, wakelist, kick word,
-//!   counters, the worker thread's own part and the slot that finds it, timers' data;
-//! * `wake` — the wakeup protocol: `try_to_wake_up`, `ttwu_runnable`, `select_task_rq`,
-//!   the wakelist queue and drain, `activate` and the preemption check;
-//! * `sched` — the scheduling loop: `schedule()`, `finish_task_switch()`, exit, the idle
-//!   loop, load balancing, timer expiry;
+//! ## The lab
 //!
-//! and the user-facing API above them: [`task`] (spawn, join, park/unpark, sleep, yield,
-//! `cond_resched`, `spawn_blocking`, timed parks and joins, `task_local!`), [`sync`] (the
-//! blocking primitives — `Mutex`, `RwLock`, `Condvar`, `Barrier`, `Semaphore`, `mpsc` and
-//! `oneshot` channels — with std's names, which block the task, not its worker; std's would
-//! block the worker thread and every task on it), [`scope`] and [`join`] (tasks that borrow
-//! from their caller's stack, as `std::thread::scope` and rayon's `join`), [`Runtime`]
-//! (builder, `block_on`, `scope` from any thread, a shutdown that unwinds what it cancels,
-//! statistics) and [`TaskGraph`] ([`graph`]: a DAG of blocking closures, each node a task that
-//! receives its predecessors' outputs). [`time::Instant`] is the monotonic clock's deadline
-//! type (`no_std` has no `std::time::Instant`). [`trace`]
-//! records switch / wakeup / migrate events per worker, when asked to, and exports them as
-//! Chrome/Perfetto trace JSON.
+//! The scheduler itself is in crates of its own, for scheduler engineers: `lagom-policy` (the
+//! pure EEVDF policy, every decision a function), `lagom-topology` (the machine from sysfs,
+//! and the CPU layout), `lagom-trace` (the trace types and their export) and `lagom-sim` (a
+//! deterministic simulator driving the same policy on virtual CPUs). A few options of
+//! [`runtime::Builder`] take their types (`topology`, `features`, `cpu_priorities`,
+//! `sched_migration_cost_ns`): lab options, documented as such.
 //!
-//! Beside the threaded driver, on the same policy, [`sim`] is the deterministic simulator: the
-//! policy on virtual CPUs built from any topology, under a virtual clock, with tasks described
-//! by behaviour scripts; it imports nothing of the threaded driver.
+//! ## `no_std`
 //!
 //! The crate is `#![no_std]` + `alloc`; the `std` feature (on by default) adds conveniences
-//! only. All OS access goes through `libc` in `sys/`.
+//! only: panics caught at the task boundary and resumed at `join`, `std::io` for traces.
+//! All OS access goes through `libc`.
 //!
-//! # Soundness
+//! ## Soundness
 //!
 //! A stackful task that resumes on another OS thread breaks what safe Rust may assume: a
 //! reference into a `thread_local!` held across a blocking call would point into the other
@@ -71,7 +81,7 @@
 //!   tasks outnumber another's keeps them (the balancers cannot fix an imbalance among
 //!   started tasks; affinity, or spawning more, finer tasks can), and wakeups of a started
 //!   task never go to an idler worker.
-//! * **Opt-in: kernel-faithful.** [`Builder::allow_migration`] (every task of a runtime)
+//! * **Opt-in: kernel-faithful.** [`runtime::Builder::allow_migration`] (every task of a runtime)
 //!   and [`task::Builder::allow_migration`] (one task) are `unsafe`: they let wakeup
 //!   placement (`select_task_rq` for a woken task, TTWU_DEQUEUE's, DELAYED_WAKE_IDLE's and
 //!   TTWU_QUEUE_DELAYED's reselection, ITMT active balance) and the newly idle and periodic
@@ -100,6 +110,7 @@ extern crate alloc;
 #[cfg(any(feature = "std", test))]
 extern crate std;
 
+#[doc(hidden)]
 pub mod arch;
 mod error;
 pub mod graph;
@@ -112,7 +123,7 @@ pub mod locking;
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod model;
-mod runtime;
+pub mod runtime;
 mod sched;
 pub mod sync;
 mod sys;
@@ -127,9 +138,5 @@ pub use arch::FpControl;
 pub use error::Error;
 pub use graph::{GraphError, TaskGraph};
 pub use join_error::JoinError;
-pub use runtime::{
-    Builder, DEFAULT_IDLE_SPIN, DEFAULT_SHUTDOWN_TIMEOUT, DEFAULT_TIMER_SPIN, MAX_IDLE_SPIN,
-    Runtime,
-};
+pub use runtime::Runtime;
 pub use task::{Scope, ScopedJoinHandle, join, scope};
-pub use worker::{RESYNC, STALL_GAP, ShutdownStats, Stats, TaskClock, WorkerPlace, WorkerStats};

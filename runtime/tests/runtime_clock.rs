@@ -5,7 +5,7 @@
 //! The host stalls are made, not waited for: a plain OS thread spins pinned to the worker's
 //! CPU, so the host shares that CPU between it and the worker's thread (about half each). A
 //! task computes for a while, calling `cond_resched`, and compares what the runtime charged
-//! it (`task::runtime`) with its thread's CPU clock (`CLOCK_THREAD_CPUTIME_ID`: it runs on
+//! it (`task::cpu_time`) with its thread's CPU clock (`CLOCK_THREAD_CPUTIME_ID`: it runs on
 //! the worker's thread) and with the wall clock. Both bounds hold whatever share the host
 //! gives: the wall charge follows the wall clock, the on-CPU charge the CPU clock. Where the
 //! host gave the worker nearly all of the CPU anyway (the spinner did not contend), the two
@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use lagom::{Runtime, TaskClock};
+use lagom::Runtime;
+use lagom::runtime::TaskClock;
 
 /// The calling thread's CPU time.
 fn thread_cpu() -> Duration {
@@ -75,7 +76,7 @@ fn run(clock: TaskClock) -> Run {
     std::thread::sleep(Duration::from_millis(20));
     let (charged, cpu_time, wall) = rt.block_on(|| {
         let (r0, c0, w0) = (
-            lagom::task::runtime().unwrap(),
+            lagom::task::cpu_time().unwrap(),
             thread_cpu(),
             Instant::now(),
         );
@@ -87,7 +88,7 @@ fn run(clock: TaskClock) -> Run {
             lagom::task::cond_resched();
         }
         let (r1, c1, w1) = (
-            lagom::task::runtime().unwrap(),
+            lagom::task::cpu_time().unwrap(),
             thread_cpu(),
             Instant::now(),
         );

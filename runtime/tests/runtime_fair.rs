@@ -10,7 +10,7 @@
 //! ("water-filling", what the kernel's load balancer converges to): 1 : 0.43 : 0.43 : 0.14
 //! of a CPU. `feasible_shares` computes it for any weights and CPU count.
 //!
-//! Each task reads the run time the scheduler charged to it (`task::runtime()`, its entity's
+//! Each task reads the run time the scheduler charged to it (`task::cpu_time()`, its entity's
 //! `sum_exec_runtime`) when measuring starts and ends, so what is compared is the time the
 //! runtime gave each task, by the clock that charged it:
 //! - on one worker, on-CPU time (`TaskClock::OnCpu`): what the four tasks share is that
@@ -27,8 +27,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use lagom::Runtime;
+use lagom::runtime::TaskClock;
 use lagom::task::Builder;
-use lagom::{Runtime, TaskClock};
 use lagom_policy::weight_of_nice;
 
 /// About 20 µs of arithmetic the optimiser cannot remove.
@@ -64,11 +65,11 @@ fn run(rt: &Runtime, tasks: &[(i32, Option<usize>)], dur: Duration) -> Vec<Durat
                 while !stop.load(Ordering::Relaxed) {
                     x = chunk(x);
                     if start.is_none() && measure.load(Ordering::Relaxed) {
-                        start = lagom::task::runtime();
+                        start = lagom::task::cpu_time();
                     }
                     lagom::task::cond_resched();
                 }
-                let end = lagom::task::runtime().unwrap();
+                let end = lagom::task::cpu_time().unwrap();
                 end - start.expect("measured")
             })
             .unwrap()
@@ -155,7 +156,7 @@ fn shares_follow_weights() {
     // task over and leave the −5 task alone. The tasks have run by then: only the
     // migration opt-in lets the balancer move them.
     let rt = Runtime::builder().worker_cpus(cpus.clone());
-    // SAFETY: the tasks compute and call `cond_resched` and `runtime()`: they hold nothing
+    // SAFETY: the tasks compute and call `cond_resched` and `cpu_time()`: they hold nothing
     // thread-local across a switch and never ask which thread they run on.
     let rt = unsafe { rt.allow_migration() }.build().unwrap();
     let tasks: Vec<_> = nices.iter().map(|&n| (n, None)).collect();

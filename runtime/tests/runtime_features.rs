@@ -46,7 +46,7 @@ fn runtime(n: usize, features: &str) -> Runtime {
         Runtime::builder()
             .topology(one_llc(n))
             .features(features)
-            .task_clock(lagom::TaskClock::OnCpu)
+            .task_clock(lagom::runtime::TaskClock::OnCpu)
             .allow_migration()
             .build()
             .unwrap()
@@ -70,7 +70,7 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool, mut pause: impl FnMut(
 
 /// The calling task's charged run time.
 fn ran() -> Duration {
-    task::runtime().unwrap()
+    task::cpu_time().unwrap()
 }
 
 /// One worker. Task B (slice `b_slice`) parks; each round the controller A (slice
@@ -405,7 +405,7 @@ fn runtime2(features: &str, migration_cost_ns: u64) -> Runtime {
 }
 
 /// The counters of worker `i` moved by from `a` to `b`.
-fn moved_by(a: &lagom::Stats, b: &lagom::Stats, i: usize) -> (u64, u64) {
+fn moved_by(a: &lagom::runtime::Stats, b: &lagom::runtime::Stats, i: usize) -> (u64, u64) {
     let (x, y) = (&a.workers[i], &b.workers[i]);
     (
         y.balance_failed - x.balance_failed,

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use lagom::runtime::{DEFAULT_IDLE_SPIN, MAX_IDLE_SPIN, WorkerStats};
 use lagom::task::{Builder, Unparker};
-use lagom::{DEFAULT_IDLE_SPIN, Error, MAX_IDLE_SPIN, Runtime, WorkerStats};
+use lagom::{Error, Runtime};
 
 #[test]
 fn spin_longer_than_the_maximum_is_an_error() {

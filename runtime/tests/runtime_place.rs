@@ -51,8 +51,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use lagom::Runtime;
+use lagom::runtime::Stats;
 use lagom::task::{self, Builder as TaskBuilder};
-use lagom::{Runtime, Stats};
 use topology_util::one_llc;
 
 fn runtime(n: usize, features: &str, migrate: bool) -> Runtime {
@@ -84,7 +85,7 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-fn diff(a: &Stats, b: &Stats, f: impl Fn(&lagom::WorkerStats) -> u64) -> Vec<u64> {
+fn diff(a: &Stats, b: &Stats, f: impl Fn(&lagom::runtime::WorkerStats) -> u64) -> Vec<u64> {
     a.workers
         .iter()
         .zip(&b.workers)

@@ -93,7 +93,11 @@ fn a_thousand_parked_tasks_holding_locks_unwind() {
     }
     assert_eq!((st.live_tasks, st.live_stacks), (0, 0), "{st}");
     assert_eq!(st.total().cancelled, N as u64, "{st}");
-    assert_eq!(st.shutdown, lagom::ShutdownStats::default(), "{st}");
+    assert_eq!(
+        st.shutdown,
+        lagom::runtime::ShutdownStats::default(),
+        "{st}"
+    );
     assert!(!hook_ran.load(Ordering::Relaxed), "the panic hook ran");
 }
 
@@ -129,7 +133,11 @@ fn loops_that_never_block_are_cancelled_within_the_timeout() {
         assert!(h.join().unwrap_err().is_cancelled());
     }
     assert_eq!((st.live_tasks, st.live_stacks), (0, 0), "{st}");
-    assert_eq!(st.shutdown, lagom::ShutdownStats::default(), "{st}");
+    assert_eq!(
+        st.shutdown,
+        lagom::runtime::ShutdownStats::default(),
+        "{st}"
+    );
 }
 
 #[test]
@@ -147,7 +155,10 @@ fn dropping_a_runtime_with_a_spinning_task_does_not_hang() {
     let t0 = Instant::now();
     drop(rt);
     let took = t0.elapsed();
-    assert!(took < lagom::DEFAULT_SHUTDOWN_TIMEOUT, "drop took {took:?}");
+    assert!(
+        took < lagom::runtime::DEFAULT_SHUTDOWN_TIMEOUT,
+        "drop took {took:?}"
+    );
     assert!(h.join().unwrap_err().is_cancelled());
 }
 

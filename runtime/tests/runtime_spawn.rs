@@ -108,7 +108,7 @@ fn shutdown_with_blocked_tasks_neither_hangs_nor_leaks() {
     );
     assert_eq!(
         st.shutdown,
-        lagom::ShutdownStats::default(),
+        lagom::runtime::ShutdownStats::default(),
         "nothing abandoned"
     );
     let mut ended = 0;

@@ -5,7 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use lagom::{DEFAULT_TIMER_SPIN, Error, MAX_IDLE_SPIN, Runtime};
+use lagom::runtime::{DEFAULT_TIMER_SPIN, MAX_IDLE_SPIN};
+use lagom::{Error, Runtime};
 
 #[test]
 fn spin_longer_than_the_maximum_is_an_error() {

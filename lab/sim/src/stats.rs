@@ -1,5 +1,5 @@
 //! What a simulation measures: latency histograms, and per-CPU counters with the names of the
-//! threaded runtime's (`lagom::WorkerStats`, the spirit of `/proc/schedstat`).
+//! threaded runtime's (`lagom::runtime::WorkerStats`, the spirit of `/proc/schedstat`).
 //!
 //! [`Histogram`] keeps exact counts in log-linear buckets: values below 128 ns each have a
 //! bucket, and every power of two above is split in 64, so a percentile is within 1/64

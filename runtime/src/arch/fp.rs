@@ -25,7 +25,7 @@ use crate::sys::signal::{abort, write_stderr};
 /// exception masks). Both ABIs make that state callee-saved; the status flags (MXCSR bits 0–5,
 /// FPSR) are caller-saved and flow from context to context in both modes.
 ///
-/// Set per runtime with [`crate::Builder::fp_control`], or per context with
+/// Set per runtime with [`crate::runtime::Builder::fp_control`], or per context with
 /// [`Context::set_fp_control`] / [`crate::arch::Fiber::set_fp_control`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 #[repr(u8)]

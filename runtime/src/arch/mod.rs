@@ -1,6 +1,12 @@
 //! Green-thread mechanism: the context switch, task stacks, stack-overflow detection and the
 //! fiber that runs a closure on its own stack.
 //!
+//! **Not public API**: public only so that lagom's own benches and tests can reach the
+//! switch and the stacks; hidden from the documentation and not covered by semver — it may
+//! change in any release. Of what is here, [`FpControl`] is public, at the crate's root
+//! (`lagom::FpControl`), and the stack sizes are `lagom::runtime::{DEFAULT_STACK_SIZE,
+//! MIN_STACK_SIZE}`.
+//!
 //! # The switch
 //!
 //! A [`Context`] is one saved stack pointer. [`switch`] saves the running context into `from`

@@ -81,8 +81,8 @@ pub use crate::locking;
 use alloc::string::String;
 use alloc::sync::Arc;
 
-use crate::WorkerStats;
 use crate::locking::atomic::{AtomicU32, AtomicUsize, Ordering};
+use crate::runtime::WorkerStats;
 use crate::sched::{self, Reason};
 use crate::tcb::{self, Complete, ParkStep, RUNNING};
 use crate::wake;
@@ -147,7 +147,7 @@ impl Model {
     ///
     /// # Safety
     ///
-    /// As for `lagom::Builder::allow_migration`: the tasks must hold nothing thread-local
+    /// As for `lagom::runtime::Builder::allow_migration`: the tasks must hold nothing thread-local
     /// across a switch. A model's tasks run no code of their own (they have no fiber), so
     /// a model meets it by construction.
     pub unsafe fn with_migration(workers: usize, spec: &str) -> Model {

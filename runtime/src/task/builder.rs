@@ -83,7 +83,7 @@ impl Builder {
     /// runtime's setting: wakeup placement and the load balancers may then move it as the
     /// kernel moves threads. By default a task that has started always resumes on the worker
     /// thread it last ran on (the crate's "Soundness" section); a runtime built with
-    /// [`crate::Builder::allow_migration`] lets all its tasks move.
+    /// [`crate::runtime::Builder::allow_migration`] lets all its tasks move.
     ///
     /// ```
     /// # let rt = lagom::Runtime::builder().build()?;
@@ -120,7 +120,7 @@ impl Builder {
     /// 4. does not block in a destructor that runs while a panic unwinds (std counts panics
     ///    per thread).
     ///
-    /// [`crate::Builder::allow_migration`] says why each matters: breaking the promise is a
+    /// [`crate::runtime::Builder::allow_migration`] says why each matters: breaking the promise is a
     /// data race on another thread's storage, which `Send` cannot rule out.
     pub unsafe fn allow_migration(mut self) -> Builder {
         self.migrate = true;

@@ -35,9 +35,11 @@ pub fn current() -> Option<CurrentTask> {
     })
 }
 
-/// The run time the scheduler has charged to the calling task so far (its entity's
-/// `sum_exec_runtime`, as in `/proc/<pid>/sched`); `None` outside tasks.
-pub fn runtime() -> Option<Duration> {
+/// The CPU time the scheduler has charged to the calling task so far (its entity's
+/// `sum_exec_runtime`, as in `/proc/<pid>/sched`: the time it was current, less its
+/// worker's host stalls with [`TaskClock::OnCpu`](crate::runtime::TaskClock::OnCpu)); `None`
+/// outside tasks.
+pub fn cpu_time() -> Option<Duration> {
     sched_info().map(|i| Duration::from_nanos(i.entity.sum_exec_runtime))
 }
 

@@ -5,7 +5,7 @@
 //! * `join.rs` — [`JoinHandle`], the joiner's side of the join packet;
 //! * `park.rs` — [`park`], [`park_timeout`], [`Unparker`], [`current_unparker`], and the one
 //!   function that arms a worker's timer for them (`arm_timer`);
-//! * `current.rs` — [`current`], [`runtime`], [`yield_now`], [`cond_resched`], [`sleep`],
+//! * `current.rs` — [`current`], [`cpu_time`], [`yield_now`], [`cond_resched`], [`sleep`],
 //!   [`sleep_until`];
 //! * `local.rs` — [`task_local!`](crate::task_local), [`LocalKey`]: storage that follows the task;
 //! * `recycle.rs` — a joined task's allocation kept for its worker's next spawn;
@@ -31,7 +31,7 @@ pub use blocking::{BlockingHandle, blocking_pool_stats, configure_blocking_pool,
 pub(crate) use builder::spawn_inner;
 pub use builder::{Builder, spawn};
 pub use current::{
-    CurrentTask, SchedInfo, cond_resched, current, runtime, sched_info, sleep, sleep_until,
+    CurrentTask, SchedInfo, cond_resched, cpu_time, current, sched_info, sleep, sleep_until,
     yield_now,
 };
 pub use join::JoinHandle;

@@ -1,6 +1,6 @@
 //! Tracing of switch / wakeup / migrate events, exported as Chrome trace event JSON.
 //!
-//! Turned on with [`Builder::tracing`](crate::Builder::tracing); read with
+//! Turned on with [`Builder::tracing`](crate::runtime::Builder::tracing); read with
 //! [`Runtime::trace`](crate::Runtime::trace) (a snapshot, at any time) or
 //! [`Runtime::shutdown_with_trace`](crate::Runtime::shutdown_with_trace) (complete, after the
 //! workers stopped). The [`Trace`] it returns holds the raw events per worker and writes
@@ -35,14 +35,14 @@
 //! * **wakeup** (task, waker's worker, target worker, path): by the **waker**, at the point of
 //!   `try_to_wake_up` where the path is decided and before the task is published to its
 //!   target, so a wakeup's timestamp precedes the wakee's next switch-in. There is exactly one
-//!   wakeup event per increment of the wakeup counters of [`Stats`](crate::Stats) (`wakeups()`
+//!   wakeup event per increment of the wakeup counters of [`Stats`](crate::runtime::Stats) (`wakeups()`
 //!   and its six parts); spawns are no wakeups;
 //! * **migrate** (task, from, to, cause): by the worker that pulls a task in newly idle balance,
 //!   and by the waker when `select_task_rq` chooses a worker other than the task's previous
 //!   one (or the worker draining a delayed wakeup forwards it).
 //!
 //! Each log is a fixed array allocated when the runtime is built
-//! ([`Builder::trace_capacity`](crate::Builder::trace_capacity) events per worker, and as many
+//! ([`Builder::trace_capacity`](crate::runtime::Builder::trace_capacity) events per worker, and as many
 //! for the outside log). When it is full, recording **stops** and further events are only
 //! counted ([`TrackTrace::dropped`]): the trace keeps the beginning of the run. Overwriting the
 //! oldest events instead would let the writer reuse a slot that a concurrent reader is copying;

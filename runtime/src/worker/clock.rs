@@ -22,11 +22,11 @@
 //! stall can have happened, which its own timing shows ([`StallMeter`]):
 //!
 //! 1. At each accounting point on its own runqueue (a switch, the tick of `cond_resched`,
-//!    an exit, a local wakeup or spawn, `task::runtime`), the thread notes the scheduler
+//!    an exit, a local wakeup or spawn, `task::cpu_time`), the thread notes the scheduler
 //!    clock. A stall of the thread is a gap between two consecutive points.
-//! 2. If the gap since the previous point is at least [`STALL_GAP`] (four ticks of
+//! 2. If the gap since the previous point is at least [`TaskClock::STALL_GAP`] (four ticks of
 //!    `cond_resched`; a task that computes that long between two calls gets a read too), or
-//!    [`RESYNC`] has passed since the last read, the thread reads its CPU clock. Wall time
+//!    [`TaskClock::RESYNC`] has passed since the last read, the thread reads its CPU clock. Wall time
 //!    since that read less CPU time since it is the time the thread was off its CPU;
 //!    at most the gap since the previous point of it is this gap's stall.
 //! 3. The stall is left out of the running task's charge
@@ -38,8 +38,8 @@
 //!
 //! ## Limits
 //!
-//! * Stalls shorter than [`STALL_GAP`] are caught only where a read happens anyway (a
-//!   longer gap, or every [`RESYNC`]), and only up to that point's gap: a few tens of µs each
+//! * Stalls shorter than [`TaskClock::STALL_GAP`] are caught only where a read happens anyway
+//!   (a longer gap, or every [`TaskClock::RESYNC`]), and only up to that point's gap: a few tens of µs each
 //!   stay charged.
 //! * A remote waker that takes this worker's runqueue lock charges the running task up to
 //!   its own clock: a stall it spans, before this worker's next point has seen it, stays
@@ -62,17 +62,21 @@ pub enum TaskClock {
     /// The scheduler clock less the time the worker's thread was off its CPU, measured with
     /// the thread's CPU clock where a stall can have happened (the module doc of
     /// `worker/clock.rs`): the kernel's `rq_clock_task`. Costs a system call per stall, per
-    /// long gap between two scheduling calls and every [`RESYNC`] of running.
+    /// long gap between two scheduling calls and every [`RESYNC`](TaskClock::RESYNC) of running.
     OnCpu,
 }
 
-/// The gap between two accounting points on one worker thread (scheduler-clock ns) from which
-/// the thread reads its CPU clock: four ticks of `cond_resched` (`task/current.rs`'s `TICK`).
-pub const STALL_GAP: u64 = 200_000;
+impl TaskClock {
+    /// [`OnCpu`](TaskClock::OnCpu)'s tuning: the gap between two accounting points on one
+    /// worker thread (scheduler-clock ns) from which the thread reads its CPU clock: four
+    /// ticks of `cond_resched`.
+    pub const STALL_GAP: u64 = 200_000;
 
-/// The longest a worker thread runs tasks without reading its CPU clock (ns), so that stalls
-/// shorter than [`STALL_GAP`] are counted too, up to each point's gap.
-pub const RESYNC: u64 = 4_000_000;
+    /// [`OnCpu`](TaskClock::OnCpu)'s tuning: the longest a worker thread runs tasks without
+    /// reading its CPU clock (ns), so that stalls shorter than
+    /// [`STALL_GAP`](TaskClock::STALL_GAP) are counted too, up to each point's gap.
+    pub const RESYNC: u64 = 4_000_000;
+}
 
 /// A worker thread's measure of its host stalls ([`TaskClock::OnCpu`]; module doc). Owned by
 /// the thread: plain cells.
@@ -101,7 +105,7 @@ impl StallMeter {
         let gap = now.saturating_sub(self.last_point.get());
         self.last_point.set(now.max(self.last_point.get()));
         let since_read = now.saturating_sub(self.last_wall.get());
-        if gap < STALL_GAP && since_read < RESYNC {
+        if gap < TaskClock::STALL_GAP && since_read < TaskClock::RESYNC {
             return 0;
         }
         let cpu = crate::sys::time::thread_cpu_ns();

@@ -22,7 +22,7 @@ mod timer;
 pub(crate) mod trace;
 
 pub(crate) use clock::StallMeter;
-pub use clock::{RESYNC, STALL_GAP, TaskClock};
+pub use clock::TaskClock;
 pub(crate) use stats::Counters;
 pub use stats::ShutdownStats;
 pub use stats::{Stats, WorkerPlace, WorkerStats};

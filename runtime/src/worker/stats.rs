@@ -146,7 +146,7 @@ counters! {
     /// through CPU selection (TTWU_DEQUEUE, or DELAYED_WAKE_IDLE with an idle allowed CPU).
     runnable_dequeued,
     /// Stalls of this worker's thread (off its CPU while a task was current) left out of the
-    /// running task's charge ([`TaskClock::OnCpu`](crate::TaskClock::OnCpu); 0 with the
+    /// running task's charge ([`TaskClock::OnCpu`](crate::runtime::TaskClock::OnCpu); 0 with the
     /// default clock).
     host_stalls,
     /// The nanoseconds those stalls left out.

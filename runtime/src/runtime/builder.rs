@@ -1,43 +1,5 @@
-//! The runtime: configuration (`Runtime::builder()`), start-up of one pinned worker per CPU,
-//! `block_on`, `spawn` from outside, statistics, and shutdown.
-//!
-//! ## Shutdown
-//!
-//! Invariant: *a shutdown returns within its timeout, and every task it finds either ends —
-//! its value delivered, or unwound by a cancellation so that its destructors ran — or is
-//! reported as abandoned.*
-//!
-//! [`Runtime::shutdown_timeout`]`(d)` (and [`Runtime::shutdown`], [`Runtime::shutdown_with_trace`]
-//! and `Drop`, with [`DEFAULT_SHUTDOWN_TIMEOUT`]) walks the runtime through four phases
-//! (`Shared::phase`, stored with Release and followed by a kick of every worker; at FORCE and
-//! EXIT also need-resched on every worker, so that a running task's next `cond_resched`
-//! switches and meets its cancellation point):
-//!
-//! 1. **DRAIN**, from the start: tasks that are runnable run on (lagom never preempts); a task
-//!    that is blocked once the runtime has nothing runnable is **cancelled**: an idle worker's
-//!    sweep (`sched/shutdown.rs`) marks it and wakes it, and it resumes inside its blocking
-//!    call (`park`, and so `sleep` and `join`), which does not return but unwinds
-//!    (`task/cancel.rs`): destructors run, guards are released, and its `join` returns a
-//!    [`JoinError`](crate::JoinError) whose `is_cancelled()` is true. Tasks that block later
-//!    are swept later (idle workers come round every millisecond during a shutdown).
-//! 2. **FORCE**, at `d / 2`: every task still alive is cancelled at its next call into lagom
-//!    (`cond_resched`, `yield_now`, a blocking call), whatever runs elsewhere.
-//! 3. **EXIT**, at `3d / 4`: a task still alive — one that caught the cancellation and went
-//!    on — is **abandoned** at its next call into lagom: it blocks for good. Workers leave
-//!    their loops once they have nothing runnable.
-//! 4. At `d` the shutting-down thread stops waiting: it joins every worker thread that has
-//!    stopped, then frees every task that has not ended (abandoned, or stranded on a queue):
-//!    never resumed, its stack unmapped without running the destructors of what is on it
-//!    (they leak, as a `mem::forget` would), its join completed as cancelled. A worker
-//!    thread that has not stopped by then is running a task that never calls into lagom:
-//!    nothing can stop it, so its thread is detached and left running, and the runtime's
-//!    memory (which it uses) is not freed. Both are reported: [`Stats::shutdown`] and a line
-//!    on stderr.
-//!
-//! The shutdown returns as soon as no task is left, so with nothing running it is quick.
-//! Without the `std` feature nothing can unwind a task: there is no sweep and no FORCE
-//! cancellation, and the shutdown goes to EXIT as soon as the runtime has nothing runnable,
-//! so blocked tasks are abandoned at once (as above: destructors not run, join cancelled).
+//! [`Builder`]: a runtime's configuration, its checks, and the start of the workers; and
+//! the defaults and limits of its settings.
 
 use alloc::boxed::Box;
 use alloc::string::{String, ToString};
@@ -45,19 +7,13 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::time::Duration;
 
+use super::{Runtime, ShutdownStats, TaskClock};
 use crate::Error;
-use crate::arch::DEFAULT_STACK_SIZE;
-use crate::arch::FpControl;
-use crate::arch::MIN_STACK_SIZE;
-use crate::locking::atomic::{AtomicU32, AtomicUsize, Ordering};
+use crate::arch::{DEFAULT_STACK_SIZE, FpControl, MIN_STACK_SIZE};
+use crate::locking::atomic::{AtomicU32, AtomicUsize};
 use crate::sched::worker_main;
-use crate::sys::thread::Thread;
-use crate::task::{Builder as TaskBuilder, JoinHandle, scope_in, spawn_inner};
-use crate::trace::{DEFAULT_TRACE_CAPACITY, Recorder, Trace};
-use crate::worker::{
-    PHASE_DRAIN, PHASE_EXIT, PHASE_FORCE, PHASE_RUN, Shared, ShutdownStats, Stats, Task, TaskClock,
-    Worker, WorkerPlace,
-};
+use crate::trace::{DEFAULT_TRACE_CAPACITY, Recorder};
+use crate::worker::{PHASE_RUN, Shared, Worker};
 use lagom_policy::{Features, MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, RqConfig};
 use lagom_topology::{Layout, Topology, layout};
 
@@ -154,20 +110,19 @@ impl Builder {
     /// task was current, as the kernel's `rq_clock_task` leaves out steal time, so that a busy
     /// host's stalls end no task's slice early and do not skew the shares; it costs a system
     /// call (`CLOCK_THREAD_CPUTIME_ID`) per stall, per gap of at least
-    /// [`STALL_GAP`](crate::STALL_GAP) between two scheduling calls and per
-    /// [`RESYNC`](crate::RESYNC) of running, and one each time a worker leaves its idle
-    /// context. The counters `host_stalls` and `host_stall_ns` say what it left out. How it
-    /// measures, and what it cannot see, is in `worker/clock.rs`.
+    /// [`STALL_GAP`](TaskClock::STALL_GAP) between two scheduling calls and per
+    /// [`RESYNC`](TaskClock::RESYNC) of running, and one each time a worker leaves its idle
+    /// context. The counters `host_stalls` and `host_stall_ns` say what it left out.
     ///
     /// ```
-    /// use lagom::TaskClock;
+    /// use lagom::runtime::TaskClock;
     /// let rt = lagom::Runtime::builder().task_clock(TaskClock::OnCpu).build()?;
     /// let charged = rt.block_on(|| {
     ///     let mut x = 0u64;
     ///     for i in 0..1_000_000u64 {
     ///         x = std::hint::black_box(x ^ i);
     ///     }
-    ///     lagom::task::runtime()
+    ///     lagom::task::cpu_time()
     /// });
     /// assert!(charged.is_some());
     /// # Ok::<(), lagom::Error>(())
@@ -467,349 +422,5 @@ fn allowed_cpus() -> Vec<usize> {
     match lagom_topology::process_affinity() {
         Ok(set) => set.iter().collect(),
         Err(_) => alloc::vec![0],
-    }
-}
-
-/// A running lagom runtime: one pinned worker thread per CPU.
-///
-/// ```
-/// let rt = lagom::Runtime::builder().build()?;
-/// let v = rt.block_on(|| {
-///     let h = lagom::task::spawn(|| 6 * 7);
-///     h.join().unwrap()
-/// });
-/// assert_eq!(v, 42);
-/// # Ok::<(), lagom::Error>(())
-/// ```
-pub struct Runtime {
-    shared: Arc<Shared>,
-    threads: Vec<Thread>,
-    /// What the shutdown could not finish (zero until it ran).
-    shutdown: ShutdownStats,
-}
-
-impl core::fmt::Debug for Runtime {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Runtime")
-            .field("workers", &self.shared.workers.len())
-            .finish()
-    }
-}
-
-impl Runtime {
-    /// A builder with the defaults.
-    pub fn builder() -> Builder {
-        Builder::default()
-    }
-
-    /// The OS CPUs of the workers, in worker order.
-    pub fn worker_cpus(&self) -> Vec<usize> {
-        self.shared.workers.iter().map(|w| w.os_cpu).collect()
-    }
-
-    /// Runs `f` as a task and returns its value to the calling OS thread, which sleeps
-    /// meanwhile. A panic of `f` is resumed here (with `std`; without it, panics abort).
-    ///
-    /// # Panics
-    /// With `f`'s panic; or, naming the caller's location, if the task cannot be spawned (no
-    /// stack can be mapped).
-    #[track_caller]
-    pub fn block_on<T, F>(&self, f: F) -> T
-    where
-        T: Send + 'static,
-        F: FnOnce() -> T + Send + 'static,
-    {
-        match self.spawn_with(TaskBuilder::new().name("block_on"), f) {
-            Ok(h) => match h.join() {
-                Ok(v) => v,
-                #[cfg(feature = "std")]
-                Err(e) => std::panic::resume_unwind(e.into_panic()),
-                #[cfg(not(feature = "std"))]
-                Err(e) => panic!("{e}"),
-            },
-            Err(e) => panic!("lagom::Runtime::block_on: {e}"),
-        }
-    }
-
-    /// Spawns `f` from outside the runtime.
-    ///
-    /// # Panics
-    /// If no stack can be mapped (the panic names the caller's location).
-    #[track_caller]
-    pub fn spawn<T, F>(&self, f: F) -> JoinHandle<T>
-    where
-        T: Send + 'static,
-        F: FnOnce() -> T + Send + 'static,
-    {
-        match self.spawn_with(TaskBuilder::new(), f) {
-            Ok(h) => h,
-            Err(e) => panic!("lagom::Runtime::spawn: {e}"),
-        }
-    }
-
-    /// Spawns `f` with options from outside the runtime.
-    ///
-    /// # Errors
-    /// As [`crate::task::Builder::spawn`].
-    pub fn spawn_with<T, F>(&self, b: TaskBuilder, f: F) -> Result<JoinHandle<T>, Error>
-    where
-        T: Send + 'static,
-        F: FnOnce() -> T + Send + 'static,
-    {
-        spawn_inner(&self.shared, None, b, f)
-    }
-
-    /// [`crate::scope`] on this runtime, from any thread: tasks spawned with
-    /// [`Scope::spawn`](crate::Scope::spawn) run on this runtime and may borrow from the
-    /// caller's stack; every one has ended when `scope` returns. A plain thread sleeps on a
-    /// futex while it waits; a task of this runtime blocks as a task. The scope holds `&self`,
-    /// so the runtime cannot shut down under it.
-    ///
-    /// ```
-    /// let rt = lagom::Runtime::builder().build()?;
-    /// let mut parts = [0u64; 4];
-    /// rt.scope(|s| {
-    ///     for (i, p) in parts.iter_mut().enumerate() {
-    ///         s.spawn(move || *p = (i as u64 + 1) * 10);
-    ///     }
-    /// });
-    /// assert_eq!(parts, [10, 20, 30, 40]);
-    /// # Ok::<(), lagom::Error>(())
-    /// ```
-    ///
-    /// # Panics
-    /// From a task of another runtime (that runtime's shutdown could free the calling task's
-    /// stack while this runtime's tasks still use it: call it from a plain thread, or
-    /// [`crate::scope`] on the task's own runtime), with the caller's location; and as
-    /// [`crate::scope`] panics.
-    #[track_caller]
-    pub fn scope<'env, F, T>(&self, f: F) -> T
-    where
-        F: for<'scope> FnOnce(&'scope crate::Scope<'scope, 'env>) -> T,
-    {
-        if crate::worker::local().is_some_and(|wt| !Arc::ptr_eq(&wt.shared, &self.shared)) {
-            panic!(
-                "lagom::Runtime::scope called from a task of another runtime: a scope's tasks \
-                 must run on the caller's own runtime (use lagom::scope there) or be owned by a \
-                 plain thread"
-            );
-        }
-        scope_in(Arc::clone(&self.shared), f)
-    }
-
-    /// A snapshot of every worker's counters and the live task and stack counts.
-    pub fn stats(&self) -> Stats {
-        let (mut live_tasks, mut live_stacks) = (0, 0);
-        for w in &self.shared.workers {
-            let (tasks, stacks) = w.tasks.counts();
-            live_tasks += tasks;
-            live_stacks += stacks;
-        }
-        Stats {
-            workers: self
-                .shared
-                .workers
-                .iter()
-                .map(|w| w.stats.snapshot(w.os_cpu))
-                .collect(),
-            live_tasks,
-            live_stacks,
-            shutdown: self.shutdown,
-            layout: WorkerPlace::all(&self.shared.cpus, &self.worker_cpus()),
-            layout_fallback: self.shared.layout_fallback,
-        }
-    }
-
-    /// A snapshot of the trace recorded so far (empty, with `enabled() == false`, when
-    /// tracing is off). Each worker's events are a prefix of what it records; the snapshot
-    /// is not atomic across workers.
-    pub fn trace(&self) -> Trace {
-        match &self.shared.trace {
-            Some(r) => r.snapshot(self.shared.workers.iter().map(|w| w.os_cpu)),
-            None => Trace::default(),
-        }
-    }
-
-    /// [`shutdown_timeout`](Runtime::shutdown_timeout) with [`DEFAULT_SHUTDOWN_TIMEOUT`];
-    /// returns the final counters.
-    ///
-    /// # Panics
-    /// If called (or the runtime dropped) from one of the runtime's own tasks.
-    #[track_caller]
-    pub fn shutdown(self) -> Stats {
-        self.shutdown_timeout(DEFAULT_SHUTDOWN_TIMEOUT)
-    }
-
-    /// Shuts the runtime down within `timeout` (the module doc has the phases): runnable
-    /// tasks run on; blocked tasks are cancelled — their blocking call unwinds, so their
-    /// destructors run, and their `join` returns a cancelled [`JoinError`](crate::JoinError);
-    /// from `timeout / 2` every task still alive is cancelled at its next call into lagom (a
-    /// loop calling `cond_resched` or `yield_now` unwinds there); from `3 * timeout / 4` a
-    /// task still alive (it caught the cancellation and went on) is abandoned at its next
-    /// call; at `timeout` the worker threads that stopped are joined and every task left is
-    /// freed without unwinding. Returns as soon as no task is left. What could not be
-    /// finished is reported in [`Stats::shutdown`] (and on stderr): abandoned tasks, and
-    /// worker threads stuck in a task that never calls into lagom (detached, the runtime's
-    /// memory leaked). Dropping a runtime does the same with [`DEFAULT_SHUTDOWN_TIMEOUT`].
-    ///
-    /// ```
-    /// use std::time::{Duration, Instant};
-    /// let rt = lagom::Runtime::builder().build()?;
-    /// let h = rt.spawn(|| loop {
-    ///     lagom::task::cond_resched(); // never ends on its own
-    /// });
-    /// let t0 = Instant::now();
-    /// let stats = rt.shutdown_timeout(Duration::from_millis(200));
-    /// assert!(t0.elapsed() < Duration::from_millis(200));
-    /// assert!(h.join().unwrap_err().is_cancelled());
-    /// assert_eq!((stats.live_tasks, stats.shutdown.abandoned), (0, 0));
-    /// # Ok::<(), lagom::Error>(())
-    /// ```
-    ///
-    /// # Panics
-    /// If called from one of the runtime's own tasks.
-    #[track_caller]
-    pub fn shutdown_timeout(mut self, timeout: Duration) -> Stats {
-        self.stop(timeout);
-        self.stats()
-    }
-
-    /// [`shutdown`](Runtime::shutdown), and the complete trace: every event the workers
-    /// recorded, consistent with the final counters.
-    ///
-    /// # Panics
-    /// As [`shutdown`](Runtime::shutdown).
-    #[track_caller]
-    pub fn shutdown_with_trace(mut self) -> (Stats, Trace) {
-        self.stop(DEFAULT_SHUTDOWN_TIMEOUT);
-        (self.stats(), self.trace())
-    }
-
-    /// The shutdown (module doc).
-    #[track_caller]
-    fn stop(&mut self, timeout: Duration) {
-        if self.threads.is_empty() {
-            return;
-        }
-        if crate::worker::local().is_some_and(|wt| Arc::ptr_eq(&wt.shared, &self.shared)) {
-            // Joining the workers from one of them would wait for itself forever.
-            panic!("lagom: a runtime cannot be shut down or dropped from one of its own tasks");
-        }
-        let shared = &*self.shared;
-        let d = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
-        let start = crate::sys::time::monotonic_ns();
-        let at = |part: u64| start.saturating_add(d / 4 * part);
-        shared.set_phase(PHASE_DRAIN);
-        loop {
-            let now = crate::sys::time::monotonic_ns();
-            if self.live_tasks() == 0 || now >= at(3) {
-                break;
-            }
-            // Without std nothing can unwind a task: once nothing is runnable, the blocked
-            // tasks are abandoned at once (module doc).
-            if !cfg!(feature = "std") && shared.looks_idle() {
-                break;
-            }
-            if now >= at(2) && shared.phase() < PHASE_FORCE {
-                shared.set_phase(PHASE_FORCE);
-            }
-            nap(at(3).min(now + POLL));
-        }
-        shared.set_phase(PHASE_EXIT);
-        let end = start.saturating_add(d);
-        while !shared
-            .workers
-            .iter()
-            .all(|w| w.exited.load(Ordering::Acquire))
-        {
-            let now = crate::sys::time::monotonic_ns();
-            if now >= end {
-                break;
-            }
-            nap(end.min(now + POLL));
-        }
-        let mut stuck = 0;
-        for (w, t) in shared.workers.iter().zip(self.threads.drain(..)) {
-            if w.exited.load(Ordering::Acquire) {
-                t.join();
-            } else {
-                // Its task never calls into lagom: the thread cannot be stopped, and it keeps
-                // the runtime's state alive through its own `Arc` (module doc).
-                t.detach();
-                stuck += 1;
-            }
-        }
-        self.shutdown.stuck_workers = stuck;
-        if stuck == 0 {
-            self.shutdown.abandoned = self.free_leftovers();
-        }
-        if stuck > 0 || self.shutdown.abandoned > 0 {
-            let msg = alloc::format!(
-                "lagom: shutdown did not finish within {timeout:?}: {} task(s) abandoned \
-                 without unwinding, {stuck} worker thread(s) left running a task that never \
-                 calls into lagom (detached; the runtime's memory is leaked)\n",
-                self.shutdown.abandoned
-            );
-            crate::sys::signal::write_stderr(msg.as_bytes());
-        }
-    }
-
-    /// Tasks spawned and not yet freed, over every worker's registry.
-    fn live_tasks(&self) -> usize {
-        self.shared.workers.iter().map(|w| w.tasks.counts().0).sum()
-    }
-
-    /// With every worker stopped and joined, frees every task that has not ended (module
-    /// doc); returns how many there were.
-    fn free_leftovers(&mut self) -> usize {
-        for w in &self.shared.workers {
-            // Wakelist entries borrow their registry's reference (`wake::queue_wakelist`):
-            // empty the lists before the registries free the tasks they point to.
-            for _ in w.wakelist.take_all() {}
-            let cfg = *w.rq.lock().config();
-            let old = core::mem::replace(&mut *w.rq.lock(), lagom_policy::RunQueue::new(cfg));
-            drop(old);
-        }
-        let mut abandoned = 0;
-        for w in &self.shared.workers {
-            let cancel = |t: &Task| {
-                // SAFETY: every worker has stopped: nobody else touches the task's parts.
-                let fiber = unsafe { t.sched(|s| s.fiber.take()) };
-                // A task that still has its fiber never ended: its outcome was not delivered.
-                let Some(f) = fiber else { return false };
-                // SAFETY: the fiber is suspended and will never be resumed; nothing refers
-                // into its stack any more (every worker stopped, its wait nodes are
-                // unreachable).
-                drop(unsafe { f.into_stack_abandoned() });
-                if let Some(joiner) = t.completion.cancel() {
-                    crate::wake::unpark(&joiner);
-                }
-                abandoned += 1;
-                true
-            };
-            // SAFETY: every worker has stopped and been joined.
-            unsafe { w.tasks.cancel_all(cancel) };
-        }
-        abandoned
-    }
-}
-
-/// How often a shutdown looks whether it is done.
-const POLL: u64 = 1_000_000;
-
-/// Sleeps the calling OS thread until `deadline` (monotonic ns) or a little after.
-fn nap(deadline: u64) {
-    let now = crate::sys::time::monotonic_ns();
-    if deadline > now {
-        crate::locking::futex::Futex::new(0).wait(0, Some(deadline - now));
-    }
-}
-
-/// Shuts the runtime down as [`Runtime::shutdown`] does: within [`DEFAULT_SHUTDOWN_TIMEOUT`],
-/// cancelling (unwinding) the tasks still blocked, then those still running, and reporting
-/// on stderr what it had to abandon (the module doc of [`Runtime::shutdown_timeout`]).
-impl Drop for Runtime {
-    fn drop(&mut self) {
-        self.stop(DEFAULT_SHUTDOWN_TIMEOUT);
     }
 }
