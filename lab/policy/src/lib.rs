@@ -91,6 +91,7 @@ mod runqueue;
 mod select;
 mod tree;
 pub mod vtime;
+mod wake_flags;
 mod weight;
 
 pub use balance::{
@@ -107,12 +108,13 @@ pub use features::{Feature, Features, UnknownFeature};
 pub use nohz::nohz_kick_target;
 pub use pick::Pick;
 pub use place::EnqueueKind;
-pub use preempt::{WakeFlags, Wakeup};
+pub use preempt::Wakeup;
 pub use runqueue::{Handle, RunQueue};
 pub use select::{
     CpuView, DelayedWake, DelayedWakeView, Placement, WakeCtx, curr_protection_left, delayed_wake,
     idle_in_llc, select_task_rq, select_task_rq_fair, sis_util_scan, ttwu_queue_cond,
 };
+pub use wake_flags::WakeFlags;
 pub use weight::{
     MAX_NICE, MIN_NICE, NICE_0_LOAD, SCHED_FIXEDPOINT_SHIFT, SCHED_PRIO_TO_WEIGHT,
     SCHED_PRIO_TO_WMULT, calc_delta_fair, clamp_nice, inv_weight_of_nice, weight_of_nice,

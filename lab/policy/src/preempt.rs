@@ -12,50 +12,13 @@
 //! `now − exec_start` after `update_curr` has just set `exec_start = now`, which is always 0
 //! and disables the rule; lagom follows the fix posted for it (spec §6.3, §12.1).
 
-use core::ops::BitOr;
-
 use super::entity::SchedEntity;
 use super::features::Feature;
 use super::runqueue::{Handle, RunQueue};
 use super::tree::NIL;
 use super::vtime::{vbefore, vmin};
+use super::wake_flags::WakeFlags;
 use super::weight::calc_delta_fair;
-
-/// Wake flags (the kernel's WF_*), a small bitset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct WakeFlags(u32);
-
-impl WakeFlags {
-    /// No flag.
-    pub const NONE: WakeFlags = WakeFlags(0);
-    /// The waker is about to sleep (WF_SYNC).
-    pub const SYNC: WakeFlags = WakeFlags(0x10);
-    /// The wakee is a new child (WF_FORK).
-    pub const FORK: WakeFlags = WakeFlags(0x04);
-    /// A regular wakeup (WF_TTWU).
-    pub const TTWU: WakeFlags = WakeFlags(0x08);
-    /// The wakee was migrated by this wakeup (WF_MIGRATED).
-    pub const MIGRATED: WakeFlags = WakeFlags(0x20);
-    /// CPU selection ran for this wakeup (WF_RQ_SELECTED).
-    pub const RQ_SELECTED: WakeFlags = WakeFlags(0x80);
-
-    /// Whether every flag of `other` is set.
-    pub const fn contains(self, other: WakeFlags) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// The raw bits (kernel values).
-    pub const fn bits(self) -> u32 {
-        self.0
-    }
-}
-
-impl BitOr for WakeFlags {
-    type Output = WakeFlags;
-    fn bitor(self, rhs: WakeFlags) -> WakeFlags {
-        WakeFlags(self.0 | rhs.0)
-    }
-}
 
 /// What a wakeup-preemption check decided.
 #[derive(Debug)]

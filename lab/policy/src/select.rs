@@ -86,7 +86,7 @@ pub fn select_task_rq(
 
 use super::cpumap::CpuMap;
 use super::features::{Feature, Features};
-use super::preempt::WakeFlags;
+use super::wake_flags::WakeFlags;
 
 /// How [`select_task_rq_fair`] chose its CPU (one counter each in the runtime's stats).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

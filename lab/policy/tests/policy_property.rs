@@ -240,10 +240,10 @@ fn run_sequence(seed: u64, steps: usize) -> [u64; 3] {
                 if let Some(id) = pick_one(&mut rng, &asleep) {
                     let mut wf = WakeFlags::TTWU;
                     if rng.chance(30) {
-                        wf = wf | WakeFlags::SYNC;
+                        wf |= WakeFlags::SYNC;
                     }
                     if rng.chance(30) {
-                        wf = wf | WakeFlags::RQ_SELECTED;
+                        wf |= WakeFlags::RQ_SELECTED;
                     }
                     let placed_with = match sim.tasks[id] {
                         State::Asleep(se) => Some(se.vlag),

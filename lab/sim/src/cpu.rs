@@ -462,7 +462,7 @@ impl Sim {
             self.cpus[c].timers.pop();
             let task = &mut self.tasks[t as usize];
             task.sleeping = false;
-            let _ = self.unpark(t, Some(c));
+            let _ = self.unpark(t, Some(c), WakeFlags::NONE);
         }
     }
 }

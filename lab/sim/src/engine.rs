@@ -16,7 +16,7 @@ use super::rng::Rng;
 use super::scenario::{Params, Scenario};
 use super::task::Task;
 use super::trace::TraceBuf;
-use lagom_policy::{Features, RqConfig, RunQueue, UnknownFeature};
+use lagom_policy::{Features, RqConfig, RunQueue, UnknownFeature, WakeFlags};
 
 /// "No task" / "no CPU" in the `u32` fields.
 pub(super) const NONE: u32 = u32::MAX;
@@ -241,7 +241,11 @@ impl Sim {
             }
             Event::Wake { task, waker } => {
                 self.events += 1;
-                let _ = self.unpark(task, (waker != NONE).then_some(waker as usize));
+                let _ = self.unpark(
+                    task,
+                    (waker != NONE).then_some(waker as usize),
+                    WakeFlags::NONE,
+                );
             }
             Event::WakeAfterSwitch { task, waker } => {
                 self.events += 1;

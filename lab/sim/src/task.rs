@@ -15,7 +15,7 @@ use super::engine::{NONE, Sim, Stop};
 use super::queue::Event;
 use super::rng::Dist;
 use super::stats::TaskStats;
-use lagom_policy::{Handle, SchedEntity};
+use lagom_policy::{Handle, SchedEntity, WakeFlags};
 
 /// Steps a task may run back to back without the clock moving before the simulation calls
 /// it endless (a loop of wakes and yields with nothing else to run, say).
@@ -116,8 +116,8 @@ pub(super) struct Task {
     pub(super) wake_delayed: bool,
     /// The waker's CPU of that delayed wakeup.
     pub(super) wake_cpu: Option<usize>,
-    /// The wakeup in progress is `WF_SYNC` (its waker is about to block).
-    pub(super) wake_sync: bool,
+    /// The waker's flags of the wakeup in progress (`WF_SYNC`: its waker is about to block).
+    pub(super) wake_flags: WakeFlags,
     /// Its `recent_used_cpu`: the previous CPU of its previous wakeup.
     pub(super) recent_cpu: Option<usize>,
     /// Whether it was spawned (and so enqueued as a new task) yet.
@@ -167,7 +167,7 @@ impl Task {
             inbox: Vec::new(),
             wake_delayed: false,
             wake_cpu: None,
-            wake_sync: false,
+            wake_flags: WakeFlags::NONE,
             recent_cpu: None,
             fresh: true,
             stats: TaskStats::default(),
@@ -253,7 +253,12 @@ impl Sim {
                     };
                     match after {
                         None => {
-                            let woke = self.unpark_flags(target, waker, sync);
+                            let wf = if sync {
+                                WakeFlags::SYNC
+                            } else {
+                                WakeFlags::NONE
+                            };
+                            let woke = self.unpark(target, waker, wf);
                             self.charge_wakes(t, u64::from(woke));
                         }
                         Some(d) => {
@@ -271,14 +276,14 @@ impl Sim {
                 }
                 ROp::Post(target) => {
                     self.tasks[target as usize].inbox.push(t as u32);
-                    let woke = self.unpark(target, Some(c));
+                    let woke = self.unpark(target, Some(c), WakeFlags::NONE);
                     self.charge_wakes(t, u64::from(woke));
                 }
                 ROp::WakePosted => {
                     let mut list = core::mem::take(&mut self.tasks[t].inbox);
                     let mut woke = 0;
                     for &p in &list {
-                        woke += u64::from(self.unpark(p, Some(c)));
+                        woke += u64::from(self.unpark(p, Some(c), WakeFlags::NONE));
                     }
                     // Give the allocation back, so that posting does not allocate again.
                     list.clear();

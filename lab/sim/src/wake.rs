@@ -45,15 +45,11 @@ impl Sim {
         self.options.features.is_enabled(f)
     }
 
-    /// Unparks task `t` from `waker` (`None`: outside every CPU): sets its token and, if it
-    /// was clear and the task is blocked, wakes it. Returns whether it woke it.
-    pub(super) fn unpark(&mut self, t: u32, waker: Option<usize>) -> bool {
-        self.unpark_flags(t, waker, false)
-    }
-
-    /// [`Sim::unpark`] with the waker's `WF_SYNC` hint (`Unparker::unpark_sync`: the waker
-    /// is about to block); dropped for a waker outside every CPU, as the runtime drops it.
-    pub(super) fn unpark_flags(&mut self, t: u32, waker: Option<usize>, sync: bool) -> bool {
+    /// Unparks task `t` from `waker` (`None`: outside every CPU) with the waker's flags `wf`
+    /// (`WF_SYNC`, `Unparker::unpark_sync`: the waker is about to block; dropped for a waker
+    /// outside every CPU, as the runtime drops it): sets its token and, if it was clear and
+    /// the task is blocked, wakes it. Returns whether it woke it.
+    pub(super) fn unpark(&mut self, t: u32, waker: Option<usize>, wf: WakeFlags) -> bool {
         let task = &mut self.tasks[t as usize];
         if task.token || task.state == State::Dead || task.state == State::New {
             return false;
@@ -67,7 +63,11 @@ impl Sim {
         if task.state != State::Blocked {
             return false;
         }
-        task.wake_sync = sync && waker.is_some();
+        task.wake_flags = if waker.is_some() {
+            wf
+        } else {
+            wf.without(WakeFlags::SYNC)
+        };
         self.try_to_wake_up(t, waker);
         true
     }
@@ -161,9 +161,10 @@ impl Sim {
     /// The end of `try_to_wake_up` for a sleeper off every CPU: select a CPU and enqueue.
     pub(super) fn select_enqueue(&mut self, t: u32, waker: Option<usize>) {
         let prev = self.tasks[t as usize].cpu;
-        let target = self.select_cpu(t, prev, waker, false);
+        let wf = WakeFlags::TTWU | self.tasks[t as usize].wake_flags;
+        let target = self.select_cpu(t, prev, waker, wf);
         self.moved(waker, t, prev, target, MigrateCause::Wakeup);
-        self.enqueue_on(target, t, waker, false);
+        self.enqueue_on(target, t, waker, wf);
     }
 
     /// What CPU selection reads of CPU `i` (`wake/select.rs`'s `cpu_view`): its runnable
@@ -175,8 +176,8 @@ impl Sim {
 
     /// `select_task_rq_fair` over the CPUs' views and the machine's `CpuMap`, for task `t`
     /// that last ran on (or, new, is spawned from) `prev`, woken from `waker`, as
-    /// `wake/select.rs` calls it: `WF_FORK` for a spawn (`fork`), `WF_SYNC` when the waker
-    /// said so, the task's recently used CPU; a pending ITMT active-balance request for
+    /// `wake/select.rs` calls it, with the wakeup's flags `wf` (`WF_FORK` for a spawn,
+    /// `WF_SYNC` when the waker said so) and the task's recently used CPU; a pending ITMT active-balance request for
     /// this task on `prev` is honoured first if its CPU is still idle and allowed. Counts the
     /// outcome (`place_*`) on the waker's CPU, or on the chosen one for a wakeup from
     /// outside, and records `prev` as the task's recently used CPU.
@@ -185,9 +186,10 @@ impl Sim {
         t: u32,
         prev: usize,
         waker: Option<usize>,
-        fork: bool,
+        wf: WakeFlags,
     ) -> usize {
-        if !fork
+        let started = !wf.contains(WakeFlags::FORK);
+        if started
             && let Some((dst, who)) = self.cpus[prev].active_push
             && who == t
         {
@@ -199,18 +201,11 @@ impl Sim {
             }
         }
         let task = &self.tasks[t as usize];
-        let flags = if fork {
-            WakeFlags::FORK
-        } else if task.wake_sync {
-            WakeFlags::TTWU | WakeFlags::SYNC
-        } else {
-            WakeFlags::TTWU
-        };
         let ctx = WakeCtx {
             prev,
             waker,
             recent: task.recent_cpu,
-            flags,
+            flags: wf,
         };
         let (cpu, how) = select_task_rq_fair(
             self.machine.cpu_map(),
@@ -219,7 +214,7 @@ impl Sim {
             self.options.features,
             ctx,
         );
-        if !fork {
+        if started {
             self.tasks[t as usize].recent_cpu = Some(prev);
         }
         let c = &mut self.cpus[waker.unwrap_or(cpu)].counters;
@@ -268,8 +263,10 @@ impl Sim {
         }
     }
 
-    /// Makes claimed or new task `t` runnable on CPU `target` (`enqueue_on`).
-    fn enqueue_on(&mut self, target: usize, t: u32, local: Option<usize>, spawn: bool) {
+    /// Makes claimed or new task `t` runnable on CPU `target` (`enqueue_on`), with the
+    /// wakeup's flags `wf` (`WF_FORK`: a spawn).
+    fn enqueue_on(&mut self, target: usize, t: u32, local: Option<usize>, wf: WakeFlags) {
+        let spawn = wf.contains(WakeFlags::FORK);
         // `ttwu_queue_cond` for a wakeup; a spawn to another CPU always uses the wakelist
         // under TTWU_QUEUE (`wake/queue.rs`'s `enqueue_on`).
         let path = if local == Some(target) {
@@ -343,12 +340,10 @@ impl Sim {
         task.ready_since = now;
         let wf = if kind == EnqueueKind::Initial {
             WakeFlags::FORK
-        } else if task.wake_sync {
-            WakeFlags::TTWU | WakeFlags::SYNC
         } else {
-            WakeFlags::TTWU
+            WakeFlags::TTWU | task.wake_flags
         };
-        task.wake_sync = false;
+        task.wake_flags = WakeFlags::NONE;
         self.check_preempt(c, h, wf);
     }
 
@@ -378,7 +373,8 @@ impl Sim {
                 let waker = self.tasks[t as usize]
                     .wake_cpu
                     .filter(|&w| w < self.cpus.len());
-                let target = self.select_cpu(t, me, waker, false);
+                let wf = WakeFlags::TTWU | self.tasks[t as usize].wake_flags;
+                let target = self.select_cpu(t, me, waker, wf);
                 if target != me {
                     self.moved(Some(me), t, me, target, MigrateCause::Wakeup);
                     self.cpus[me].counters.runnable_migrated += 1;
@@ -407,8 +403,8 @@ impl Sim {
             p
         });
         self.tasks[t as usize].state = State::Waking;
-        let target = self.select_cpu(t, prev, parent, true);
+        let target = self.select_cpu(t, prev, parent, WakeFlags::FORK);
         self.tasks[t as usize].cpu = target;
-        self.enqueue_on(target, t, parent, true);
+        self.enqueue_on(target, t, parent, WakeFlags::FORK);
     }
 }

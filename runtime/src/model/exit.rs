@@ -128,7 +128,7 @@ impl<T: Send> ModelExit<T> {
         // worker thread that frees a real task.
         unsafe { self.slot.set_value(v) };
         if let Some(joiner) = self.task.completion.complete(None) {
-            wake::unpark(&joiner);
+            wake::unpark(&joiner, lagom_policy::WakeFlags::NONE);
         }
     }
 }

@@ -87,7 +87,7 @@ use crate::sched::{self, Reason};
 use crate::tcb::{self, Complete, ParkStep, RUNNING};
 use crate::wake;
 use crate::worker::{Packet, Shared, Task, TaskRef, Waiter, Worker, WorkerThread};
-use lagom_policy::{Features, Pick, RqConfig, SchedEntity};
+use lagom_policy::{Features, Pick, RqConfig, SchedEntity, WakeFlags};
 
 /// The runtime's shared state with `workers` workers and no threads.
 pub struct Model {
@@ -196,7 +196,7 @@ impl Model {
         let w = &self.shared.workers[cpu];
         // SAFETY: the returned `ModelTask` holds the task for the whole model, longer than
         // its time in the runqueue (`tcb/queued.rs`).
-        unsafe { wake::activate(w, &mut w.rq.lock(), &t, 0) };
+        unsafe { wake::activate(w, &mut w.rq.lock(), &t, 0, WakeFlags::TTWU) };
         ModelTask(t)
     }
 
@@ -226,7 +226,7 @@ impl Model {
         let w = &self.shared.workers[cpu];
         let mut rq = w.rq.lock();
         // SAFETY: as in `queued_task`.
-        unsafe { wake::activate(w, &mut rq, &t, 0) };
+        unsafe { wake::activate(w, &mut rq, &t, 0, WakeFlags::TTWU) };
         let Pick::Run(h) = rq.pick_next(0) else {
             panic!("the only task is picked")
         };
@@ -368,12 +368,12 @@ impl Model {
 
     /// `Unparker::unpark` of `t`, from a thread outside the workers.
     pub fn unpark(&self, t: &ModelTask) {
-        wake::unpark_task(&t.0);
+        wake::unpark_task(&t.0, WakeFlags::NONE);
     }
 
     /// `try_to_wake_up(t)` from a thread outside the workers.
     pub fn try_to_wake_up(&self, t: &ModelTask) -> Woken {
-        match wake::try_to_wake_up(&t.0) {
+        match wake::try_to_wake_up(&t.0, WakeFlags::NONE) {
             wake::Woken::NotBlocked => Woken::NotBlocked,
             wake::Woken::Runnable => Woken::Runnable,
             wake::Woken::Enqueued => Woken::Enqueued,

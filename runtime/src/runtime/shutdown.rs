@@ -161,7 +161,7 @@ impl Runtime {
                 // unreachable).
                 drop(unsafe { f.into_stack_abandoned() });
                 if let Some(joiner) = t.completion.cancel() {
-                    crate::wake::unpark(&joiner);
+                    crate::wake::unpark(&joiner, lagom_policy::WakeFlags::NONE);
                 }
                 abandoned += 1;
                 true

@@ -47,7 +47,7 @@ pub(crate) fn sweep(wt: &crate::worker::WorkerThread) {
         // Mutant `sweep_no_unpark` (loom model `shutdown_sweep`): the request without the
         // wakeup, left to whoever unparks the task next.
         #[cfg(not(lagom_mutant = "sweep_no_unpark"))]
-        crate::wake::unpark_task(&t);
+        crate::wake::unpark_task(&t, lagom_policy::WakeFlags::NONE);
     }
 }
 

@@ -5,6 +5,7 @@
 
 use crate::wake::unpark_task;
 use crate::worker::{TaskRef, WorkerThread};
+use lagom_policy::WakeFlags;
 
 /// Unparks every task whose deadline has passed (outside any runqueue lock). The deadlines
 /// are on the exact clock (`monotonic_ns`), which is read only when a timer is armed: the
@@ -41,9 +42,9 @@ fn fire_armed(wt: &WorkerThread) {
             // Mutant `timer_fire_no_token` (loom model `timer_unpark`): the expiry wakes the
             // task without its token, so its `park` finds nothing and sleeps again.
             #[cfg(not(lagom_mutant = "timer_fire_no_token"))]
-            Some(task) => unpark_task(&task),
+            Some(task) => unpark_task(&task, WakeFlags::NONE),
             #[cfg(lagom_mutant = "timer_fire_no_token")]
-            Some(task) => drop(crate::wake::try_to_wake_up(&task)),
+            Some(task) => drop(crate::wake::try_to_wake_up(&task, WakeFlags::NONE)),
             None => return,
         }
     }

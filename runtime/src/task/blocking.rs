@@ -99,7 +99,7 @@ pub(crate) fn run_job<T: Send, F: FnOnce() -> T>(f: F, finisher: &Packet<T>, id:
         // Mutant `blocking_no_unpark` (loom model `blocking`): the registered joiner
         // is never woken.
         #[cfg(not(lagom_mutant = "blocking_no_unpark"))]
-        crate::wake::unpark(&joiner);
+        crate::wake::unpark(&joiner, lagom_policy::WakeFlags::NONE);
         #[cfg(lagom_mutant = "blocking_no_unpark")]
         drop(joiner);
     }

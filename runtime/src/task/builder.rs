@@ -14,9 +14,9 @@ use crate::arch::{DefaultStack, Fiber, MIN_STACK_SIZE};
 use crate::locking::atomic::Ordering;
 use crate::sched::{exit_current, finish_task_switch};
 use crate::tcb::{Complete, Completion, PacketStore, ValueSlot, next_id, write_inline};
-use crate::wake::{Placing, enqueue_on, select_cpu};
+use crate::wake::{enqueue_on, select_cpu};
 use crate::worker::{Packet, Shared, Task, TaskRef, Waiter, WorkerThread, local};
-use lagom_policy::{MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, SchedEntity, clamp_nice};
+use lagom_policy::{MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, SchedEntity, WakeFlags, clamp_nice};
 
 /// Options for one task: name, nice level, custom slice, CPU affinity, stack size.
 ///
@@ -314,9 +314,9 @@ where
     task.reg_home.store(prev, Ordering::Relaxed);
     task.reg_slot.store(slot, Ordering::Relaxed);
     // A new task: placement is free (the migration contract binds started tasks only).
-    let target = select_cpu(shared, &task, prev, local_idx, Placing::New);
+    let target = select_cpu(shared, &task, prev, local_idx, WakeFlags::FORK);
     task.cpu.store(target, Ordering::Relaxed);
-    enqueue_on(shared, local, target, &task, true, false);
+    enqueue_on(shared, local, target, &task, WakeFlags::FORK);
     Ok(JoinHandle {
         packet,
         id,

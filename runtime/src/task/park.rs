@@ -50,7 +50,7 @@ impl Unparker {
 
     /// Makes the parker's next (or current) `park` return.
     pub fn unpark(&self) {
-        crate::wake::unpark(&self.inner);
+        crate::wake::unpark(&self.inner, lagom_policy::WakeFlags::NONE);
     }
 
     /// [`unpark`](Unparker::unpark) from a task that is about to block (the kernel's
@@ -70,7 +70,7 @@ impl Unparker {
     /// # Ok::<(), lagom::Error>(())
     /// ```
     pub fn unpark_sync(&self) {
-        crate::wake::unpark_sync(&self.inner);
+        crate::wake::unpark(&self.inner, lagom_policy::WakeFlags::SYNC);
     }
 }
 

@@ -227,7 +227,7 @@ impl ScopeData {
     /// One child is done with everything of the scope's (module doc).
     fn done_one(&self) {
         if self.running.fetch_sub(1, Ordering::Release) == 1 {
-            crate::wake::unpark(&self.owner);
+            crate::wake::unpark(&self.owner, lagom_policy::WakeFlags::NONE);
         }
     }
 

@@ -173,8 +173,8 @@ pub(crate) struct Task<R: 'static> {
     pub(crate) wake_delayed: AtomicBool,
     /// The waker's worker index for a delayed wakeup (`usize::MAX`: from outside).
     pub(crate) wake_cpu: AtomicUsize,
-    /// The delayed wakeup was a `WF_SYNC` one (with `wake_cpu`; written before the push).
-    pub(crate) wake_sync: AtomicBool,
+    /// The delayed wakeup's `WakeFlags` bits (with `wake_cpu`; written before the push).
+    pub(crate) wake_flags: AtomicU32,
     /// The kernel's `recent_used_cpu`: the previous CPU of the task's last CPU selection
     /// (`usize::MAX`: none yet). Written and read by whoever owns the task's wakeup (the
     /// claiming waker, or the drain of a delayed wakeup), Relaxed: a stale value is only a
@@ -284,7 +284,7 @@ impl<R: 'static> Task<R> {
             sched_delayed: AtomicBool::new(false),
             wake_delayed: AtomicBool::new(false),
             wake_cpu: AtomicUsize::new(usize::MAX),
-            wake_sync: AtomicBool::new(false),
+            wake_flags: AtomicU32::new(0),
             recent_cpu: AtomicUsize::new(usize::MAX),
             reg_home: AtomicUsize::new(usize::MAX),
             reg_slot: AtomicUsize::new(usize::MAX),

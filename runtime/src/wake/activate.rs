@@ -6,30 +6,25 @@ use crate::tcb::RUNNING;
 use crate::worker::{QueuedTask, TaskRef, Worker};
 use lagom_policy::{EnqueueKind, Handle, RunQueue, SchedEntity, WakeFlags, Wakeup};
 
-/// Enqueues a claimed (or new) task here and runs the wakeup-preemption check
-/// (`ttwu_do_activate`). The caller holds `w`'s runqueue lock and owns `t`'s wakeup. The
-/// runqueue borrows the task's registry reference ([`QueuedTask`]): no count changes.
+/// Enqueues a claimed (or new) task here and runs the wakeup-preemption check with the
+/// wakeup's flags `wf` (`ttwu_do_activate`). The caller holds `w`'s runqueue lock and owns
+/// `t`'s wakeup. The runqueue borrows the task's registry reference ([`QueuedTask`]): no
+/// count changes.
+///
+/// A new task's enqueue is a fork (`WF_FORK`) whatever path brought it (a spawn to another
+/// worker is drained from its wakelist like a wakeup). The kernel drops `WF_SYNC` on the
+/// wakelist path, and so does lagom: the drain passes `WF_TTWU` alone, so only a wakeup
+/// activated by its waker carries it to `preempt_sync`.
 ///
 /// # Safety
 /// `t` is in its registry (or, in a loom model, held by the model) until it has been dequeued
 /// for good (`tcb/queued.rs`).
-pub(crate) unsafe fn activate(w: &Worker, rq: &mut RunQueue<QueuedTask>, t: &TaskRef, now: u64) {
-    // SAFETY: the caller's contract.
-    unsafe { activate_wf(w, rq, t, now, false) }
-}
-
-/// [`activate`] for a wakeup whose waker said it is about to block (`sync`, `WF_SYNC`,
-/// passed to the preemption check: `preempt_sync`). The kernel drops the flag on the
-/// wakelist path, and so does lagom: only a wakeup activated by its waker carries it.
-///
-/// # Safety
-/// As [`activate`].
-pub(crate) unsafe fn activate_wf(
+pub(crate) unsafe fn activate(
     w: &Worker,
     rq: &mut RunQueue<QueuedTask>,
     t: &TaskRef,
     now: u64,
-    sync: bool,
+    wf: WakeFlags,
 ) {
     // SAFETY: the caller holds the lock of the runqueue `t` joins and owns `t` (claimed or new,
     // on no queue, off every CPU).
@@ -54,10 +49,10 @@ pub(crate) unsafe fn activate_wf(
     // the enqueue.
     task.state.store(RUNNING, Ordering::Release);
     // A new task is a fork (`wake_up_new_task`): it preempts only with a shorter slice.
-    let wf = match (kind == EnqueueKind::Initial, sync) {
-        (true, _) => WakeFlags::FORK,
-        (false, true) => WakeFlags::TTWU | WakeFlags::SYNC,
-        (false, false) => WakeFlags::TTWU,
+    let wf = if kind == EnqueueKind::Initial {
+        WakeFlags::FORK
+    } else {
+        wf
     };
     check_preempt(w, rq, h, wf, now);
     w.publish(rq);

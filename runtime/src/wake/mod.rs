@@ -101,7 +101,7 @@ mod unpark;
 pub(crate) use activate::activate;
 pub(crate) use activate::{check_preempt, finished_delayed};
 pub(crate) use queue::{drain, enqueue_on};
-pub(crate) use select::{Placing, cpu_view, select_cpu};
+pub(crate) use select::{cpu_view, select_cpu};
 #[cfg(loom)]
 pub(crate) use ttwu::{Woken, try_to_wake_up};
-pub(crate) use unpark::{unpark, unpark_held, unpark_sync, unpark_task};
+pub(crate) use unpark::{unpark, unpark_held, unpark_task};

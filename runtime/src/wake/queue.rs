@@ -6,16 +6,16 @@ use alloc::sync::Arc;
 use core::mem::ManuallyDrop;
 use core::ptr::NonNull;
 
-use super::activate::{activate, activate_wf, finished_delayed};
-use super::select::{Placing, select_cpu};
+use super::activate::{activate, finished_delayed};
+use super::select::select_cpu;
 use crate::locking::atomic::Ordering;
 use crate::trace::MigrateCause;
 use crate::worker::{QueuedTask, Shared, TaskRef, WorkerThread, trace};
-use lagom_policy::{Feature, RunQueue, ttwu_queue_cond};
+use lagom_policy::{Feature, RunQueue, WakeFlags, ttwu_queue_cond};
 
 /// Makes a claimed or new task runnable on worker `target` (module doc, step 6). `local` is
 /// the caller's worker thread if it is one of `shared`'s (passed down, not looked up again);
-/// `sync` is the wakeup's `WF_SYNC`.
+/// `wf` are the wakeup's flags (`WF_FORK`: a spawn; `WF_SYNC` reaches the preemption check).
 ///
 /// A wakeup to another worker goes through its wakelist or under its lock as
 /// `ttwu_queue_cond` says (policy: across LLCs or to an idle worker the wakelist, to a busy
@@ -27,9 +27,9 @@ pub(crate) fn enqueue_on(
     local: Option<&WorkerThread>,
     target: usize,
     t: &TaskRef,
-    spawn: bool,
-    sync: bool,
+    wf: WakeFlags,
 ) {
+    let spawn = wf.contains(WakeFlags::FORK);
     let w = &shared.workers[target];
     let local_idx = local.map(|wt| wt.index);
     let here = local.filter(|wt| wt.index == target);
@@ -45,7 +45,7 @@ pub(crate) fn enqueue_on(
                 target,
                 w.nr_running.load(Ordering::Relaxed),
             ));
-    trace::enqueue(shared, t, local_idx, target, spawn, wakelist);
+    trace::enqueue(shared, t, local_idx, target, wf, wakelist);
     if spawn {
         w.stats.inc(&w.stats.spawns);
     }
@@ -54,7 +54,7 @@ pub(crate) fn enqueue_on(
         let mut rq = w.rq.lock();
         wt.exclude_host_stall(&mut rq, now);
         // SAFETY: `t` is new or claimed, and in its registry (`tcb/queued.rs`).
-        unsafe { activate_wf(w, &mut rq, t, now, sync) };
+        unsafe { activate(w, &mut rq, t, now, wf) };
         if !spawn {
             w.stats.inc_owned(&w.stats.wakeups_local);
         }
@@ -72,7 +72,7 @@ pub(crate) fn enqueue_on(
         {
             let mut rq = w.rq.lock();
             // SAFETY: as above.
-            unsafe { activate_wf(w, &mut rq, t, now, sync) };
+            unsafe { activate(w, &mut rq, t, now, wf) };
         }
         if !spawn {
             w.stats.inc(&w.stats.wakeups_remote);
@@ -177,11 +177,9 @@ fn drain_pending(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, now:
                 &t,
                 me,
                 (waker < shared.workers.len()).then_some(waker),
-                // A delayed wakee has run, last here: it moves only if it may
-                // (the migration contract, `select.rs`).
-                Placing::Started {
-                    sync: t.wake_sync.load(Ordering::Relaxed),
-                },
+                // The waker's flags (`WF_TTWU`, perhaps `WF_SYNC`): a delayed wakee has run,
+                // last here, so it moves only if it may (the migration contract, `select.rs`).
+                WakeFlags::from_bits(t.wake_flags.load(Ordering::Relaxed)),
             );
             if target != me {
                 crate::locking::probe::probe!(
@@ -197,6 +195,6 @@ fn drain_pending(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, now:
         }
         // SAFETY: a woken task is alive and in its registry (it is not dead: a dead task is
         // never claimed), which outlives its time in the runqueue (`tcb/queued.rs`).
-        unsafe { activate(w, rq, &t, now) };
+        unsafe { activate(w, rq, &t, now, WakeFlags::TTWU) };
     }
 }

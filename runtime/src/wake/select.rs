@@ -49,20 +49,6 @@ use crate::locking::atomic::Ordering;
 use crate::worker::{Shared, TaskRef};
 use lagom_policy::{CpuView, Placement, WakeCtx, WakeFlags, select_task_rq_fair};
 
-/// Whether the task to be placed has run: a wakeup's (a woken task blocked, so it ran) or a
-/// spawn's (it has not).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Placing {
-    /// A new task (`wake_up_new_task`): placement is free (`WF_FORK`).
-    New,
-    /// A task that has run, last on its `cpu`: it moves only if it may migrate. `true`:
-    /// the waker is about to block (`WF_SYNC`).
-    Started {
-        /// `WF_SYNC`.
-        sync: bool,
-    },
-}
-
 /// What CPU selection reads of worker `i`: its published runnable count and whether its
 /// wakelist is empty, as `CpuView::of` (the policy's rule, shared with the simulator)
 /// combines them.
@@ -73,39 +59,36 @@ pub(crate) fn cpu_view(shared: &Shared, i: usize) -> CpuView {
 
 /// `select_task_rq_fair` (`policy/select.rs`) over the workers' published state and the
 /// runtime's `CpuMap`, for a task that last ran on (or, new, was spawned from) `prev`, woken
-/// from `waker`. A started task that may not migrate is given an affinity of one, `prev`
-/// (module doc). Counts the outcome (`place_*`) on the waker's worker, or on the chosen
+/// from `waker`, with the wakeup's flags `wf`: `WF_FORK` for a new task, whose placement is
+/// free; otherwise the task has run (a woken task blocked, so it ran), and a started task
+/// that may not migrate is given an affinity of one, `prev` (module doc). Counts the outcome (`place_*`) on the waker's worker, or on the chosen
 /// one for a wakeup from outside, and records `prev` as the task's recently used CPU.
 pub(crate) fn select_cpu(
     shared: &Shared,
     t: &TaskRef,
     prev: usize,
     waker: Option<usize>,
-    placing: Placing,
+    wf: WakeFlags,
 ) -> usize {
     let view = |i: usize| cpu_view(shared, i);
-    let flags = match placing {
-        Placing::New => WakeFlags::FORK,
-        Placing::Started { sync: true } => WakeFlags::TTWU | WakeFlags::SYNC,
-        Placing::Started { sync: false } => WakeFlags::TTWU,
-    };
+    let started = !wf.contains(WakeFlags::FORK);
     let recent = t.recent_cpu.load(Ordering::Relaxed);
     let ctx = WakeCtx {
         prev,
         waker,
         recent: (recent != usize::MAX).then_some(recent),
-        flags,
+        flags: wf,
     };
     // Mutant `select_ignores_contract` (loom model `contract`): every woken task is free to
     // move.
     #[cfg(not(lagom_mutant = "select_ignores_contract"))]
-    let pinned = placing != Placing::New && !t.migratable;
+    let pinned = started && !t.migratable;
     #[cfg(lagom_mutant = "select_ignores_contract")]
     let pinned = false;
     // ITMT active balance (`sched/balance.rs`): a preferred worker, idle, asked for the
     // task that ran on `prev`; honoured here, at the task's first placement since, if that
     // worker is still idle and the task may go there.
-    if placing != Placing::New && prev < shared.workers.len() {
+    if started && prev < shared.workers.len() {
         let src = &shared.workers[prev];
         if src.active_push.load(Ordering::Relaxed) != usize::MAX
             && src.active_push_task.load(Ordering::Relaxed) == t.id
@@ -124,7 +107,7 @@ pub(crate) fn select_cpu(
     } else {
         select_task_rq_fair(&shared.cpus, view, |i| t.allowed(i), shared.features, ctx)
     };
-    if placing != Placing::New {
+    if started {
         t.recent_cpu.store(prev, Ordering::Relaxed);
     }
     let w = &shared.workers[waker.unwrap_or(cpu)];

@@ -1,15 +1,15 @@
 //! `try_to_wake_up` and `try_to_wake_up_held`: the claim, the runnable wakeup, the `on_cpu`
 //! wait or hand-off, CPU selection and the enqueue (module doc, steps 2–6).
 
-use super::activate::activate_wf;
+use super::activate::activate;
 use super::queue::{enqueue_on, queue_wakelist};
 use super::runnable::ttwu_runnable;
-use super::select::{Placing, select_cpu};
+use super::select::select_cpu;
 use crate::locking::atomic::Ordering;
 use crate::tcb::{BLOCKED, Claim};
 use crate::trace::{MigrateCause, WakePath};
 use crate::worker::{RqGuard, Shared, TaskRef, WorkerThread, local, trace};
-use lagom_policy::{Feature, ttwu_queue_cond};
+use lagom_policy::{Feature, WakeFlags, ttwu_queue_cond};
 
 /// Which path a wakeup took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,21 +23,20 @@ pub(crate) enum Woken {
     Enqueued,
 }
 
-/// Wakes `t` if it is blocked (module doc).
-pub(crate) fn try_to_wake_up(t: &TaskRef) -> Woken {
-    try_to_wake_up_flags(t, false)
-}
-
-/// [`try_to_wake_up`] with the waker's hint `sync` (`WF_SYNC`: the waker is about to block,
-/// so the wakee may take its CPU: sync `wake_affine` and `preempt_sync`). A hint from a
-/// thread outside the runtime is dropped: there is no waker CPU to hand over.
-pub(crate) fn try_to_wake_up_flags(t: &TaskRef, sync: bool) -> Woken {
+/// Wakes `t` if it is blocked (module doc), with the waker's flags `wf` (`WF_TTWU` is
+/// added; `WF_SYNC`: the waker is about to block, so the wakee may take its CPU — sync
+/// `wake_affine` and `preempt_sync`). `WF_SYNC` from a thread outside the runtime is
+/// dropped: there is no waker CPU to hand over.
+pub(crate) fn try_to_wake_up(t: &TaskRef, wf: WakeFlags) -> Woken {
     if t.state.load(Ordering::Relaxed) != BLOCKED {
         return Woken::NotBlocked;
     }
     let local_wt = local().filter(|wt| core::ptr::eq(&*wt.shared, &*t.shared));
-    let sync = sync && local_wt.is_some();
-    ttwu(t, local_wt, None, sync).0
+    let mut wf = wf | WakeFlags::TTWU;
+    if local_wt.is_none() {
+        wf = wf.without(WakeFlags::SYNC);
+    }
+    ttwu(t, local_wt, None, wf).0
 }
 
 /// [`try_to_wake_up`] from worker thread `wt`, which holds its own runqueue lock `rq` (a
@@ -56,20 +55,21 @@ pub(crate) fn try_to_wake_up_held<'a>(
     }
     if !core::ptr::eq(&*wt.shared, &*t.shared) {
         drop(rq);
-        let _ = try_to_wake_up(t);
+        let _ = try_to_wake_up(t, WakeFlags::NONE);
         return None;
     }
-    ttwu(t, Some(wt), Some(rq), false).1
+    ttwu(t, Some(wt), Some(rq), WakeFlags::TTWU).1
 }
 
 /// The body of [`try_to_wake_up`] once the state was seen `BLOCKED`. `local_wt` is the
 /// waker's worker thread if it is one of `t`'s runtime; `held`, if any, is that worker's
-/// runqueue lock, held by the caller, and given back if still held; `sync` is `WF_SYNC`.
+/// runqueue lock, held by the caller, and given back if still held; `wf` are the wakeup's
+/// flags (`WF_TTWU`, perhaps `WF_SYNC`).
 fn ttwu<'a>(
     t: &TaskRef,
     local_wt: Option<&'a WorkerThread>,
     mut held: Option<RqGuard<'a>>,
-    sync: bool,
+    wf: WakeFlags,
 ) -> (Woken, Option<RqGuard<'a>>) {
     if t.claim() == Claim::NotBlocked {
         crate::locking::probe::probe!("wake/ttwu: the claim finds the task not blocked");
@@ -92,7 +92,7 @@ fn ttwu<'a>(
                 drop(held.take());
                 t.wake_cpu
                     .store(local_idx.unwrap_or(usize::MAX), Ordering::Relaxed);
-                t.wake_sync.store(sync, Ordering::Relaxed);
+                t.wake_flags.store(wf.bits(), Ordering::Relaxed);
                 t.wake_delayed.store(true, Ordering::Relaxed);
                 let w = &shared.workers[cpu];
                 trace::wakeup(shared, t, cpu, WakePath::DelayedQueued);
@@ -161,7 +161,7 @@ fn ttwu<'a>(
     let _ = t.loom_ctx.with(|c| unsafe { *c });
     let prev = t.cpu.load(Ordering::Relaxed);
     // A woken task has run (it blocked): it moves only if it may (`select.rs`).
-    let target = select_cpu(shared, t, prev, local_idx, Placing::Started { sync });
+    let target = select_cpu(shared, t, prev, local_idx, wf);
     trace::migrate(shared, t, prev, target, MigrateCause::Wakeup);
     t.cpu.store(target, Ordering::Relaxed);
     match (held.as_mut(), local_wt) {
@@ -172,19 +172,19 @@ fn ttwu<'a>(
         {
             // The waker's own runqueue, whose lock the caller holds (`try_to_wake_up_held`).
             let w = &shared.workers[target];
-            trace::enqueue(shared, t, local_idx, target, false, false);
+            trace::enqueue(shared, t, local_idx, target, wf, false);
             let now = wt.sched_now();
             wt.exclude_host_stall(rq, now);
             // SAFETY: a claimed task is alive and in its registry (module doc of
             // `tcb/queued.rs`), the caller's `t` keeps it alive meanwhile.
-            unsafe { activate_wf(w, rq, t, now, sync) };
+            unsafe { activate(w, rq, t, now, wf) };
             w.stats.inc_owned(&w.stats.wakeups_local);
             crate::locking::probe::probe!("wake/ttwu: enqueued under the waker's held lock");
         }
         _ => {
             drop(held.take());
             crate::locking::probe::probe!("wake/ttwu: enqueued through enqueue_on");
-            enqueue_on(shared, local_wt, target, t, false, sync);
+            enqueue_on(shared, local_wt, target, t, wf);
         }
     }
     (Woken::Enqueued, held)

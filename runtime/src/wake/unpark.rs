@@ -2,12 +2,14 @@
 //! (`tcb/token.rs`), then [`try_to_wake_up`] — for a task, or the futex wake of a plain OS
 //! thread's parker.
 
-use super::ttwu::{try_to_wake_up, try_to_wake_up_flags, try_to_wake_up_held};
+use super::ttwu::{try_to_wake_up, try_to_wake_up_held};
 use crate::tcb::set_token;
 use crate::worker::{RqGuard, TaskRef, Waiter, WorkerThread};
+use lagom_policy::WakeFlags;
 
-/// Unparks task `task`: sets its token and, if it was clear, wakes the task.
-pub(crate) fn unpark_task(task: &TaskRef) {
+/// Unparks task `task`: sets its token and, if it was clear, wakes the task with the
+/// waker's flags `wf` (`WF_SYNC`: the waker is about to block).
+pub(crate) fn unpark_task(task: &TaskRef, wf: WakeFlags) {
     if set_token(task) {
         // One unpark in a thousand dropped after its token step (runtime/tests/mutants.sh):
         // the task keeps its token and never runs.
@@ -19,26 +21,15 @@ pub(crate) fn unpark_task(task: &TaskRef) {
                 return;
             }
         }
-        let _ = try_to_wake_up(task);
+        let _ = try_to_wake_up(task, wf);
     }
 }
 
-/// [`unpark`] with `WF_SYNC`: the caller is a task about to block (`Unparker::unpark_sync`).
-pub(crate) fn unpark_sync(w: &Waiter) {
+/// Unparks `w`, from any thread, with the waker's flags `wf` (`WF_SYNC` from a task about
+/// to block: `Unparker::unpark_sync`; a thread's parker has no use for them).
+pub(crate) fn unpark(w: &Waiter, wf: WakeFlags) {
     match w {
-        Waiter::Task(t) => {
-            if set_token(t) {
-                let _ = try_to_wake_up_flags(t, true);
-            }
-        }
-        Waiter::Thread(p) => p.unpark(),
-    }
-}
-
-/// Unparks `w`, from any thread.
-pub(crate) fn unpark(w: &Waiter) {
-    match w {
-        Waiter::Task(t) => unpark_task(t),
+        Waiter::Task(t) => unpark_task(t, wf),
         Waiter::Thread(p) => p.unpark(),
     }
 }

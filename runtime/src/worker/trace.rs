@@ -9,6 +9,7 @@
 
 use super::{Shared, Task, WorkerThread, local};
 use crate::trace::{MigrateCause, Recorder, SwitchReason, TraceEventKind, WakePath};
+use lagom_policy::WakeFlags;
 
 /// Records `kind` into `r`, the recorder of `shared`, from the calling thread. Out of line,
 /// as the recording it leads to: a hook inlines only its `Some` test.
@@ -59,18 +60,19 @@ pub(crate) fn wakeup(shared: &Shared, t: &Task, target: usize, path: WakePath) {
     }
 }
 
-/// Hook at the top of `wake::enqueue_on`: a wakeup (not a spawn) of `t` onto `target`; the path
-/// follows `enqueue_on`'s branches (own worker, else TTWU_QUEUE's wakelist, else the lock).
+/// Hook at the top of `wake::enqueue_on`: a wakeup (not a spawn, `WF_FORK`) of `t` onto
+/// `target`; the path follows `enqueue_on`'s branches (own worker, else TTWU_QUEUE's
+/// wakelist, else the lock).
 #[inline]
 pub(crate) fn enqueue(
     shared: &Shared,
     t: &Task,
     local: Option<usize>,
     target: usize,
-    spawn: bool,
+    wf: WakeFlags,
     wakelist: bool,
 ) {
-    if shared.trace.is_some() && !spawn {
+    if shared.trace.is_some() && !wf.contains(WakeFlags::FORK) {
         let path = if Some(target) == local {
             WakePath::Local
         } else if wakelist {
