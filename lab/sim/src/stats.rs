@@ -171,75 +171,8 @@ macro_rules! counters {
     };
 }
 
-counters! {
-    /// Wakeups enqueued here by another CPU under this CPU's runqueue lock (NO_TTWU_QUEUE).
-    wakeups_remote,
-    /// Wakeups (and spawns) queued on this CPU's wakelist (TTWU_QUEUE).
-    wakeups_queued,
-    /// Wakeups queued here because the task was still switching away (TTWU_QUEUE_ON_CPU).
-    wakeups_on_cpu,
-    /// Runnable wakeups of delayed tasks handed to this CPU's wakelist (TTWU_QUEUE_DELAYED).
-    runnable_queued,
-    /// Kicks (futex wakes) that woke this CPU from its idle sleep.
-    kicks,
-    /// Sleeping idle CPUs this CPU woke to pull its waiting tasks (nohz balance kick).
-    nohz_kicks,
-    /// Delayed wakeups that found their task moved by balancing and were forwarded.
-    wakeups_chased,
-    /// Tasks spawned onto this CPU.
-    spawns,
-    /// Wakeups enqueued here by a waker running here.
-    wakeups_local,
-    /// Runnable wakeups handled in place (the task was still queued here).
-    runnable_in_place,
-    /// Delayed wakees this CPU dequeued and sent elsewhere after CPU selection.
-    runnable_migrated,
-    /// Tasks that blocked (or slept) here.
-    blocks,
-    /// Sleeps that left the task queued as delayed (DELAY_DEQUEUE).
-    delayed_dequeues,
-    /// Delayed entities whose dequeue completed (picked, or met by a wakeup check).
-    delayed_finished,
-    /// Switches away from a task that blocked or yielded.
-    switches_voluntary,
-    /// Switches away from a task that was preempted.
-    switches_involuntary,
-    /// Idle sleeps that ended (by a kick or a timer).
-    idle_sleeps,
-    /// Tasks pulled here by newly idle balancing.
-    balance_pulls,
-    /// Of the newly idle pulls, tasks pulled by ITMT asym packing (this CPU is preferred to
-    /// the source).
-    balance_asym,
-    /// Running tasks of a less preferred CPU moved here by ITMT active balance (at their
-    /// next wakeup, as in the threaded runtime).
-    balance_active,
-    /// Tasks pulled here by periodic (load) balancing.
-    balance_periodic,
-    /// Of those, tasks that were delayed when they moved.
-    balance_delayed,
-    /// Balance attempts (newly idle or periodic) that found an imbalance here and moved
-    /// nothing: every candidate was running, pinned, delayed, not eligible or cache hot.
-    balance_failed,
-    /// Of the candidates those attempts examined, the cache-hot ones left in place
-    /// (`task_hot`).
-    balance_hot_skipped,
-    /// Tasks that ended here.
-    exits,
-    /// CPU selections made here (by a waker or spawner on this CPU; from outside, counted on
-    /// the chosen CPU) that chose the waker's CPU (`wake_affine`).
-    place_affine,
-    /// … that chose an idle CPU of the target's LLC other than the target and the previous
-    /// CPU (`select_idle_sibling`).
-    place_idle_sibling,
-    /// … that chose the task's previous CPU.
-    place_prev,
-    /// … of a spawn, by the idlest-group descent (`WF_FORK`).
-    place_fork_idlest,
-    /// Runnable wakeups of delayed tasks whose dequeue this CPU finished so that they go
-    /// through CPU selection (TTWU_DEQUEUE, or DELAYED_WAKE_IDLE with an idle allowed CPU).
-    runnable_dequeued,
-}
+// The counters are named once, for both drivers (`lagom_trace::sched_counters!`).
+lagom_trace::sched_counters!(counters! {});
 
 impl Counters {
     /// Every wakeup that made a blocked task runnable here (the runtime's

@@ -11,7 +11,9 @@
 //! `Builder::tracing`, `Runtime::trace`) and the deterministic simulator (crate `lagom-sim`,
 //! `Sim::trace`), so a run of either opens in the same viewer, track for track, and a tool
 //! that reads one reads the other. Scheduler engineers use it to compare the two, or to
-//! analyse a trace in code (every event is a public field) rather than by eye.
+//! analyse a trace in code (every event is a public field) rather than by eye. It also names
+//! the per-CPU counters both drivers keep ([`sched_counters!`]), in the spirit of the
+//! kernel's `/proc/schedstat`.
 //!
 //! **What it holds.** Data only: no clock, no atomics, no OS call. The crate is `#![no_std]`
 //! with `alloc` and has no dependency; the `std` feature (on by default) adds writing the
@@ -55,6 +57,7 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+mod counters;
 mod json;
 
 pub use json::ChromeJson;

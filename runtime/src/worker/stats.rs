@@ -8,11 +8,13 @@
 //! thread, or whoever holds its runqueue lock) and use [`Counters::inc_owned`], a plain load
 //! and store; the others use a locked `fetch_add`.
 //!
-//! The first eight counters are the ones that wakers and spawners on *other* workers bump
-//! (a wakeup queued here, a kick sent here): they fill the first cache line of the block
-//! (`Worker::stats` starts on a line of its own), so that those remote increments and the
-//! owner's own counting, at every switch, never write the same line (the test below checks
-//! the split). The table lists the counters in this order.
+//! The counters the simulator keeps too are named once, in `lagom_trace::sched_counters!`;
+//! the runtime's own (cancellation, stacks, host stalls) follow them. The first eight are
+//! the ones that wakers and spawners on *other* workers bump (a wakeup queued here, a kick
+//! sent here): they fill the first cache line of the block (`Worker::stats` starts on a line
+//! of its own), so that those remote increments and the owner's own counting, at every
+//! switch, never write the same line (the test below checks the split). The table lists the
+//! counters in this order.
 
 use alloc::vec::Vec;
 use core::fmt;
@@ -64,94 +66,22 @@ macro_rules! counters {
     };
 }
 
-counters! {
-    /// Wakeups enqueued on this worker by another thread, under its runqueue lock.
-    wakeups_remote,
-    /// Wakeups (and spawns) queued on this worker's wakelist (TTWU_QUEUE).
-    wakeups_queued,
-    /// Wakeups queued here because the task was still switching away (TTWU_QUEUE_ON_CPU).
-    wakeups_on_cpu,
-    /// Runnable wakeups of delayed tasks handed to this worker's wakelist
-    /// (TTWU_QUEUE_DELAYED).
-    runnable_queued,
-    /// Futex wakes sent to this worker.
-    kicks,
-    /// Sleeping idle workers this worker woke to pull its waiting tasks (nohz balance kick).
-    nohz_kicks,
-    /// Delayed wakeups that found their task moved by balancing and were forwarded to the
-    /// worker that now owns it (the drain's chase, TTWU_QUEUE_DELAYED).
-    wakeups_chased,
-    /// Tasks spawned onto this worker.
-    spawns,
-    /// Wakeups enqueued on this worker by a waker running on it.
-    wakeups_local,
-    /// Runnable wakeups handled in place (the task was still queued here).
-    runnable_in_place,
-    /// Delayed wakees that this worker dequeued and sent elsewhere after CPU selection
-    /// (TTWU_QUEUE_DELAYED; with TTWU_DEQUEUE they count as ordinary wakeups instead).
-    runnable_migrated,
-    /// Tasks that blocked (announced a sleep and switched away) on this worker.
-    blocks,
-    /// Sleeps that left the task queued as delayed (DELAY_DEQUEUE).
-    delayed_dequeues,
-    /// Delayed entities whose dequeue completed (picked or finished on wakeup check).
-    delayed_finished,
-    /// Switches away from a task that blocked or yielded (to another task or the idle
-    /// context; a reschedule that picks the same task again is no switch).
-    switches_voluntary,
-    /// Switches away from a task that was preempted (need-resched or tick; a reschedule that
-    /// picks the same task again is no switch).
-    switches_involuntary,
-    /// Futex sleeps of the idle worker.
-    idle_sleeps,
-    /// Tasks pulled here by newly-idle balancing.
-    balance_pulls,
-    /// Of the newly idle pulls, tasks pulled by ITMT asym packing (this worker's CPU is
-    /// preferred to the source's).
-    balance_asym,
-    /// Running tasks of a less preferred worker moved here by ITMT active balance (at their
-    /// next schedule point, or their next wakeup if they block first; `sched/balance.rs`).
-    balance_active,
-    /// Tasks pulled here by periodic (load) balancing.
-    balance_periodic,
-    /// Of those, tasks that were delayed (asleep, still queued) when they moved.
-    balance_delayed,
-    /// Balance attempts (newly idle or periodic) that found an imbalance here and moved
-    /// nothing: every candidate was running, pinned, delayed, not eligible or cache hot.
-    balance_failed,
-    /// Of the candidates those attempts examined, the cache-hot ones left in place
-    /// (`task_hot`: ran within the migration cost, or the next buddy, while fewer than
-    /// `cache_nice_tries` attempts had failed).
-    balance_hot_skipped,
-    /// Tasks that ended on this worker.
-    exits,
+// The counters both drivers keep are named once (`lagom_trace::sched_counters!`); the
+// runtime adds its own after them.
+lagom_trace::sched_counters!(counters! {
     /// Tasks that began to unwind here from a shutdown's cancellation.
     cancelled,
     /// Stacks this worker's pool has mapped (in batches), as of its last idle moment.
     stacks_mapped,
     /// Idle stacks this worker's pool has unmapped when trimmed, as of its last idle moment.
     stacks_trimmed,
-    /// CPU selections made here (by a waker or spawner running on this worker; from outside
-    /// the runtime, counted on the chosen worker) that chose the waker's CPU (`wake_affine`).
-    place_affine,
-    /// … that chose an idle CPU of the target's LLC other than the target and the previous
-    /// CPU (`select_idle_sibling`: the recently used CPU, an idle core or CPU of the scan).
-    place_idle_sibling,
-    /// … that chose the task's previous CPU (also every selection for a started task that
-    /// may not migrate).
-    place_prev,
-    /// … of a spawn, by the idlest-group descent (`WF_FORK`).
-    place_fork_idlest,
-    /// Runnable wakeups of delayed tasks whose dequeue this worker finished so that they go
-    /// through CPU selection (TTWU_DEQUEUE, or DELAYED_WAKE_IDLE with an idle allowed CPU).
-    runnable_dequeued,
     /// Stalls of this worker's thread (off its CPU while a task was current) left out of the
-    /// running task's charge ([`TaskClock::OnCpu`](crate::runtime::TaskClock::OnCpu); 0 with the
-    /// default clock).
+    /// running task's charge ([`TaskClock::OnCpu`](crate::runtime::TaskClock::OnCpu); 0 with
+    /// the default clock).
     host_stalls,
     /// The nanoseconds those stalls left out.
     host_stall_ns,
-}
+});
 
 impl Counters {
     /// Adds one to `c` (a field of `self`).
