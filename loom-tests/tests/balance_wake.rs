@@ -44,7 +44,7 @@
 //! the waker requeues a task that is no longer queued (it has no handle). Both are caught by
 //! their own models too (`migrate`, `delayed`). `ttwu_no_claim` does not fail this model
 //! (one waker). (No mutation of the balancer's own lines is named here: `sched/balance.rs`
-//! and `policy/balance.rs` were being rewritten on another branch when the model was
+//! and `lab/policy/src/balance.rs` were being rewritten on another branch when the model was
 //! written; `balance_ignores_contract` in `contract.rs` covers its filter.)
 //!
 //! Run time at LOOM_MAX_PREEMPTIONS=2, `--release`: under 0.1 s for both variants.

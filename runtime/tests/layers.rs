@@ -31,12 +31,9 @@ use std::path::{Path, PathBuf};
 /// Keep in step with `ARCHITECTURE.md`.
 const LAYERS: &[(&str, &[&str])] = &[
     ("OS access", &["sys"]),
-    (
-        "error types, time and hints",
-        &["error", "join_error", "time"],
-    ),
-    ("mechanisms and policy", &["locking", "arch"]),
-    ("trace data", &["trace"]),
+    ("error types and time", &["error", "join_error", "time"]),
+    ("mechanisms", &["locking", "arch"]),
+    ("trace recording", &["trace"]),
     ("task data", &["tcb"]),
     ("per-CPU state", &["worker"]),
     ("wakeup protocol", &["wake"]),

@@ -1,37 +1,38 @@
 #!/usr/bin/env bash
-# The ordinary tests' mutants (issue #21): builds the runtime once per mutant, with the
-# one deliberately broken line that `--cfg lagom_mutant="NAME"` switches on in the policy or
-# the driver, and runs the test that must catch it. A test that passes with its mutant
+# The ordinary tests' mutants: builds the test that must catch each mutant, with the one
+# deliberately broken line that `--cfg lagom_mutant="NAME"` switches on in the policy
+# (lab/policy) or the driver (runtime), and runs it. A test that passes with its mutant
 # checks nothing, so a survivor fails this script. The loom models' mutants are in
 # loom-tests/mutants.sh.
 #
 #   bash runtime/tests/mutants.sh            # every mutant
 #   bash runtime/tests/mutants.sh NAME...    # only these (a name not in the list: exit 2)
 #
-# The mutant is switched on by LAGOM_MUTANT (runtime/build.rs turns it into the cfg for
-# lagom alone), so all mutants share one target directory ($MUTANTS_TARGET_DIR, default
-# target/mutants) and its dependencies: each mutant rebuilds only lagom and the one test
-# binary that must catch it. Each run is bounded by
+# The mutant is switched on by LAGOM_MUTANT (runtime/build.rs and lab/policy/build.rs turn
+# it into the cfg for lagom and lagom-policy, the two crates with mutants; a changed
+# RUSTFLAGS would rebuild every dependency), so all mutants share one target directory
+# ($MUTANTS_TARGET_DIR, default target/mutants) and its dependencies: each mutant rebuilds
+# only the lagom crates and the one test binary that must catch it. Each run is bounded by
 # a timeout of $MUTANT_TIMEOUT s (default 120): the tests fail by themselves (an assertion,
 # or a watchdog that exits the process), so a run that reaches the timeout is reported as
 # HUNG and counts as missed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-# mutant name               test target (runtime/tests/, or lib: the crate's unit tests)  test name (exact)
+# mutant name               package       test target (its tests/, or lib: the crate's unit tests)  test name (exact)
 MUTANTS=(
-    "charge_weight_blind       policy_property  random_sequences_keep_every_invariant"
-    "pick_eligibility_blind    policy_property  random_sequences_keep_every_invariant"
-    "delay_every_sleeper       policy_property  random_sequences_keep_every_invariant"
-    "delay_every_sleeper       policy_delay     an_eligible_sleeper_leaves_at_once"
-    "delayed_no_lag_floor      policy_property  random_sequences_keep_every_invariant"
-    "unpark_drop_one_in_1000   runtime_wake     storm_three_seconds"
-    "periodic_balance_off      runtime_balance  the_periodic_balance_evens_out_busy_workers"
-    "host_stall_charged        runtime_clock    the_task_clock_leaves_host_stalls_out_of_the_charge"
-    "active_balance_no_recheck sim_placement    active_balance_recheck_leaves_a_busy_preferred_cpu_alone"
-    "active_balance_no_recheck runtime_place    itmt_active_balance_moves_to_a_worker_busy_since_it_asked"
-    "spawn_no_preempt_point    runtime_spawn    a_spawning_loop_lets_its_children_run_once_its_request_is_used_up"
-    "lock_short_spin           lib              locking::lock::tests::a_waiter_spins_through_a_short_hold"
+    "charge_weight_blind       lagom-policy  policy_property  random_sequences_keep_every_invariant"
+    "pick_eligibility_blind    lagom-policy  policy_property  random_sequences_keep_every_invariant"
+    "delay_every_sleeper       lagom-policy  policy_property  random_sequences_keep_every_invariant"
+    "delay_every_sleeper       lagom-policy  policy_delay     an_eligible_sleeper_leaves_at_once"
+    "delayed_no_lag_floor      lagom-policy  policy_property  random_sequences_keep_every_invariant"
+    "unpark_drop_one_in_1000   lagom         runtime_wake     storm_three_seconds"
+    "periodic_balance_off      lagom         runtime_balance  the_periodic_balance_evens_out_busy_workers"
+    "host_stall_charged        lagom         runtime_clock    the_task_clock_leaves_host_stalls_out_of_the_charge"
+    "active_balance_no_recheck lagom-sim     sim_placement    active_balance_recheck_leaves_a_busy_preferred_cpu_alone"
+    "active_balance_no_recheck lagom         runtime_place    itmt_active_balance_moves_to_a_worker_busy_since_it_asked"
+    "spawn_no_preempt_point    lagom         runtime_spawn    a_spawning_loop_lets_its_children_run_once_its_request_is_used_up"
+    "lock_short_spin           lagom         lib              locking::lock::tests::a_waiter_spins_through_a_short_hold"
 )
 
 export CARGO_TARGET_DIR=${MUTANTS_TARGET_DIR:-target/mutants}
@@ -42,14 +43,14 @@ caught=0
 missed=0
 t_all=$SECONDS
 for row in "${MUTANTS[@]}"; do
-    read -r name target test <<<"$row"
+    read -r name package target test <<<"$row"
     mutant_wanted "$name" || continue
     t0=$SECONDS
     mkdir -p "$CARGO_TARGET_DIR/logs"
     log=$CARGO_TARGET_DIR/logs/$name.$target.log
     export LAGOM_MUTANT=$name
     if [ "$target" = lib ]; then which=(--lib); else which=(--test "$target"); fi
-    if ! bin=$(cargo test -q -p lagom "${which[@]}" --no-run --message-format=json 2>"$log" \
+    if ! bin=$(cargo test -q -p "$package" "${which[@]}" --no-run --message-format=json 2>"$log" \
         | grep '"test":true' | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n1) \
         || [ -z "$bin" ]; then
         echo "ERROR   $name: the build of $target failed; log: $log"
@@ -60,7 +61,7 @@ for row in "${MUTANTS[@]}"; do
     timeout "$timeout_s" "$bin" --exact "$test" --test-threads 1 >>"$log" 2>&1 || rc=$?
     took=$((SECONDS - t0))
     if [ "$rc" -eq 0 ]; then
-        echo "MISSED  $name: $target::$test passed with the mutation (${took} s; log: $log)"
+        echo "MISSED  $name: $package $target::$test passed with the mutation (${took} s; log: $log)"
         missed=$((missed + 1))
     elif [ "$rc" -eq 124 ]; then
         echo "HUNG    $name: $target::$test ran past ${timeout_s} s instead of failing (log: $log)"

@@ -4,7 +4,7 @@
 //! tasks that have run may be what it pulls), and the periodic balance alone evens out two
 //! busy workers. Weighted balancing is checked by `runtime_fair.rs`; the delayed-task
 //! migration race by loom model 7 (`loom-tests/tests/migrate.rs`); the nohz kick's target by
-//! the shared policy (`policy/nohz.rs`) and the simulator.
+//! the shared policy (`lagom_policy`'s `nohz.rs`) and the simulator.
 mod runtime_util;
 
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! Shutdown that unwinds (`runtime.rs`'s module doc): blocked tasks are cancelled — their
+//! Shutdown that unwinds (`lagom::runtime`'s module doc): blocked tasks are cancelled — their
 //! blocking call unwinds, so their destructors run and their locks are released — loops that
 //! never block are cancelled at `cond_resched` or `yield_now` within the timeout, a task that
 //! catches the cancellation and goes on is abandoned and reported, and a task that never

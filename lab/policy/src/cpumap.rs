@@ -1,8 +1,8 @@
 //! The CPUs as the placement and balancing decisions see them: the scheduling-domain levels
 //! over the runtime's CPUs (its workers, by index), and each CPU's priority.
 //!
-//! The policy does not read the topology (`topology/` is its peer): the driver turns a
-//! `Topology` into a [`CpuMap`] once, at start (`runtime.rs`), ordering its CPUs so that SMT
+//! The policy does not read the topology (`lagom-topology` builds on this crate, not the reverse): the driver turns a
+//! `Topology` into a [`CpuMap`] once, at start (`lagom::runtime`), ordering its CPUs so that SMT
 //! siblings, cluster and LLC members are adjacent. Every span of every level is then a range
 //! of CPU indices, and each level's ranges partition `0..n` and are unions of the ranges of
 //! the level below (the kernel's sched-group nesting). The top level spans every CPU.

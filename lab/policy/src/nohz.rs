@@ -6,7 +6,7 @@
 //! wakes one, which runs its idle loop's newly idle balance (`newidle_imbalance_domains`,
 //! `asym_active_balance`) and pulls or asks for what it may. Both drivers call
 //! [`nohz_kick_target`] with their CPUs' published counts and kick the CPU it names
-//! (`sched/balance.rs`, `sim/balance.rs`); a CPU that is not asleep is not kicked.
+//! (the runtime's `sched/balance.rs`, the simulator's `balance.rs`); a CPU that is not asleep is not kicked.
 
 use super::balance::LoadView;
 use super::cpumap::CpuMap;

@@ -1,6 +1,6 @@
 //! Load balancing in virtual time: the periodic balance from a busy CPU's tick, the nohz
 //! kick, and the newly idle balance — the steps of the threaded driver's `sched/balance.rs`,
-//! with every decision made by `policy/balance.rs` (`newidle_imbalance_domains` over the
+//! with every decision made by the policy's `balance.rs` (`newidle_imbalance_domains` over the
 //! machine's `CpuMap`, `asym_active_balance`, `periodic_imbalance_domains`, `can_migrate`
 //! over `MigrateEnv::of` — `task_hot` by the runqueue's migration cost, the CPU's
 //! `nr_balance_failed` against the meeting domain's `cache_nice_tries` — and `moved`).

@@ -3,7 +3,7 @@
 //! time: `schedule()`, `cond_resched()`, the pick, the switch, the idle loop.
 //!
 //! The steps follow `sched/schedule.rs`, `task/current.rs` (`cond_resched`) and
-//! `sched/idle.rs` of the threaded driver, each decision made by the same `policy/` call:
+//! `sched/idle.rs` of the threaded driver, each decision made by the same policy call (`lagom-policy`):
 //!
 //! * **schedule** (a task blocks, sleeps or yields, or a scheduling point finds a reason):
 //!   fire due timers, the balance tick, drain the wakelist, `update_curr`, put the previous

@@ -40,7 +40,7 @@
 //! event*: one event queue ordered by (time, push order), one seeded generator drawn in event
 //! order, integer time, and ordered containers only.
 //!
-//! Shared with the threaded driver as pure functions of `policy/` (each was once replayed
+//! Shared with the threaded driver as pure functions of the policy (`lagom-policy`) (each was once replayed
 //! here by hand): what selection reads of a CPU (`CpuView::of`), the delayed wakee's
 //! dequeue-or-requeue (`delayed_wake` over `DelayedWakeView::of` and `idle_in_llc`), the
 //! sleeper's wakelist-or-lock (`ttwu_queue_cond`), and the nohz kick's target

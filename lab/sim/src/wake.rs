@@ -1,7 +1,7 @@
 //! The wakeup path in virtual time: unpark, `try_to_wake_up`, `ttwu_runnable`, the
 //! wakelist and its drain, `activate`, and spawning — the steps of the threaded driver's
 //! `wake/` (`ttwu.rs`, `runnable.rs`, `queue.rs`, `select.rs`, `activate.rs`) and
-//! `task/builder.rs`, with each decision made by the same `policy/` call
+//! `task/builder.rs`, with each decision made by the same policy call (`lagom-policy`)
 //! (`select_task_rq_fair`, `ttwu_queue_cond`, `delayed_wake`, `requeue_delayed`,
 //! `finish_delayed`, `enqueue`, `wakeup_preempt`) over the machine's `CpuMap`.
 //!

@@ -14,7 +14,7 @@
 //! | `ACTIVE_BALANCE_RECHECK` | `sim_placement.rs`: `active_balance_recheck_leaves_a_busy_preferred_cpu_alone` |
 //!
 //! The policy's own features (`PLACE_LAG`, `RUN_TO_PARITY`, `DELAY_ZERO`, `SIS_UTIL`,
-//! `WAKE_PREFER_RANK`, …) act inside `policy/`, which the simulator calls unchanged; their
+//! `WAKE_PREFER_RANK`, …) act inside the policy (`lagom-policy`), which the simulator calls unchanged; their
 //! tests are the policy's.
 
 use lagom_policy::Features;

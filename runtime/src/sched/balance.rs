@@ -1,6 +1,6 @@
 //! Moving tasks between workers: newly idle balance (before a worker sleeps) and periodic
 //! balance (from the tick of a busy worker). What to move is the policy's decision
-//! (`policy/balance.rs`); this file takes the locks and moves the tasks.
+//! (`lagom_policy`'s `balance.rs`); this file takes the locks and moves the tasks.
 //!
 //! ## Protocol
 //!

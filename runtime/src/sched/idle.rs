@@ -68,7 +68,7 @@
 //! floor unmapped, the others' memory given back with `madvise`); its idle sleep ends in time
 //! for that.
 //!
-//! Shutdown (`runtime.rs`'s module doc): during DRAIN and FORCE an idle worker sweeps its
+//! Shutdown (`lagom::runtime`'s module doc): during DRAIN and FORCE an idle worker sweeps its
 //! registry for blocked tasks to cancel (`shutdown.rs`) and sleeps at most
 //! `shutdown::SWEEP_EVERY` at a time; in EXIT, a worker whose runqueue and wakelist are empty
 //! leaves the loop. After the loop, the worker frees its own state and says so

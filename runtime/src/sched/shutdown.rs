@@ -1,4 +1,4 @@
-//! A worker's part of a shutdown (the protocol is in `runtime.rs`'s module doc): the sweep that
+//! A worker's part of a shutdown (the protocol is in `lagom::runtime`'s module doc): the sweep that
 //! cancels the blocked tasks of its registry.
 //!
 //! Invariant: *a task is asked to unwind only while it is blocked, once, and through its

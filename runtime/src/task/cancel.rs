@@ -1,4 +1,4 @@
-//! The task's side of a shutdown's cancellation (the protocol is in `runtime.rs`'s module
+//! The task's side of a shutdown's cancellation (the protocol is in `lagom::runtime`'s module
 //! doc): the cancellation points, where a task finds out that the runtime is shutting down
 //! and unwinds, or, past the shutdown's give-up point, is abandoned.
 //!
@@ -36,7 +36,7 @@
 //!   without unwinding it.
 //!
 //! Without `std` nothing can unwind a task: no sweep requests a cancellation and FORCE
-//! raises nothing, so blocked tasks are abandoned (`runtime.rs`).
+//! raises nothing, so blocked tasks are abandoned (`lagom::runtime`).
 
 #[cfg(feature = "std")]
 use alloc::boxed::Box;

@@ -161,7 +161,7 @@ pub(crate) struct Task<R: 'static> {
     /// The shutdown's cancellation of this task: [`CANCEL_NONE`], [`CANCEL_REQUESTED`] (set
     /// with Release by the worker that sweeps the task's registry, before it unparks the
     /// task, whose wakeup then orders it before the task's Acquire load) or
-    /// [`CANCEL_RAISED`] (set by the task itself). The protocol is in `runtime.rs`'s module
+    /// [`CANCEL_RAISED`] (set by the task itself). The protocol is in `lagom::runtime`'s module
     /// doc; the task's side in `task/cancel.rs`.
     pub(crate) cancel: AtomicU32,
     /// The task sleeps queued as delayed (DELAY_DEQUEUE). Set with Release by the worker

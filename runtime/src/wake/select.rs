@@ -1,5 +1,5 @@
 //! CPU selection for a wakeup or a spawn: the policy's `select_task_rq_fair`
-//! (`policy/select.rs`: wake_affine, select_idle_sibling, WF_FORK's idlest CPU) over the
+//! (`lagom_policy`'s `select.rs`: wake_affine, select_idle_sibling, WF_FORK's idlest CPU) over the
 //! workers' published runnable counts and wakelists and the runtime's `CpuMap` (its domains
 //! and priorities, `worker/layout.rs`), under the migration contract.
 //!
@@ -57,7 +57,7 @@ pub(crate) fn cpu_view(shared: &Shared, i: usize) -> CpuView {
     CpuView::of(w.nr_running.load(Ordering::Relaxed), !w.wakelist.is_empty())
 }
 
-/// `select_task_rq_fair` (`policy/select.rs`) over the workers' published state and the
+/// `select_task_rq_fair` (`lagom_policy`'s `select.rs`) over the workers' published state and the
 /// runtime's `CpuMap`, for a task that last ran on (or, new, was spawned from) `prev`, woken
 /// from `waker`, with the wakeup's flags `wf`: `WF_FORK` for a new task, whose placement is
 /// free; otherwise the task has run (a woken task blocked, so it ran), and a started task

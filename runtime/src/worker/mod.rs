@@ -194,7 +194,7 @@ pub(crate) struct Shared {
     /// Why `cpus` is flat, if the layout fell back (`lagom_topology::layout`).
     pub(crate) layout_fallback: Option<&'static str>,
     /// Where the runtime is in its life: [`PHASE_RUN`] until a shutdown walks it through
-    /// [`PHASE_DRAIN`], [`PHASE_FORCE`] and [`PHASE_EXIT`] (`runtime.rs`'s module doc).
+    /// [`PHASE_DRAIN`], [`PHASE_FORCE`] and [`PHASE_EXIT`] (`lagom::runtime`'s module doc).
     /// Stored with Release by the shutting-down thread, which kicks every worker after each
     /// step; read with Acquire by workers and tasks.
     pub(crate) phase: AtomicU32,
