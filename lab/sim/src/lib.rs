@@ -17,7 +17,8 @@
 //! **What it is not.** It is no model of the kernel's costs: decisions take no virtual time,
 //! and what the simulator leaves out is listed below. It names nothing of the threaded runtime
 //! (crate `lagom`), which Cargo enforces: it depends on the policy, the topology and the trace
-//! types only. `#![no_std]` + `alloc`, no OS access.
+//! types only. `#![no_std]` + `alloc`, no OS access; the `std` feature (on by default)
+//! only lets a run's trace be written to a file (`lagom-trace`'s `std`).
 //!
 //! ## How it drives the policy
 //!

@@ -54,21 +54,22 @@ pub struct Builder {
 }
 
 impl Builder {
-    /// The machine to lay the workers out on (default: the live system,
-    /// `Topology::detect`). Workers run on its allowed CPUs (or those of
-    /// [`worker_cpus`](Builder::worker_cpus), which must be allowed there), ordered so that
-    /// SMT siblings and LLC members are adjacent, and placement and balancing use its
-    /// domains and priorities. Meant for tests and experiments: a worker whose CPU this
-    /// machine lacks or forbids runs unpinned.
+    /// **Lab option.** The machine to lay the workers out on, a
+    /// [`lagom_topology::Topology`] (default: the live system, `Topology::detect`). Workers
+    /// run on its allowed CPUs (or those of [`worker_cpus`](Builder::worker_cpus), which must
+    /// be allowed there), ordered so that SMT siblings and LLC members are adjacent, and
+    /// placement and balancing use its domains and priorities. Meant for tests and
+    /// experiments: a worker whose CPU this machine lacks or forbids runs unpinned.
     pub fn topology(mut self, topo: Topology) -> Builder {
         self.topology = Some(topo);
         self
     }
 
-    /// Overrides the priority (preferred-core ranking) of the CPUs named, `(cpu, rank)`;
-    /// higher is preferred. Used by ITMT asym packing and WAKE_PREFER_RANK. A CPU named twice
-    /// takes its last rank; an allowed CPU without a worker is ignored, and a CPU outside the
-    /// allowed set is an error at [`build`](Builder::build) ([`Error::CpuNotAllowed`]).
+    /// **Lab option.** Overrides the priority (preferred-core ranking) of the CPUs named,
+    /// `(cpu, rank)`; higher is preferred. Used by ITMT asym packing and WAKE_PREFER_RANK. A
+    /// CPU named twice takes its last rank; an allowed CPU without a worker is ignored, and a
+    /// CPU outside the allowed set is an error at [`build`](Builder::build)
+    /// ([`Error::CpuNotAllowed`]).
     pub fn cpu_priorities(mut self, ranks: impl IntoIterator<Item = (usize, u32)>) -> Builder {
         self.ranks.extend(ranks);
         self
@@ -82,8 +83,9 @@ impl Builder {
         self
     }
 
-    /// The kernel's `sched_migration_cost_ns` (debugfs `sched/migration_cost_ns`; default
-    /// 500 000, 0.5 ms, [`MIGRATION_COST`](lagom_policy::MIGRATION_COST)): a task that ran
+    /// **Lab option.** The kernel's `sched_migration_cost_ns` (debugfs
+    /// `sched/migration_cost_ns`; default 500 000, 0.5 ms,
+    /// [`MIGRATION_COST`](lagom_policy::MIGRATION_COST)): a task that ran
     /// within this long is cache hot, and load balancing leaves it where it is until a
     /// domain's balance has failed more than `cache_nice_tries` times
     /// ([`policy::can_migrate`](lagom_policy::can_migrate)); it is also the time a
@@ -132,8 +134,10 @@ impl Builder {
         self
     }
 
-    /// Scheduler features, e.g. `"NO_DELAY_DEQUEUE,TTWU_QUEUE"`, applied on the defaults.
-    /// Without this call (and with `std`) the `LAGOM_FEATURES` environment variable is used.
+    /// **Lab option.** Scheduler features ([`lagom_policy::Feature`]), e.g.
+    /// `"NO_DELAY_DEQUEUE,TTWU_QUEUE"`, applied on the defaults; an unknown name is an
+    /// [`Error::UnknownFeature`] at [`build`](Builder::build). Without this call (and with
+    /// `std`) the `LAGOM_FEATURES` environment variable is used.
     pub fn features(mut self, spec: impl Into<String>) -> Builder {
         self.features = Some(spec.into());
         self
