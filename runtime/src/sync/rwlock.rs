@@ -87,13 +87,16 @@ fn held(s: usize) -> bool {
 }
 
 impl<T> RwLock<T> {
-    /// An unlocked lock holding `value`.
-    pub fn new(value: T) -> RwLock<T> {
-        RwLock {
-            state: AtomicUsize::new(0),
-            queue: WaitQueue::new(),
-            poison: poison::Flag::new(),
-            data: UnsafeCell::new(value),
+    crate::locking::loom_const_fn! {
+        /// An unlocked lock holding `value`. A `const fn`, as std's: a `static` may hold one
+        /// (not under `cfg(loom)`, whose atomics are not `const`).
+        pub fn new(value: T) -> RwLock<T> {
+            RwLock {
+                state: AtomicUsize::new(0),
+                queue: WaitQueue::new(),
+                poison: poison::Flag::new(),
+                data: UnsafeCell::new(value),
+            }
         }
     }
 

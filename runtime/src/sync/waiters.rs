@@ -244,11 +244,13 @@ impl<T: FnOnce(bool), U: FnOnce(Wait)> Drop for Abandon<'_, T, U> {
 }
 
 impl WaitQueue {
-    /// An empty queue.
-    pub(crate) fn new() -> WaitQueue {
-        WaitQueue {
-            q: Lock::new(VecDeque::new()),
-            len: AtomicUsize::new(0),
+    crate::locking::loom_const_fn! {
+        /// An empty queue.
+        pub(crate) fn new() -> WaitQueue {
+            WaitQueue {
+                q: Lock::new(VecDeque::new()),
+                len: AtomicUsize::new(0),
+            }
         }
     }
 
