@@ -254,6 +254,13 @@ impl WaitQueue {
         }
     }
 
+    /// How many waiters are queued or being validated (for tests that wait until theirs
+    /// are queued).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn queued(&self) -> usize {
+        self.len.load(Ordering::Acquire)
+    }
+
     /// Whether a waiter is queued or being validated: a look without the queue's lock, right
     /// only for the primitives whose state change and `validate` share a lock of their own
     /// (module doc, "`len`").
