@@ -347,6 +347,16 @@ pub struct Receiver<T> {
     chan: Arc<Chan<T>>,
 }
 
+// As std's, whatever `T`: the channel's state changes only under its lock, in a few moves
+// that cannot panic (no message is dropped, no user code runs, under it), so a panic never
+// leaves a half-changed channel behind for the code that catches it.
+impl<T> core::panic::UnwindSafe for Sender<T> {}
+impl<T> core::panic::RefUnwindSafe for Sender<T> {}
+impl<T> core::panic::UnwindSafe for SyncSender<T> {}
+impl<T> core::panic::RefUnwindSafe for SyncSender<T> {}
+impl<T> core::panic::UnwindSafe for Receiver<T> {}
+impl<T> core::panic::RefUnwindSafe for Receiver<T> {}
+
 impl<T> Sender<T> {
     /// Sends `t` (never blocks).
     ///

@@ -68,6 +68,12 @@ pub struct Receiver<T> {
     inner: Arc<Inner<T>>,
 }
 
+// As `mpsc`'s halves (and std's): no panic can leave the channel half-changed.
+impl<T> core::panic::UnwindSafe for Sender<T> {}
+impl<T> core::panic::RefUnwindSafe for Sender<T> {}
+impl<T> core::panic::UnwindSafe for Receiver<T> {}
+impl<T> core::panic::RefUnwindSafe for Receiver<T> {}
+
 impl<T> Sender<T> {
     /// Sends `t`.
     ///

@@ -195,6 +195,12 @@ impl core::fmt::Debug for WaitQueue {
     }
 }
 
+// The queue's lock guards only the list of waiters, which no code that can panic touches
+// while the lock is held, so an unwind never leaves it half-changed: as std's primitives
+// (whose waiters are a futex word), every primitive holding a queue is unwind-safe.
+impl core::panic::UnwindSafe for WaitQueue {}
+impl core::panic::RefUnwindSafe for WaitQueue {}
+
 impl Default for WaitQueue {
     fn default() -> Self {
         WaitQueue::new()
