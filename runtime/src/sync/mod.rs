@@ -15,6 +15,7 @@
 //! | `std::sync::RwLock`, `RwLockReadGuard`, `RwLockWriteGuard` | [`RwLock`], … | writer-fair: readers queue behind a parked writer |
 //! | `std::sync::Condvar`, `WaitTimeoutResult` | [`Condvar`], [`WaitTimeoutResult`] | |
 //! | `std::sync::Barrier`, `BarrierWaitResult` | [`Barrier`], [`BarrierWaitResult`] | |
+//! | `std::sync::Once`, `OnceState`, `OnceLock`, `LazyLock` | [`Once`], [`OnceState`], [`OnceLock`], [`LazyLock`] | an initialiser that waits for itself panics, saying so (std's deadlocks) |
 //! | (none; tokio's `Semaphore`) | [`Semaphore`], [`SemaphorePermit`] | blocking, not async |
 //! | (none; tokio's `oneshot`) | [`oneshot`] | blocking, not async |
 //! | `std::sync::mpsc::{channel, sync_channel, Sender, SyncSender, Receiver}` | [`mpsc`] | `Receiver` is `Clone` (multi-consumer); `SyncSender::send_timeout` is stable |
@@ -29,8 +30,11 @@
 
 mod barrier;
 mod condvar;
+mod lazy_lock;
 pub mod mpsc;
 mod mutex;
+mod once;
+mod once_lock;
 pub mod oneshot;
 mod poison;
 mod rwlock;
@@ -39,7 +43,10 @@ mod waiters;
 
 pub use barrier::{Barrier, BarrierWaitResult};
 pub use condvar::{Condvar, WaitTimeoutResult};
+pub use lazy_lock::LazyLock;
 pub use mutex::{Mutex, MutexGuard};
+pub use once::{Once, OnceState};
+pub use once_lock::OnceLock;
 pub use poison::{LockResult, PoisonError, TryLockError, TryLockResult};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Semaphore, SemaphorePermit};

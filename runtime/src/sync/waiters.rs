@@ -120,6 +120,16 @@ fn current() -> Unparker {
     ME.with(Unparker::clone)
 }
 
+/// Who the caller is: the address of its task, or of its OS thread's parker (under loom, of
+/// its loom thread's parker), which nobody else has while the caller is alive. Nonzero. A
+/// `Once` keeps its runner's, so that an initialiser that waits for itself is told so.
+pub(crate) fn whoami() -> usize {
+    match current().waiter() {
+        Waiter::Task(t) => Arc::as_ptr(t).cast::<()>() as usize,
+        Waiter::Thread(p) => Arc::as_ptr(p).cast::<()>() as usize,
+    }
+}
+
 /// Parks the caller, whose unparker is `me`, at most until `deadline` (monotonic ns).
 fn park_as(me: &Unparker, deadline: Option<u64>) {
     match (me.waiter(), deadline) {
