@@ -176,6 +176,16 @@ impl<T> Receiver<T> {
     pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
         self.recv_until(Some(Instant::now().add_saturating(timeout).as_nanos()))
     }
+
+    /// As [`recv_timeout`](Self::recv_timeout), giving up at `deadline`: a
+    /// `std::time::Instant` (with the `std` feature) or a
+    /// [`lagom::time::Instant`](crate::time::Instant), as `mpsc::Receiver::recv_deadline`.
+    ///
+    /// # Errors
+    /// As [`recv_timeout`](Self::recv_timeout).
+    pub fn recv_deadline(&self, deadline: impl Into<Instant>) -> Result<T, RecvTimeoutError> {
+        self.recv_until(Some(deadline.into().as_nanos()))
+    }
 }
 
 impl<T> Drop for Receiver<T> {
