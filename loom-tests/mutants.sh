@@ -52,6 +52,7 @@ MUTANTS=(
     "drain_delayed_no_recheck      migrate"
     "waiters_validate_unlocked     waiters"
     "waiters_count_late            waiters"
+    "once_no_queued_bit            once"
     "recycle_no_unique_check       exit_recycle"
     "timer_fire_no_token           timer_unpark"
     "blocking_no_unpark            blocking"

@@ -13,13 +13,14 @@
 extern crate alloc;
 
 use alloc::format;
-use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::alloc::{GlobalAlloc, Layout};
-use core::sync::atomic::{AtomicUsize, Ordering};
 
 use lagom::Runtime;
-use lagom::sync::Mutex;
+// `Arc` and `atomic` through `lagom::sync`, as `std::sync` has them (here `alloc`'s and
+// `core`'s).
+use lagom::sync::atomic::{AtomicUsize, Ordering};
+use lagom::sync::{Arc, Mutex, OnceLock};
 use lagom::task::{self, Unparker};
 use lagom_topology::Topology;
 
@@ -89,8 +90,17 @@ struct Ring {
     unparkers: Mutex<Vec<Unparker>>,
 }
 
+/// The first task to start: every task races to set it, in a `static` (`OnceLock::new` is
+/// `const`), and the others block on the winner's initialiser, which yields.
+static FIRST: OnceLock<usize> = OnceLock::new();
+
 /// Task `i`: waits (parked) for its turn, takes it, wakes the next task; `ROUNDS` times.
 fn member(ring: &Ring, i: usize) -> usize {
+    let first = *FIRST.get_or_init(|| {
+        task::yield_now();
+        i
+    });
+    assert!(first < TASKS);
     let mut sum = 0;
     for round in 0..ROUNDS {
         let next = loop {
@@ -137,6 +147,7 @@ fn run() -> Result<(), lagom::Error> {
         let want: usize = (0..ROUNDS).map(|r| r * TASKS + i).sum();
         assert_eq!(*sum, want, "task {i} took the wrong turns");
     }
+    assert!(FIRST.get().is_some_and(|&i| i < TASKS));
     let stats = rt.shutdown();
     assert_eq!(
         (stats.live_tasks, stats.live_stacks),

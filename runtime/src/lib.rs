@@ -31,8 +31,9 @@
 //! * [`task`]: spawn and join, park and unpark, sleep, yield, `cond_resched`,
 //!   `spawn_blocking`, timed parks and joins, `task_local!`.
 //! * [`sync`]: the blocking primitives with std's names — `Mutex`, `RwLock`, `Condvar`,
-//!   `Barrier`, `Semaphore`, `mpsc` and `oneshot` channels — which block the task, not its
-//!   worker (std's would block the worker thread and every task on it).
+//!   `Barrier`, `Once`, `OnceLock`, `LazyLock`, `Semaphore`, `mpsc` and `oneshot` channels —
+//!   which block the task, not its worker (std's would block the worker thread and every
+//!   task on it).
 //! * [`scope`] and [`join`]: tasks that borrow from their caller's stack, as
 //!   `std::thread::scope` and rayon's `join`.
 //! * [`TaskGraph`] ([`graph`]): a DAG of blocking closures, each node a task that receives

@@ -33,6 +33,7 @@ MUTANTS=(
     "active_balance_no_recheck lagom         runtime_place    itmt_active_balance_moves_to_a_worker_busy_since_it_asked"
     "spawn_no_preempt_point    lagom         runtime_spawn    a_spawning_loop_lets_its_children_run_once_its_request_is_used_up"
     "lock_short_spin           lagom         lib              locking::lock::tests::a_waiter_spins_through_a_short_hold"
+    "rwlock_downgrade_unlock   lagom         sync_rwlock      test_downgrade_atomic::tasks_1_worker"
 )
 
 export CARGO_TARGET_DIR=${MUTANTS_TARGET_DIR:-target/mutants}

@@ -53,9 +53,9 @@ fn sleep_until_a_deadline() {
         let t0 = Instant::now();
         task::sleep_until(lagom::time::Instant::now() + Duration::from_millis(25));
         let a = t0.elapsed();
-        // A std deadline converts.
+        // A std deadline, as std's `sleep_until` takes.
         let t1 = Instant::now();
-        task::sleep_until((t1 + Duration::from_millis(25)).into());
+        task::sleep_until(t1 + Duration::from_millis(25));
         // A deadline in the past returns at once.
         task::sleep_until(lagom::time::Instant::now() - Duration::from_millis(1));
         (a, t1.elapsed())

@@ -21,12 +21,14 @@ pub struct Futex {
 }
 
 impl Futex {
-    /// A futex word holding `value`.
-    pub fn new(value: u32) -> Self {
-        Futex {
-            word: AtomicU32::new(value),
-            #[cfg(loom)]
-            sleepers: (loom::sync::Mutex::new(()), loom::sync::Condvar::new()),
+    super::loom_const_fn! {
+        /// A futex word holding `value`.
+        pub fn new(value: u32) -> Self {
+            Futex {
+                word: AtomicU32::new(value),
+                #[cfg(loom)]
+                sleepers: (loom::sync::Mutex::new(()), loom::sync::Condvar::new()),
+            }
         }
     }
 

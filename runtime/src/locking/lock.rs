@@ -116,11 +116,13 @@ unsafe impl<T: Send> Sync for Lock<T> {}
 unsafe impl<T: Send> Send for Lock<T> {}
 
 impl<T> Lock<T> {
-    /// An unlocked lock holding `value`.
-    pub fn new(value: T) -> Self {
-        Lock {
-            futex: FutexWord::default(),
-            value: UnsafeCell::new(value),
+    super::loom_const_fn! {
+        /// An unlocked lock holding `value`.
+        pub fn new(value: T) -> Self {
+            Lock {
+                futex: FutexWord(Futex::new(UNLOCKED)),
+                value: UnsafeCell::new(value),
+            }
         }
     }
 

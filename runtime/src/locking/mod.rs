@@ -16,6 +16,8 @@
 //! * [`lock`] — the runqueue lock: spins up to 20 µs, then sleeps on a futex.
 //! * [`spin_loop`] — the spin hint, which loom must see.
 //! * [`probe`] — the loom models' coverage probes (`probe!`), nothing outside `cfg(loom)`.
+//! * `loom_const_fn!` — a constructor that is `const fn` normally and a plain `fn` under
+//!   loom, whose atomics and mutexes cannot be built in a constant.
 //!
 //! The module is private; under `cfg(loom)` it is public (hidden) and re-exported as
 //! `lagom::model::locking`, so that the loom models reach the real code. Its items are building
@@ -35,6 +37,25 @@ pub mod kick;
 pub mod llist;
 pub mod lock;
 pub mod probe;
+
+/// Declares a function `const fn` normally and a plain `fn` under `cfg(loom)`.
+///
+/// loom's atomics, mutexes and condvars register with the model when they are built, so their
+/// `new` is not `const`; core's are. The constructors of the shim's types and of everything
+/// built from them (the waiter queue, every `lagom::sync` primitive) are declared through this
+/// macro, so `static M: lagom::sync::Mutex<_> = Mutex::new(..)` compiles as with std's, and the
+/// same body still builds under loom (where a model creates its primitives at run time).
+macro_rules! loom_const_fn {
+    ($(#[$attr:meta])* $vis:vis fn $($rest:tt)*) => {
+        #[cfg(not(loom))]
+        $(#[$attr])*
+        $vis const fn $($rest)*
+        #[cfg(loom)]
+        $(#[$attr])*
+        $vis fn $($rest)*
+    };
+}
+pub(crate) use loom_const_fn;
 
 /// A hint that the caller is spinning: `core::hint::spin_loop` normally; under loom a yield,
 /// so that loom's scheduler lets the thread being waited for make progress.

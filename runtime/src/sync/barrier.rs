@@ -34,12 +34,15 @@ impl BarrierWaitResult {
 }
 
 impl Barrier {
-    /// A barrier that releases its waiters `n` at a time (`0` is treated as `1`, as std).
-    pub fn new(n: usize) -> Barrier {
-        Barrier {
-            n: n.max(1),
-            state: Mutex::new((0, 0)),
-            cv: Condvar::new(),
+    crate::locking::loom_const_fn! {
+        /// A barrier that releases its waiters `n` at a time (`0` is treated as `1`, as std).
+        /// A `const fn`, as std's (not under `cfg(loom)`).
+        pub fn new(n: usize) -> Barrier {
+            Barrier {
+                n: if n == 0 { 1 } else { n },
+                state: Mutex::new((0, 0)),
+                cv: Condvar::new(),
+            }
         }
     }
 

@@ -347,6 +347,16 @@ pub struct Receiver<T> {
     chan: Arc<Chan<T>>,
 }
 
+// As std's, whatever `T`: the channel's state changes only under its lock, in a few moves
+// that cannot panic (no message is dropped, no user code runs, under it), so a panic never
+// leaves a half-changed channel behind for the code that catches it.
+impl<T> core::panic::UnwindSafe for Sender<T> {}
+impl<T> core::panic::RefUnwindSafe for Sender<T> {}
+impl<T> core::panic::UnwindSafe for SyncSender<T> {}
+impl<T> core::panic::RefUnwindSafe for SyncSender<T> {}
+impl<T> core::panic::UnwindSafe for Receiver<T> {}
+impl<T> core::panic::RefUnwindSafe for Receiver<T> {}
+
 impl<T> Sender<T> {
     /// Sends `t` (never blocks).
     ///
@@ -416,12 +426,27 @@ impl<T> Receiver<T> {
         self.chan.recv(Some(deadline(timeout)))
     }
 
-    /// As [`recv`](Self::recv), giving up at `deadline`.
+    /// As [`recv`](Self::recv), giving up at `deadline`: a `std::time::Instant`, as std's
+    /// (with the `std` feature), or a [`lagom::time::Instant`](crate::time::Instant) (always;
+    /// the only kind without `std`). Both are points on the monotonic clock.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use lagom::sync::mpsc::{RecvTimeoutError, channel};
+    ///
+    /// let (tx, rx) = channel::<u32>();
+    /// let deadline = Instant::now() + Duration::from_millis(5);
+    /// assert_eq!(rx.recv_deadline(deadline), Err(RecvTimeoutError::Timeout));
+    /// assert!(Instant::now() >= deadline);
+    /// tx.send(1).unwrap();
+    /// let soon = lagom::time::Instant::now() + Duration::from_millis(5);
+    /// assert_eq!(rx.recv_deadline(soon), Ok(1));
+    /// ```
     ///
     /// # Errors
     /// `Timeout`, or `Disconnected`.
-    pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
-        self.chan.recv(Some(deadline.as_nanos()))
+    pub fn recv_deadline(&self, deadline: impl Into<Instant>) -> Result<T, RecvTimeoutError> {
+        self.chan.recv(Some(deadline.into().as_nanos()))
     }
 
     /// The messages, blocking for each, until every sender is gone.

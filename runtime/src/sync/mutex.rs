@@ -81,12 +81,14 @@ pub(crate) struct RawMutex {
 }
 
 impl RawMutex {
-    /// An unlocked lock.
-    pub(crate) fn new() -> RawMutex {
-        RawMutex {
-            state: AtomicU32::new(0),
-            owner: AtomicUsize::new(0),
-            queue: WaitQueue::new(),
+    crate::locking::loom_const_fn! {
+        /// An unlocked lock.
+        pub(crate) fn new() -> RawMutex {
+            RawMutex {
+                state: AtomicU32::new(0),
+                owner: AtomicUsize::new(0),
+                queue: WaitQueue::new(),
+            }
         }
     }
 
@@ -265,12 +267,23 @@ pub struct MutexGuard<'a, T: ?Sized + 'a> {
 unsafe impl<T: ?Sized + Sync> Sync for MutexGuard<'_, T> {}
 
 impl<T> Mutex<T> {
-    /// An unlocked mutex holding `value`.
-    pub fn new(value: T) -> Mutex<T> {
-        Mutex {
-            raw: RawMutex::new(),
-            poison: poison::Flag::new(),
-            data: UnsafeCell::new(value),
+    crate::locking::loom_const_fn! {
+        /// An unlocked mutex holding `value`. A `const fn`, as std's: a `static` may hold
+        /// one (not under `cfg(loom)`, whose atomics are not `const`).
+        ///
+        /// ```
+        /// use lagom::sync::Mutex;
+        ///
+        /// static HITS: Mutex<u64> = Mutex::new(0);
+        /// *HITS.lock().unwrap() += 1;
+        /// assert_eq!(*HITS.lock().unwrap(), 1);
+        /// ```
+        pub fn new(value: T) -> Mutex<T> {
+            Mutex {
+                raw: RawMutex::new(),
+                poison: poison::Flag::new(),
+                data: UnsafeCell::new(value),
+            }
         }
     }
 

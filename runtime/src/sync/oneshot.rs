@@ -68,6 +68,12 @@ pub struct Receiver<T> {
     inner: Arc<Inner<T>>,
 }
 
+// As `mpsc`'s halves (and std's): no panic can leave the channel half-changed.
+impl<T> core::panic::UnwindSafe for Sender<T> {}
+impl<T> core::panic::RefUnwindSafe for Sender<T> {}
+impl<T> core::panic::UnwindSafe for Receiver<T> {}
+impl<T> core::panic::RefUnwindSafe for Receiver<T> {}
+
 impl<T> Sender<T> {
     /// Sends `t`.
     ///
@@ -169,6 +175,16 @@ impl<T> Receiver<T> {
     /// `Timeout`, or `Disconnected`.
     pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
         self.recv_until(Some(Instant::now().add_saturating(timeout).as_nanos()))
+    }
+
+    /// As [`recv_timeout`](Self::recv_timeout), giving up at `deadline`: a
+    /// `std::time::Instant` (with the `std` feature) or a
+    /// [`lagom::time::Instant`](crate::time::Instant), as `mpsc::Receiver::recv_deadline`.
+    ///
+    /// # Errors
+    /// As [`recv_timeout`](Self::recv_timeout).
+    pub fn recv_deadline(&self, deadline: impl Into<Instant>) -> Result<T, RecvTimeoutError> {
+        self.recv_until(Some(deadline.into().as_nanos()))
     }
 }
 

@@ -28,10 +28,12 @@ pub(crate) fn panicking() -> bool {
 }
 
 impl Flag {
-    /// A clear flag.
-    pub(crate) fn new() -> Flag {
-        Flag {
-            failed: AtomicBool::new(false),
+    crate::locking::loom_const_fn! {
+        /// A clear flag.
+        pub(crate) fn new() -> Flag {
+            Flag {
+                failed: AtomicBool::new(false),
+            }
         }
     }
 

@@ -23,10 +23,27 @@
 //! While `PARKED` is set and the lock is free — only inside that hand-off — nobody else
 //! changes the word but the hand-off under the queue's lock, so its plain store loses
 //! nothing.
+//!
+//! * **downgrade** (a writer becomes a reader, as std's `RwLockWriteGuard::downgrade`):
+//!   without `PARKED`, `WRITER → ONE_READER` in one compare-exchange. With `PARKED`, under
+//!   the queue's lock, the word becomes one reader plus every reader at the front of the queue
+//!   (up to the first writer), whom it wakes, with `PARKED` kept if more wait. Either way the
+//!   word goes from held-by-the-writer to held-by-readers in one store that nobody else may
+//!   make meanwhile (a held word with `PARKED` set changes only by its holder's release), so
+//!   no writer gets in between: the reader sees what the writer wrote. A writer at the front
+//!   stays queued (the readers behind it too: newcomers do not overtake a parked writer).
+//!   (Mutant `rwlock_downgrade_unlock` releases and re-takes instead; the adapted std test
+//!   `downgrade_atomic` catches it.)
+//!
+//! The guards: a read guard holds a pointer to the data and a reference to the lock word and
+//! queue (`RawRwLock`), not to the `RwLock<T>`, so that it is covariant in `T` as std's (a
+//! `&RwLock<T>` would make it invariant: `RwLock<T>` holds an `UnsafeCell<T>`); a write guard
+//! refers to the `RwLock<T>`, invariant as std's, since it hands out `&mut T`.
 
 use core::cell::UnsafeCell;
 use core::fmt;
 use core::ops::{Deref, DerefMut};
+use core::ptr::NonNull;
 
 use super::poison::{self, LockResult, TryLockError, TryLockResult};
 use super::waiters::{Wait, WaitQueue};
@@ -44,10 +61,30 @@ const TAG_WRITE: usize = 1;
 /// As the mutex's spin (`mutex.rs`).
 const SPIN_LIMIT: u32 = if cfg!(loom) { 1 } else { 16 };
 
-/// A reader-writer lock for tasks and threads (module doc).
-pub struct RwLock<T: ?Sized> {
+/// The lock word and its waiter queue, without the data (module doc): what a read guard
+/// refers to.
+struct RawRwLock {
     state: AtomicUsize,
     queue: WaitQueue,
+}
+
+/// A reader-writer lock for tasks and threads (module doc).
+///
+/// ```
+/// use lagom::sync::{RwLock, RwLockWriteGuard};
+///
+/// static CONFIG: RwLock<Vec<u32>> = RwLock::new(Vec::new());
+///
+/// let mut w = CONFIG.write().unwrap();
+/// w.push(7);
+/// // Atomically a reader: no writer can change the data in between.
+/// let r = RwLockWriteGuard::downgrade(w);
+/// assert_eq!(*r, [7]);
+/// assert!(CONFIG.try_read().is_ok());
+/// assert!(CONFIG.try_write().is_err());
+/// ```
+pub struct RwLock<T: ?Sized> {
+    raw: RawRwLock,
     poison: poison::Flag,
     data: UnsafeCell<T>,
 }
@@ -61,11 +98,14 @@ unsafe impl<T: ?Sized + Send> Send for RwLock<T> {}
 impl<T: ?Sized> core::panic::UnwindSafe for RwLock<T> {}
 impl<T: ?Sized> core::panic::RefUnwindSafe for RwLock<T> {}
 
-/// A shared hold of a [`RwLock`] (as `std::sync::RwLockReadGuard`).
+/// A shared hold of a [`RwLock`] (as `std::sync::RwLockReadGuard`: covariant in `T`, not
+/// `Send`).
 #[must_use = "if unused the RwLock will immediately unlock"]
 pub struct RwLockReadGuard<'a, T: ?Sized + 'a> {
-    lock: &'a RwLock<T>,
-    _not_send: core::marker::PhantomData<*const ()>,
+    /// The data, shared for as long as the guard lives (a pointer, not a `&'a T`: the guard
+    /// shares the data only until it drops). Covariant, and not `Send`.
+    data: NonNull<T>,
+    raw: &'a RawRwLock,
 }
 
 /// The exclusive hold of a [`RwLock`] (as `std::sync::RwLockWriteGuard`).
@@ -76,7 +116,8 @@ pub struct RwLockWriteGuard<'a, T: ?Sized + 'a> {
     _not_send: core::marker::PhantomData<*const ()>,
 }
 
-// SAFETY: shared guards hand out `&T` only.
+// SAFETY: shared guards hand out `&T` only; the pointer is to data that `T: Sync` lets
+// threads share.
 unsafe impl<T: ?Sized + Sync> Sync for RwLockReadGuard<'_, T> {}
 // SAFETY: as above.
 unsafe impl<T: ?Sized + Sync> Sync for RwLockWriteGuard<'_, T> {}
@@ -87,13 +128,18 @@ fn held(s: usize) -> bool {
 }
 
 impl<T> RwLock<T> {
-    /// An unlocked lock holding `value`.
-    pub fn new(value: T) -> RwLock<T> {
-        RwLock {
-            state: AtomicUsize::new(0),
-            queue: WaitQueue::new(),
-            poison: poison::Flag::new(),
-            data: UnsafeCell::new(value),
+    crate::locking::loom_const_fn! {
+        /// An unlocked lock holding `value`. A `const fn`, as std's: a `static` may hold one
+        /// (not under `cfg(loom)`, whose atomics are not `const`).
+        pub fn new(value: T) -> RwLock<T> {
+            RwLock {
+                raw: RawRwLock {
+                    state: AtomicUsize::new(0),
+                    queue: WaitQueue::new(),
+                },
+                poison: poison::Flag::new(),
+                data: UnsafeCell::new(value),
+            }
         }
     }
 
@@ -108,8 +154,8 @@ impl<T> RwLock<T> {
     }
 }
 
-impl<T: ?Sized> RwLock<T> {
-    fn try_read_raw(&self) -> bool {
+impl RawRwLock {
+    fn try_read(&self) -> bool {
         let s = self.state.load(Ordering::Relaxed);
         s & (WRITER | PARKED) == 0
             && self
@@ -118,7 +164,7 @@ impl<T: ?Sized> RwLock<T> {
                 .is_ok()
     }
 
-    fn try_write_raw(&self) -> bool {
+    fn try_write(&self) -> bool {
         self.state
             .compare_exchange(0, WRITER, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
@@ -130,9 +176,9 @@ impl<T: ?Sized> RwLock<T> {
         let mut spins = 0;
         loop {
             let got = if tag == TAG_READ {
-                self.try_read_raw()
+                self.try_read()
             } else {
-                self.try_write_raw()
+                self.try_write()
             };
             if got {
                 return;
@@ -232,6 +278,49 @@ impl<T: ?Sized> RwLock<T> {
         }
     }
 
+    /// A writer's hold becomes one reader's, with nobody in between (module doc, "downgrade").
+    fn downgrade(&self) {
+        #[cfg(lagom_mutant = "rwlock_downgrade_unlock")]
+        {
+            self.write_unlock();
+            if !self.try_read() {
+                self.lock_slow(TAG_READ);
+            }
+        }
+        #[cfg(not(lagom_mutant = "rwlock_downgrade_unlock"))]
+        if self
+            .state
+            .compare_exchange(WRITER, ONE_READER, Ordering::Release, Ordering::Relaxed)
+            .is_err()
+        {
+            // PARKED is set (the only other bit a held word may gain): only this holder may
+            // change the word now. Wake the readers at the front with it.
+            self.queue.wake_front_while(
+                false,
+                |tag| tag == TAG_READ,
+                |w| {
+                    let more = if w.more { PARKED } else { 0 };
+                    self.state
+                        .store(((w.count + 1) * ONE_READER) | more, Ordering::Release);
+                },
+            );
+        }
+    }
+}
+
+impl<T: ?Sized> RwLock<T> {
+    fn try_read_raw(&self) -> bool {
+        self.raw.try_read()
+    }
+
+    fn try_write_raw(&self) -> bool {
+        self.raw.try_write()
+    }
+
+    fn lock_slow(&self, tag: usize) {
+        self.raw.lock_slow(tag);
+    }
+
     /// Takes a shared hold, blocking while a writer holds the lock or waiters are queued.
     ///
     /// # Errors
@@ -280,8 +369,9 @@ impl<T: ?Sized> RwLock<T> {
 
     fn read_guard(&self) -> RwLockReadGuard<'_, T> {
         RwLockReadGuard {
-            lock: self,
-            _not_send: core::marker::PhantomData,
+            // SAFETY: `UnsafeCell::get` of a live cell is never null.
+            data: unsafe { NonNull::new_unchecked(self.data.get()) },
+            raw: &self.raw,
         }
     }
 
@@ -312,11 +402,46 @@ impl<T: ?Sized> RwLock<T> {
     }
 }
 
+impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
+    /// Turns the exclusive hold into a shared one, atomically: no writer can take the lock
+    /// between the write and the reads after it, so the reader sees what it wrote (as std's,
+    /// stable since Rust 1.92). Readers queued at the front are let in with it; a queued
+    /// writer still waits for every reader.
+    ///
+    /// An associated function, not a method, as std's: `RwLockWriteGuard::downgrade(g)`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use lagom::sync::{RwLock, RwLockWriteGuard};
+    ///
+    /// let rt = lagom::Runtime::builder().build().unwrap();
+    /// let rw = Arc::new(RwLock::new(1));
+    /// let mut w = rw.write().unwrap();
+    /// let rw2 = Arc::clone(&rw);
+    /// let writer = rt.spawn(move || *rw2.write().unwrap() = 3);
+    /// *w = 2;
+    /// let r = RwLockWriteGuard::downgrade(w);
+    /// assert_eq!(*r, 2, "no writer got in between");
+    /// drop(r);
+    /// writer.join().unwrap();
+    /// assert_eq!(*rw.read().unwrap(), 3);
+    /// ```
+    pub fn downgrade(s: Self) -> RwLockReadGuard<'a, T> {
+        let lock = s.lock;
+        // The hold passes to the reader without the write guard's drop (its unlock, and its
+        // poisoning: as std's, a downgrade does not poison, even while unwinding).
+        core::mem::forget(s);
+        lock.raw.downgrade();
+        lock.read_guard()
+    }
+}
+
 impl<T: ?Sized> Deref for RwLockReadGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
-        // SAFETY: a shared hold: no writer exists while the guard lives.
-        unsafe { &*self.lock.data.get() }
+        // SAFETY: a shared hold: no writer exists while the guard lives, and the pointer is
+        // to the lock's data, which outlives the guard's `'a`.
+        unsafe { self.data.as_ref() }
     }
 }
 
@@ -337,14 +462,14 @@ impl<T: ?Sized> DerefMut for RwLockWriteGuard<'_, T> {
 
 impl<T: ?Sized> Drop for RwLockReadGuard<'_, T> {
     fn drop(&mut self) {
-        self.lock.read_unlock();
+        self.raw.read_unlock();
     }
 }
 
 impl<T: ?Sized> Drop for RwLockWriteGuard<'_, T> {
     fn drop(&mut self) {
         self.lock.poison.done(&self.poison);
-        self.lock.write_unlock();
+        self.lock.raw.write_unlock();
     }
 }
 
@@ -373,6 +498,18 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLockWriteGuard<'_, T> {
     }
 }
 
+impl<T: ?Sized + fmt::Display> fmt::Display for RwLockReadGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&**self, f)
+    }
+}
+
+impl<T: ?Sized + fmt::Display> fmt::Display for RwLockWriteGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&**self, f)
+    }
+}
+
 impl<T: Default> Default for RwLock<T> {
     fn default() -> Self {
         RwLock::new(T::default())
@@ -382,5 +519,85 @@ impl<T: Default> Default for RwLock<T> {
 impl<T> From<T> for RwLock<T> {
     fn from(t: T) -> Self {
         RwLock::new(t)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use alloc::sync::Arc;
+    use std::thread;
+    use std::time::{Duration, Instant};
+
+    use super::{RwLock, RwLockWriteGuard};
+
+    /// Waits until `n` waiters are queued on `lock` (10 s at most: a hang fails the test).
+    fn wait_queued(lock: &RwLock<u32>, n: usize) {
+        let t0 = Instant::now();
+        while lock.raw.queue.queued() < n {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "{n} waiters never queued"
+            );
+            thread::yield_now();
+        }
+    }
+
+    fn reader(lock: &Arc<RwLock<u32>>) -> thread::JoinHandle<u32> {
+        let l = Arc::clone(lock);
+        thread::spawn(move || *l.read().unwrap())
+    }
+
+    /// Queued behind the write hold: two readers, a writer, a reader. The downgrade lets the
+    /// two front readers in beside the downgraded reader; the writer, and the reader behind
+    /// it, wait until every reader has left.
+    #[test]
+    fn downgrade_admits_the_front_readers_not_a_writer() {
+        let lock = Arc::new(RwLock::new(0));
+        let w = lock.write().unwrap();
+        let front = [reader(&lock), {
+            wait_queued(&lock, 1);
+            reader(&lock)
+        }];
+        wait_queued(&lock, 2);
+        let l = Arc::clone(&lock);
+        let writer = thread::spawn(move || *l.write().unwrap() += 1);
+        wait_queued(&lock, 3);
+        let back = reader(&lock);
+        wait_queued(&lock, 4);
+        let r = RwLockWriteGuard::downgrade(w);
+        for h in front {
+            assert_eq!(h.join().unwrap(), 0);
+        }
+        assert_eq!(*r, 0);
+        assert_eq!(
+            lock.raw.queue.queued(),
+            2,
+            "the writer and the reader behind it wait"
+        );
+        assert!(!writer.is_finished());
+        assert!(
+            lock.try_read().is_err(),
+            "a newcomer queues behind the parked writer"
+        );
+        drop(r);
+        writer.join().unwrap();
+        assert_eq!(
+            back.join().unwrap(),
+            1,
+            "the back reader came after the writer"
+        );
+    }
+
+    /// With no waiter the downgrade is one compare-exchange: readers come in, writers not.
+    #[test]
+    fn downgrade_without_waiters() {
+        let lock = RwLock::new(5);
+        let mut w = lock.write().unwrap();
+        *w += 1;
+        let r = RwLockWriteGuard::downgrade(w);
+        assert_eq!(*lock.try_read().unwrap(), 6);
+        assert!(lock.try_write().is_err());
+        drop(r);
+        assert!(lock.try_write().is_ok());
     }
 }

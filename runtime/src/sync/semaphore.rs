@@ -53,11 +53,14 @@ pub struct SemaphorePermit<'a> {
 }
 
 impl Semaphore {
-    /// A semaphore with `permits` free permits.
-    pub fn new(permits: usize) -> Semaphore {
-        Semaphore {
-            permits: AtomicUsize::new(permits),
-            queue: WaitQueue::new(),
+    crate::locking::loom_const_fn! {
+        /// A semaphore with `permits` free permits. A `const fn` (tokio's is `const_new`), so
+        /// a `static` may hold one (not under `cfg(loom)`).
+        pub fn new(permits: usize) -> Semaphore {
+            Semaphore {
+                permits: AtomicUsize::new(permits),
+                queue: WaitQueue::new(),
+            }
         }
     }
 

@@ -120,6 +120,16 @@ fn current() -> Unparker {
     ME.with(Unparker::clone)
 }
 
+/// Who the caller is: the address of its task, or of its OS thread's parker (under loom, of
+/// its loom thread's parker), which nobody else has while the caller is alive. Nonzero. A
+/// `Once` keeps its runner's, so that an initialiser that waits for itself is told so.
+pub(crate) fn whoami() -> usize {
+    match current().waiter() {
+        Waiter::Task(t) => Arc::as_ptr(t).cast::<()>() as usize,
+        Waiter::Thread(p) => Arc::as_ptr(p).cast::<()>() as usize,
+    }
+}
+
 /// Parks the caller, whose unparker is `me`, at most until `deadline` (monotonic ns).
 fn park_as(me: &Unparker, deadline: Option<u64>) {
     match (me.waiter(), deadline) {
@@ -195,6 +205,12 @@ impl core::fmt::Debug for WaitQueue {
     }
 }
 
+// The queue's lock guards only the list of waiters, which no code that can panic touches
+// while the lock is held, so an unwind never leaves it half-changed: as std's primitives
+// (whose waiters are a futex word), every primitive holding a queue is unwind-safe.
+impl core::panic::UnwindSafe for WaitQueue {}
+impl core::panic::RefUnwindSafe for WaitQueue {}
+
 impl Default for WaitQueue {
     fn default() -> Self {
         WaitQueue::new()
@@ -244,12 +260,21 @@ impl<T: FnOnce(bool), U: FnOnce(Wait)> Drop for Abandon<'_, T, U> {
 }
 
 impl WaitQueue {
-    /// An empty queue.
-    pub(crate) fn new() -> WaitQueue {
-        WaitQueue {
-            q: Lock::new(VecDeque::new()),
-            len: AtomicUsize::new(0),
+    crate::locking::loom_const_fn! {
+        /// An empty queue.
+        pub(crate) fn new() -> WaitQueue {
+            WaitQueue {
+                q: Lock::new(VecDeque::new()),
+                len: AtomicUsize::new(0),
+            }
         }
+    }
+
+    /// How many waiters are queued or being validated (for tests that wait until theirs
+    /// are queued).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn queued(&self) -> usize {
+        self.len.load(Ordering::Acquire)
     }
 
     /// Whether a waiter is queued or being validated: a look without the queue's lock, right

@@ -222,13 +222,14 @@ pub fn sleep(d: Duration) {
     sleep_until(crate::time::Instant::now().add_saturating(d));
 }
 
-/// Sleeps until `deadline` (a [`crate::time::Instant`], the monotonic clock; with the `std`
-/// feature a `std::time::Instant` converts with `.into()`): the task blocks and its worker's
-/// timer wakes it. Outside tasks the calling OS thread sleeps. A deadline in the past returns
-/// at once. An `unpark` of the task during the sleep does not end it (the task parks again
-/// until the deadline), but it is consumed.
-pub fn sleep_until(deadline: crate::time::Instant) {
-    let deadline = deadline.as_nanos();
+/// Sleeps until `deadline` — a `std::time::Instant`, as std's `thread::sleep_until` takes
+/// (with the `std` feature), or a [`crate::time::Instant`] (always; the only kind without
+/// `std`), both points on the monotonic clock: the task blocks and its worker's timer wakes
+/// it. Outside tasks the calling OS thread sleeps. A deadline in the past returns at once. An
+/// `unpark` of the task during the sleep does not end it (the task parks again until the
+/// deadline), but it is consumed.
+pub fn sleep_until(deadline: impl Into<crate::time::Instant>) {
+    let deadline = deadline.into().as_nanos();
     loop {
         let now = crate::sys::time::monotonic_ns();
         if now >= deadline {
