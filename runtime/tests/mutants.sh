@@ -34,6 +34,7 @@ MUTANTS=(
     "spawn_no_preempt_point    lagom         runtime_spawn    a_spawning_loop_lets_its_children_run_once_its_request_is_used_up"
     "lock_short_spin           lagom         lib              locking::lock::tests::a_waiter_spins_through_a_short_hold"
     "rwlock_downgrade_unlock   lagom         sync_rwlock      test_downgrade_atomic::tasks_1_worker"
+    "asym_prefer_tie_by_index  lagom-policy  policy_cpumap    itmt_ignores_equal_priorities"
 )
 
 export CARGO_TARGET_DIR=${MUTANTS_TARGET_DIR:-target/mutants}

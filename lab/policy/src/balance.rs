@@ -126,9 +126,9 @@ pub fn periodic_imbalance(
 }
 
 /// The kernel's `imbalance_pct` of a domain level: 110 within an SMT core, [`IMBALANCE_PCT`]
-/// (117) above (spec §9.1).
+/// (117) above ([`MapLevel::params`], `sd_init`).
 pub fn imbalance_pct(level: &MapLevel) -> u64 {
-    if level.smt { 110 } else { IMBALANCE_PCT }
+    level.params(1).imbalance_pct
 }
 
 /// Periodic balance for CPU `me` over the domains of `map` (the kernel's
@@ -141,13 +141,13 @@ pub fn imbalance_pct(level: &MapLevel) -> u64 {
 /// compares the CPUs of the span.)
 ///
 /// ```
-/// use lagom_policy::{CpuMap, LoadView, MapLevel, periodic_imbalance_domains};
+/// use lagom_policy::{CpuMap, LevelFlags, LoadView, MapLevel, periodic_imbalance_domains};
 /// // Two LLCs of two CPUs: CPU 3 (other LLC) is busiest, CPU 1 (same LLC) busy enough.
 /// let map = CpuMap::new(
 ///     vec![0; 4],
 ///     vec![
-///         MapLevel { name: "MC", smt: false, share_llc: true, spans: vec![0..2, 2..4] },
-///         MapLevel { name: "PKG", smt: false, share_llc: false, spans: vec![0..4] },
+///         MapLevel { name: "MC", flags: LevelFlags::MC, spans: vec![0..2, 2..4] },
+///         MapLevel { name: "PKG", flags: LevelFlags::PKG, spans: vec![0..4] },
 ///     ],
 /// )
 /// .unwrap();
@@ -258,7 +258,7 @@ impl MigrateEnv {
         MigrateEnv {
             now,
             migration_cost,
-            smt: level.smt,
+            smt: level.flags.share_cpucapacity,
             dst_nr_running,
             nr_balance_failed,
             cache_nice_tries: cache_nice_tries(level),
@@ -278,15 +278,18 @@ impl MigrateEnv {
 }
 
 /// The kernel's `cache_nice_tries` of a domain level: 0 on SMT, 2 on NUMA levels, 1 on the
-/// others (spec §9.1).
+/// others ([`MapLevel::params`], `sd_init`).
 pub fn cache_nice_tries(level: &MapLevel) -> u32 {
-    if level.smt {
-        0
-    } else if level.name == "NUMA" {
-        2
-    } else {
-        1
-    }
+    level.params(1).cache_nice_tries
+}
+
+/// Whether `cpu` may use its priority at `level` (the kernel's `sched_use_asym_prio`): the
+/// level packs by priority ([`CpuMap::asym_packing`]), and without SMT always, with SMT only
+/// within a core or where `cpu`'s whole core is idle (`core_idle`, the kernel's
+/// `is_core_idle`).
+fn use_asym_prio(map: &CpuMap, level: usize, features: Features, core_idle: bool) -> bool {
+    map.asym_packing(level, features)
+        && (!map.smt_active() || map.levels()[level].flags.share_cpucapacity || core_idle)
 }
 
 /// `task_hot`: whether moving `c` would lose a warm cache. Never within an SMT domain; the
@@ -409,8 +412,9 @@ pub enum PullReason {
 /// `sched_balance_newidle` walk): level by level from the bottom (SMT, then the LLC, then
 /// package and NUMA), the first level with something to pull decides.
 ///
-/// * With ITMT on and CPU priorities that differ, where `me` may use its priority
-///   (`use_prio`: the level is SMT, or there is no SMT, or `me`'s whole core is idle): of the
+/// * With CPU priorities that differ, at a level that packs by priority
+///   ([`CpuMap::asym_packing`]: SD_ASYM_PACKING with ITMT on — never x86's SMT level) where
+///   `me` may use its priority (`sched_use_asym_prio`: no SMT, or `me`'s whole core is idle): of the
 ///   less preferred CPUs of the domain with queued work besides their running entity, the
 ///   least preferred is the source and all its queued work may come (asym packing, which
 ///   bypasses the load comparison).
@@ -423,11 +427,13 @@ pub enum PullReason {
 /// ([`asym_active_balance`]).
 ///
 /// ```
-/// use lagom_policy::{CpuMap, Features, LoadView, MapLevel, PullReason, newidle_imbalance_domains};
+/// use lagom_policy::{
+///     CpuMap, Features, LevelFlags, LoadView, MapLevel, PullReason, newidle_imbalance_domains,
+/// };
 /// // Three CPUs in one LLC, CPU 0 preferred; CPU 1 has 4 runnable, CPU 2 (least preferred) 2.
 /// let map = CpuMap::new(
 ///     vec![30, 20, 10],
-///     vec![MapLevel { name: "MC", smt: false, share_llc: true, spans: vec![0..3] }],
+///     vec![MapLevel { name: "MC", flags: LevelFlags::MC.with_asym_packing(), spans: vec![0..3] }],
 /// )
 /// .unwrap();
 /// let nr = [0, 4, 2];
@@ -444,13 +450,12 @@ pub fn newidle_imbalance_domains(
     view: impl Fn(usize) -> LoadView,
     features: Features,
 ) -> Option<(Imbalance, PullReason)> {
-    let itmt = features.is_enabled(Feature::Itmt) && map.has_asym_priority();
+    let itmt = map.has_asym_priority();
     let mine = view(me).nr_running;
     let core_idle = map.smt_siblings(me).all(|s| view(s).nr_running == 0);
-    for (level, l) in map.levels().iter().enumerate() {
+    for level in 0..map.levels().len() {
         let span = map.span(level, me);
-        let use_prio = l.smt || !map.has_smt() || core_idle;
-        if itmt && use_prio {
+        if itmt && use_asym_prio(map, level, features, core_idle) {
             // Each CPU's view is read once: a driver's view is a live snapshot, and a second
             // read may see a count that fell below the one the filter accepted (a worker
             // thread died on `nr_running - 1` underflowing when it did).
@@ -496,10 +501,10 @@ pub fn newidle_imbalance_domains(
 /// or no such CPU.
 ///
 /// ```
-/// use lagom_policy::{CpuMap, Features, LoadView, MapLevel, asym_active_balance};
+/// use lagom_policy::{CpuMap, Features, LevelFlags, LoadView, MapLevel, asym_active_balance};
 /// let map = CpuMap::new(
 ///     vec![30, 10],
-///     vec![MapLevel { name: "MC", smt: false, share_llc: true, spans: vec![0..2] }],
+///     vec![MapLevel { name: "MC", flags: LevelFlags::MC.with_asym_packing(), spans: vec![0..2] }],
 /// )
 /// .unwrap();
 /// let one = |i: usize| LoadView { load: 1024 * i as u64, nr_running: i };
@@ -514,13 +519,13 @@ pub fn asym_active_balance(
     view: impl Fn(usize) -> LoadView,
     features: Features,
 ) -> Option<usize> {
-    if !features.is_enabled(Feature::Itmt) || !map.has_asym_priority() {
+    if !map.has_asym_priority() {
         return None;
     }
     let core_idle = map.smt_siblings(me).all(|s| view(s).nr_running == 0);
     let mut best = None;
-    for (level, l) in map.levels().iter().enumerate() {
-        if !(l.smt || !map.has_smt() || core_idle) {
+    for level in 0..map.levels().len() {
+        if !use_asym_prio(map, level, features, core_idle) {
             continue;
         }
         best = map

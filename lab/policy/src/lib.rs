@@ -101,7 +101,7 @@ pub use balance::{
     newidle_imbalance_domains, periodic_imbalance, periodic_imbalance_domains, task_hot,
 };
 pub use config::{NORMALIZED_BASE_SLICE, RqConfig, TunableScaling, scaled_base_slice};
-pub use cpumap::{CpuMap, MapLevel};
+pub use cpumap::{CpuMap, DomainParams, LevelFlags, MapLevel};
 pub use delay::{DequeueKind, Dequeued};
 pub use entity::{MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, SchedEntity};
 pub use features::{Feature, Features, UnknownFeature};

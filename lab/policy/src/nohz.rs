@@ -10,22 +10,23 @@
 
 use super::balance::LoadView;
 use super::cpumap::CpuMap;
-use super::features::{Feature, Features};
+use super::features::Features;
 
 /// The CPU that busy CPU `me` should wake for balancing, if any (module doc):
 ///
 /// * with tasks waiting (two or more runnable), the first idle CPU (nothing queued, not even
 ///   a delayed entity), which will pull one of them;
-/// * else, with ITMT on and CPU priorities that differ, while `me` runs a task: the first
+/// * else, with CPU priorities that differ and a level that packs by them
+///   ([`CpuMap::sd_asym_packing`], ITMT on), while `me` runs a task: the first
 ///   CPU of `me`'s LLC that is preferred to `me` and whose whole core is idle (the kernel's
 ///   `sd_asym_packing` test with `sched_use_asym_prio`: a more preferred CPU is idle, so the
 ///   task should move there), which will ask for the task by active balance.
 ///
 /// ```
-/// use lagom_policy::{CpuMap, Features, LoadView, MapLevel, nohz_kick_target};
+/// use lagom_policy::{CpuMap, Features, LevelFlags, LoadView, MapLevel, nohz_kick_target};
 /// let map = CpuMap::new(
 ///     vec![10, 30, 20, 40],
-///     vec![MapLevel { name: "MC", smt: false, share_llc: true, spans: vec![0..2, 2..4] }],
+///     vec![MapLevel { name: "MC", flags: LevelFlags::MC.with_asym_packing(), spans: vec![0..2, 2..4] }],
 /// )
 /// .unwrap();
 /// let nr = [1, 0, 2, 0];
@@ -51,7 +52,7 @@ pub fn nohz_kick_target(
     if nr >= 2 {
         return (0..map.len()).find(|&i| i != me && idle(i));
     }
-    if nr == 1 && features.is_enabled(Feature::Itmt) && map.has_asym_priority() {
+    if nr == 1 && map.has_asym_priority() && map.sd_asym_packing(features).is_some() {
         // A candidate may use its priority only if its whole core is idle (the kernel's
         // `sched_use_asym_prio`): an idle SMT sibling of a busy core would find nothing to
         // take (`asym_active_balance` asks the same of it).

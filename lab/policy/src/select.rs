@@ -375,10 +375,10 @@ fn find_idlest_cpu(
 /// waker's own CPU: no. Otherwise the default outcome: no, or yes with TTWU_QUEUE_DEFAULT.
 ///
 /// ```
-/// use lagom_policy::{CpuMap, Features, MapLevel, ttwu_queue_cond};
+/// use lagom_policy::{CpuMap, Features, LevelFlags, MapLevel, ttwu_queue_cond};
 /// let two_llcs = CpuMap::new(
 ///     vec![0; 4],
-///     vec![MapLevel { name: "MC", smt: false, share_llc: true, spans: vec![0..2, 2..4] }],
+///     vec![MapLevel { name: "MC", flags: LevelFlags::MC, spans: vec![0..2, 2..4] }],
 /// )
 /// .unwrap();
 /// let f = Features::DEFAULT;
@@ -475,10 +475,10 @@ impl DelayedWakeView {
 /// `idle_elsewhere` of [`DelayedWakeView`]).
 ///
 /// ```
-/// use lagom_policy::{CpuMap, CpuView, MapLevel, idle_in_llc};
+/// use lagom_policy::{CpuMap, CpuView, LevelFlags, MapLevel, idle_in_llc};
 /// let map = CpuMap::new(
 ///     vec![0; 4],
-///     vec![MapLevel { name: "MC", smt: false, share_llc: true, spans: vec![0..2, 2..4] }],
+///     vec![MapLevel { name: "MC", flags: LevelFlags::MC, spans: vec![0..2, 2..4] }],
 /// )
 /// .unwrap();
 /// let nr = [1, 1, 0, 0];

@@ -5,8 +5,8 @@
 #![allow(clippy::single_range_in_vec_init)]
 
 use lagom_policy::{
-    Candidate, CpuMap, Features, Imbalance, MIGRATION_COST, MIGRATION_COST_ALWAYS_HOT, MapLevel,
-    MigrateEnv, Migration, cache_nice_tries, can_migrate, task_hot,
+    Candidate, CpuMap, Features, Imbalance, LevelFlags, MIGRATION_COST, MIGRATION_COST_ALWAYS_HOT,
+    MapLevel, MigrateEnv, Migration, cache_nice_tries, can_migrate, task_hot,
 };
 
 const NOW: u64 = 1_000_000_000;
@@ -199,16 +199,16 @@ fn running_pinned_and_done_never_move() {
 
 #[test]
 fn cache_nice_tries_per_level() {
-    let level = |name, smt| MapLevel {
+    let level = |name, flags| MapLevel {
         name,
-        smt,
-        share_llc: smt,
+        flags,
         spans: vec![0..2],
     };
-    assert_eq!(cache_nice_tries(&level("SMT", true)), 0);
-    assert_eq!(cache_nice_tries(&level("MC", false)), 1);
-    assert_eq!(cache_nice_tries(&level("PKG", false)), 1);
-    assert_eq!(cache_nice_tries(&level("NUMA", false)), 2);
+    assert_eq!(cache_nice_tries(&level("SMT", LevelFlags::SMT)), 0);
+    assert_eq!(cache_nice_tries(&level("MC", LevelFlags::MC)), 1);
+    assert_eq!(cache_nice_tries(&level("PKG", LevelFlags::PKG)), 1);
+    assert_eq!(cache_nice_tries(&level("NUMA", LevelFlags::NUMA)), 2);
+    assert_eq!(cache_nice_tries(&level("NUMA", LevelFlags::NUMA_FAR)), 2);
 }
 
 #[test]
@@ -219,20 +219,17 @@ fn a_balance_acts_in_the_lowest_common_domain() {
         vec![
             MapLevel {
                 name: "SMT",
-                smt: true,
-                share_llc: true,
+                flags: LevelFlags::SMT,
                 spans: vec![0..2, 2..4, 4..6, 6..8],
             },
             MapLevel {
                 name: "MC",
-                smt: false,
-                share_llc: true,
+                flags: LevelFlags::MC,
                 spans: vec![0..4, 4..8],
             },
             MapLevel {
                 name: "PKG",
-                smt: false,
-                share_llc: false,
+                flags: LevelFlags::PKG,
                 spans: vec![0..8],
             },
         ],
@@ -256,14 +253,12 @@ fn periodic_balance_walks_the_levels() {
         vec![
             MapLevel {
                 name: "SMT",
-                smt: true,
-                share_llc: true,
+                flags: LevelFlags::SMT,
                 spans: vec![0..2, 2..4],
             },
             MapLevel {
                 name: "MC",
-                smt: false,
-                share_llc: true,
+                flags: LevelFlags::MC,
                 spans: vec![0..4],
             },
         ],

@@ -8,8 +8,8 @@ mod policy_util;
 mod topology_util;
 
 use lagom_policy::{
-    CpuMap, CpuView, Features, MapLevel, Placement, WakeCtx, WakeFlags, select_task_rq_fair,
-    sis_util_scan, ttwu_queue_cond,
+    CpuMap, CpuView, Features, LevelFlags, MapLevel, Placement, WakeCtx, WakeFlags,
+    select_task_rq_fair, sis_util_scan, ttwu_queue_cond,
 };
 use lagom_topology::Topology;
 use policy_util::Rng;
@@ -39,8 +39,7 @@ fn llcs(n: usize, llc: usize, priority: Vec<u32>) -> CpuMap {
         priority,
         vec![MapLevel {
             name: "MC",
-            smt: false,
-            share_llc: true,
+            flags: LevelFlags::MC,
             spans: (0..n).step_by(llc).map(|s| s..(s + llc).min(n)).collect(),
         }],
     )
@@ -240,14 +239,12 @@ fn fork_goes_to_the_idlest_cpu() {
         vec![
             MapLevel {
                 name: "SMT",
-                smt: true,
-                share_llc: true,
+                flags: LevelFlags::SMT,
                 spans: vec![0..2, 2..4, 4..5, 5..6],
             },
             MapLevel {
                 name: "MC",
-                smt: false,
-                share_llc: true,
+                flags: LevelFlags::MC,
                 spans: vec![0..4, 4..6],
             },
         ],
@@ -378,8 +375,13 @@ fn random_map(rng: &mut Rng) -> CpuMap {
         let spans = bounds.windows(2).map(|w| w[0]..w[1]).collect();
         levels.push(MapLevel {
             name,
-            smt: is_smt,
-            share_llc: llc,
+            flags: if is_smt {
+                LevelFlags::SMT
+            } else if llc {
+                LevelFlags::MC.with_asym_packing()
+            } else {
+                LevelFlags::PKG.with_asym_packing()
+            },
             spans,
         });
     }
@@ -591,8 +593,7 @@ fn asym_packing_reads_each_count_once() {
         vec![30, 10],
         vec![MapLevel {
             name: "MC",
-            smt: false,
-            share_llc: true,
+            flags: LevelFlags::MC.with_asym_packing(),
             spans: core::iter::once(0..2).collect(),
         }],
     )

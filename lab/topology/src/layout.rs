@@ -2,8 +2,8 @@
 
 use alloc::vec::Vec;
 
-use crate::{CpuSet, LevelKind, Topology};
-use lagom_policy::{CpuMap, MapLevel};
+use crate::{CapacitySource, CpuSet, DomainLevel, LevelKind, PrioritySource, Topology};
+use lagom_policy::{CpuMap, LevelFlags, MapLevel};
 
 /// The workers' CPUs and the decisions' view of them.
 #[derive(Debug, Clone)]
@@ -38,6 +38,10 @@ pub struct Layout {
 /// equidistant) is dropped, with a note in [`Layout::fallback`]; the top level spanning every
 /// worker then stands in for it. Should nothing nest at all, the map is one LLC with the
 /// CPUs' priorities.
+///
+/// Each level carries the domain flags Linux v7.1 gives it on x86 ([`level_flags`]): the CLS,
+/// MC and PKG levels pack by priority (`SD_ASYM_PACKING`) where the kernel would enable ITMT
+/// ([`itmt_packing`]), the SMT level never.
 ///
 /// ```
 /// use lagom_topology::{Topology, layout};
@@ -95,6 +99,7 @@ pub fn layout(topo: &Topology, cpus: &[usize], ranks: &[(usize, u32)]) -> Layout
         })
         .collect::<Vec<u32>>();
     let n = sorted.len();
+    let itmt = itmt_packing(topo, !ranks.is_empty(), &priority);
     let mut map_levels: Vec<MapLevel> = Vec::with_capacity(levels.len());
     let mut dropped = None;
     for (li, l) in levels.iter().enumerate() {
@@ -134,8 +139,7 @@ pub fn layout(topo: &Topology, cpus: &[usize], ranks: &[(usize, u32)]) -> Layout
         }
         map_levels.push(MapLevel {
             name: l.kind.name(),
-            smt: l.kind == LevelKind::Smt,
-            share_llc: l.flags.share_llc,
+            flags: level_flags(l, itmt),
             spans,
         });
     }
@@ -150,8 +154,11 @@ pub fn layout(topo: &Topology, cpus: &[usize], ranks: &[(usize, u32)]) -> Layout
                 priority,
                 alloc::vec![MapLevel {
                     name: "MC",
-                    smt: false,
-                    share_llc: true,
+                    flags: if itmt {
+                        LevelFlags::MC.with_asym_packing()
+                    } else {
+                        LevelFlags::MC
+                    },
                     spans: alloc::vec![0..n],
                 }],
             )
@@ -160,6 +167,65 @@ pub fn layout(topo: &Topology, cpus: &[usize], ranks: &[(usize, u32)]) -> Layout
             fallback: Some("the topology's domains do not nest over the workers' CPUs"),
         },
     }
+}
+
+/// Whether the kernel would pack by priority on this machine (ITMT: `sched_itmt_enabled`, and
+/// `SD_ASYM_PACKING` on x86's CLS, MC and PKG levels) for workers of priorities `priority`:
+/// the priorities differ, and either the caller gave them (`ranked`: the runtime's
+/// `Builder::cpu_priorities` stands for a platform that reports rankings with ITMT on) or
+/// they come from a source x86 builds ITMT on — AMD preferred-core rankings or highest
+/// performance, ACPI CPPC highest performance (Intel Turbo Boost Max 3.0), Intel hybrid core
+/// types — and the machine does not report `sched_itmt_enabled` off.
+///
+/// Where every CPU has a `cpu_capacity` file (Arm and RISC-V, whose `arch_topology` writes
+/// it; x86 has none) the priorities describe capacity asymmetry, which the kernel handles
+/// with `SD_ASYM_CPUCAPACITY`, misfit migration and energy-aware placement, not asym
+/// packing: lagom does not model those, and such a machine gets no asym packing (its
+/// priorities still serve lagom's WAKE_PREFER_RANK).
+pub fn itmt_packing(topo: &Topology, ranked: bool, priority: &[u32]) -> bool {
+    if !priority.iter().any(|&p| p != priority[0]) {
+        return false;
+    }
+    if ranked {
+        return true;
+    }
+    let source = matches!(
+        topo.priority_source(),
+        PrioritySource::AmdPrefcoreRanking
+            | PrioritySource::AcpiCppcHighestPerf
+            | PrioritySource::AmdHighestPerf
+            | PrioritySource::HybridCoreType
+    );
+    source
+        && topo.capacity_source() != CapacitySource::CpuCapacity
+        && topo.itmt_enabled() != Some(false)
+}
+
+/// The domain flags of topology level `l` (Linux v7.1 on x86, `build_sched_topology` and
+/// `sd_init`): SMT shares CPU capacity; CLS is a cluster; SMT, CLS and MC share the LLC
+/// (lagom takes that from the caches: a level whose every span lies in one LLC); CLS, MC and
+/// PKG pack by priority when `itmt` ([`itmt_packing`]); the NUMA identity level (NODE) has
+/// no topology flag; a NUMA level is `SD_NUMA` and `SD_SERIALIZE`, and beyond the node
+/// reclaim distance (30) neither wake-affine nor fork-balancing. A NUMA level of unknown
+/// distance counts as near.
+pub fn level_flags(l: &DomainLevel, itmt: bool) -> LevelFlags {
+    /// The kernel's `node_reclaim_distance` (`RECLAIM_DISTANCE`).
+    const NODE_RECLAIM_DISTANCE: u32 = 30;
+    let mut f = match l.kind {
+        LevelKind::Smt => LevelFlags::SMT,
+        LevelKind::Cluster => LevelFlags::CLS,
+        LevelKind::Mc => LevelFlags::MC,
+        LevelKind::Pkg | LevelKind::Node => LevelFlags::PKG,
+        LevelKind::Numa => match l.flags.numa_distance {
+            Some(d) if d > NODE_RECLAIM_DISTANCE => LevelFlags::NUMA_FAR,
+            _ => LevelFlags::NUMA,
+        },
+    };
+    f.share_llc = l.flags.share_llc;
+    if itmt && matches!(l.kind, LevelKind::Cluster | LevelKind::Mc | LevelKind::Pkg) {
+        f = f.with_asym_packing();
+    }
+    f
 }
 
 impl Layout {

@@ -71,7 +71,7 @@ pub use cache::{Cache, CacheKind};
 pub use cpuset::{CpuId, CpuSet, Iter, MAX_CPU_ID};
 pub use domains::{DomainFlags, DomainLevel, LevelKind};
 pub use error::TopologyError;
-pub use layout::{Layout, layout};
+pub use layout::{Layout, itmt_packing, layout, level_flags};
 pub use numa::NumaNode;
 pub use priority::{CapacitySource, CoreType, PrioritySource};
 pub use source::Fallback;
