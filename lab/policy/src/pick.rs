@@ -102,13 +102,16 @@ impl<T> RunQueue<T> {
     /// (its run time since now counts as "since picked", and its slice protection is set).
     ///
     /// A delayed winner is dequeued for good and returned as [`Pick::FinishedDelayed`];
-    /// call again until the result is `Run` or `Idle`.
+    /// call again until the result is `Run` or `Idle`. Whatever it returns, the request for
+    /// a switch ([`RunQueue::need_resched`]) is answered: it is cleared.
     pub fn pick_next(&mut self, now: u64) -> Pick<T> {
         if self.nr_queued == 0 {
             debug_assert_eq!(self.curr, NIL);
+            self.need_resched = false;
             return Pick::Idle;
         }
         self.update_curr(now);
+        self.need_resched = false;
         let i = self.pick_eevdf_idx(true);
         assert!(
             i != NIL,

@@ -51,13 +51,25 @@ impl<T> RunQueue<T> {
     /// `wakeup_preempt_fair`: the entity behind `h` was just enqueued or requeued; should it
     /// preempt the running entity? May set the next buddy (NEXT_BUDDY), shrink the running
     /// entity's protection (RUN_TO_PARITY), or cancel it (PREEMPT_SHORT).
+    ///
+    /// Nothing is decided while a switch is already asked for
+    /// ([`need_resched`](Self::need_resched)): the kernel's early return on
+    /// `test_tsk_need_resched(rq->curr)`. A `Preempt` answer sets it.
     pub fn wakeup_preempt(&mut self, h: Handle, wf: WakeFlags, now: u64) -> Wakeup<T> {
+        let w = self.wakeup_preempt_inner(h, wf, now);
+        if matches!(w, Wakeup::Preempt) {
+            self.need_resched = true;
+        }
+        w
+    }
+
+    fn wakeup_preempt_inner(&mut self, h: Handle, wf: WakeFlags, now: u64) -> Wakeup<T> {
         let p = self.idx(h);
         let c = self.curr;
         if c == NIL {
             return Wakeup::Preempt;
         }
-        if p == c || !self.feat(Feature::WakeupPreemption) {
+        if p == c || self.need_resched || !self.feat(Feature::WakeupPreemption) {
             return Wakeup::NoPreempt;
         }
         self.update_curr(now);
@@ -127,10 +139,12 @@ impl<T> RunQueue<T> {
         }
     }
 
-    /// The scheduler tick (§6.4): charges the running entity; returns whether it should be
-    /// switched out (its request is used up, or its protected slice has run out, while others
-    /// are queued).
+    /// The scheduler tick (`task_tick_fair`): charges the running entity; returns whether it
+    /// should be switched out ([`need_resched`](Self::need_resched): this charge used up its
+    /// request or its protected slice while others are queued, or an earlier operation asked
+    /// for a switch that no pick has answered yet).
     pub fn task_tick(&mut self, now: u64) -> bool {
-        self.update_curr(now)
+        self.update_curr(now);
+        self.need_resched
     }
 }

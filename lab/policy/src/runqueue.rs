@@ -70,6 +70,9 @@ pub struct RunQueue<T> {
     pub(super) load_weight: u64,
     pub(super) nr_queued: usize,
     pub(super) nr_delayed: usize,
+    /// The running entity should be switched out at the next scheduling point (the kernel's
+    /// `TIF_NEED_RESCHED` of this CPU's current task, as far as this runqueue sets it).
+    pub(super) need_resched: bool,
 }
 
 impl<T> RunQueue<T> {
@@ -89,6 +92,7 @@ impl<T> RunQueue<T> {
             load_weight: 0,
             nr_queued: 0,
             nr_delayed: 0,
+            need_resched: false,
         }
     }
 
@@ -132,6 +136,43 @@ impl<T> RunQueue<T> {
     /// Queued entities that are not delayed: `h_nr_runnable`.
     pub fn nr_runnable(&self) -> usize {
         self.nr_queued - self.nr_delayed
+    }
+
+    /// Whether the running entity should be switched out at the next scheduling point (the
+    /// kernel's `TIF_NEED_RESCHED`). Set by every charge of the running entity that asks for a
+    /// switch — `update_curr` inside `enqueue`, `dequeue`, `requeue_delayed`, `wakeup_preempt`,
+    /// `yield_curr`, `reweight`, `set_slice`, `task_tick`, as the kernel's `update_curr` calls
+    /// `resched_curr_lazy` itself —, by a wakeup preemption, and by
+    /// [`set_need_resched`](Self::set_need_resched); cleared by [`pick_next`](Self::pick_next)
+    /// and [`clear_need_resched`](Self::clear_need_resched). A driver reads it after each
+    /// operation under its runqueue lock and tells the running task (the threaded runtime's
+    /// `Worker::publish`), so that no charge's request for a switch is lost.
+    ///
+    /// ```
+    /// use lagom_policy::{EnqueueKind, Pick, RqConfig, RunQueue, SchedEntity};
+    /// let mut rq = RunQueue::new(RqConfig::for_cpus(1));
+    /// rq.enqueue(SchedEntity::new(0), 'a', EnqueueKind::Wakeup, 0);
+    /// rq.enqueue(SchedEntity::new(0), 'b', EnqueueKind::Wakeup, 0);
+    /// let _ = rq.pick_next(0);
+    /// // A wakeup 10 ms later charges the running entity past its request.
+    /// rq.enqueue(SchedEntity::new(0), 'c', EnqueueKind::Wakeup, 10_000_000);
+    /// assert!(rq.need_resched());
+    /// let _ = rq.pick_next(10_000_000);
+    /// assert!(!rq.need_resched());
+    /// ```
+    pub fn need_resched(&self) -> bool {
+        self.need_resched
+    }
+
+    /// Asks for a switch at the next scheduling point (a driver's remote request, e.g. an
+    /// active balance that wants the running task to leave its CPU: `resched_curr`).
+    pub fn set_need_resched(&mut self) {
+        self.need_resched = true;
+    }
+
+    /// Forgets a request for a switch (a driver that switches away without picking here).
+    pub fn clear_need_resched(&mut self) {
+        self.need_resched = false;
     }
 
     /// Delayed entities (`h_nr_queued − h_nr_runnable`).
@@ -307,8 +348,9 @@ impl<T> RunQueue<T> {
     // ----- the running entity (§2.7, §3.6) ------------------------------------------------
 
     /// Charges the running entity for the time since its last accounting point
-    /// (`update_curr`). Returns whether it should be switched out (need-resched): it used up
-    /// its request, or ran past its protected slice, while others are queued.
+    /// (`update_curr`). Returns whether this charge asks for a switch: it used up its
+    /// request, or ran past its protected slice, while others are queued; the request is
+    /// also kept in [`need_resched`](Self::need_resched) until the next pick.
     #[inline]
     pub fn update_curr(&mut self, now: u64) -> bool {
         // Most calls find nothing to charge (the driver and the operation it calls both
@@ -399,6 +441,7 @@ impl<T> RunQueue<T> {
         if self.next == c {
             self.next = NIL;
         }
+        self.need_resched = true;
         true
     }
 
@@ -414,6 +457,7 @@ impl<T> RunQueue<T> {
         if self.next == c {
             self.next = NIL;
         }
+        self.need_resched = true;
         true
     }
 

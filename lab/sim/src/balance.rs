@@ -86,7 +86,7 @@ impl Sim {
                         // `cond_resched` a schedule point.
                         let cpu = &mut self.cpus[src];
                         cpu.active_push = Some((me, curr));
-                        cpu.need_resched = true;
+                        cpu.rq.set_need_resched();
                     }
                 }
                 false

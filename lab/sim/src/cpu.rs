@@ -236,8 +236,9 @@ impl Sim {
     pub(super) fn cond_resched(&mut self, c: usize) -> bool {
         self.balance_tick(c);
         let now = self.now;
+        let resched = self.need_resched(c);
         let cpu = &mut self.cpus[c];
-        let resched = cpu.need_resched
+        let resched = resched
             || !cpu.wakelist.is_empty()
             || cpu.timer_due(now)
             || cpu.rq.task_tick(now);
@@ -265,6 +266,7 @@ impl Sim {
             self.tasks[prev as usize].state != State::Blocked && self.active_push_point(c, prev);
         let next = if push {
             self.cpus[c].need_resched = false;
+            self.cpus[c].rq.clear_need_resched();
             None
         } else {
             self.pick(c)
@@ -428,10 +430,19 @@ impl Sim {
         self.switch_to(c, next);
     }
 
+    /// Whether CPU `c`'s running task should be switched out at its next scheduling point:
+    /// a driver's request (`need_resched`), or its runqueue's ([`RunQueue::need_resched`]: a
+    /// charge of the running task inside any runqueue operation, a wakeup preemption). The
+    /// threaded runtime copies the runqueue's request into its worker's flag after each
+    /// operation (`Worker::publish`); reading both here is the same, with no call to forget.
+    pub(super) fn need_resched(&self, c: usize) -> bool {
+        self.cpus[c].need_resched || self.cpus[c].rq.need_resched()
+    }
+
     /// Runs the wakeup-preemption check for `h` on CPU `c` (`check_preempt` of
     /// `wake/activate.rs`).
     pub(super) fn check_preempt(&mut self, c: usize, h: Handle, wf: WakeFlags) {
-        if self.cpus[c].need_resched {
+        if self.need_resched(c) {
             return;
         }
         let now = self.now;

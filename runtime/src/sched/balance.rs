@@ -152,7 +152,7 @@ pub(crate) fn newidle_balance(shared: &Shared, me: usize, now: u64) -> bool {
 /// to a pick in progress.
 fn request_active(shared: &Shared, src: usize, me: usize) {
     let w = &shared.workers[src];
-    let rq = w.rq.lock();
+    let mut rq = w.rq.lock();
     let Some(c) = rq.curr() else { return };
     if rq.nr_runnable() != 1 {
         return;
@@ -160,7 +160,8 @@ fn request_active(shared: &Shared, src: usize, me: usize) {
     w.active_push_task
         .store(rq.payload(c).id, Ordering::Relaxed);
     w.active_push.store(me, Ordering::Relaxed);
-    w.need_resched.store(true, Ordering::Relaxed);
+    rq.set_need_resched();
+    w.publish(&rq);
     crate::locking::probe::probe!(
         "sched/balance: an idle preferred worker asks for a running task"
     );

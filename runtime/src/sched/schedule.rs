@@ -326,6 +326,7 @@ pub(crate) fn schedule_prepare_at(
     let push = prev_t.state.load(Ordering::Relaxed) == RUNNING
         && super::balance::active_push_point(&wt.shared, wt.index, &mut rq, prev_t);
     let next = if push {
+        rq.clear_need_resched();
         w.need_resched.store(false, Ordering::Relaxed);
         w.publish(&rq);
         ptr::null()

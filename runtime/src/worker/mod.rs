@@ -163,11 +163,18 @@ impl Shared {
 }
 
 impl Worker {
-    /// Publishes `rq`'s runnable count and load (the caller holds its lock and has just
-    /// changed it).
+    /// Publishes `rq`'s runnable count and load, and passes on its request for a switch
+    /// (`RunQueue::need_resched`: a charge of the running task inside the operation, or a
+    /// wakeup preemption) to the running task, which polls `need_resched` at its next runtime
+    /// call. The caller holds `rq`'s lock and has just changed it; every operation on a
+    /// runqueue is followed by this, so that no charge's request for a switch is dropped
+    /// (the kernel's `update_curr` sets `TIF_NEED_RESCHED` itself).
     pub(crate) fn publish(&self, rq: &RunQueue<QueuedTask>) {
         self.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
         self.load.store(rq.load_weight(), Ordering::Relaxed);
+        if rq.need_resched() {
+            self.need_resched.store(true, Ordering::Relaxed);
+        }
     }
 }
 
