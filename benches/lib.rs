@@ -1,6 +1,6 @@
 //! Shared helpers for lagom's criterion benchmarks and their example programs.
 
-use lagom_policy::{EnqueueKind, Features, RqConfig, RunQueue, SchedEntity};
+use lagom_policy::{EnqueueFlags, EnqueueKind, Features, RqConfig, RunQueue, SchedEntity};
 
 /// splitmix64 step: deterministic pseudo-random numbers for reproducible setups.
 pub fn splitmix64(state: &mut u64) -> u64 {
@@ -33,7 +33,7 @@ pub fn runqueue_with_features(
     for i in 0..n {
         let mut se = SchedEntity::new(0);
         se.vlag = (splitmix64(&mut state) % (2 * spread + 1)) as i64 - spread as i64;
-        let _ = rq.enqueue(se, i as u32, EnqueueKind::Wakeup, 0);
+        let _ = rq.enqueue(se, i as u32, EnqueueKind::Wakeup, EnqueueFlags::NONE, 0);
     }
     let _ = rq.pick_next(0);
     rq

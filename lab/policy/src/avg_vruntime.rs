@@ -188,10 +188,10 @@ impl<T> RunQueue<T> {
     /// weight — so `(v − V) · W / NICE_0_LOAD`.
     ///
     /// ```
-    /// use lagom_policy::{EnqueueKind, Pick, RqConfig, RunQueue, SchedEntity};
+    /// use lagom_policy::{EnqueueFlags, EnqueueKind, Pick, RqConfig, RunQueue, SchedEntity};
     /// let mut rq = RunQueue::new(RqConfig::for_cpus(1));
-    /// let a = rq.enqueue(SchedEntity::new(0), (), EnqueueKind::Wakeup, 0);
-    /// let b = rq.enqueue(SchedEntity::new(0), (), EnqueueKind::Wakeup, 0);
+    /// let a = rq.enqueue(SchedEntity::new(0), (), EnqueueKind::Wakeup, EnqueueFlags::NONE, 0);
+    /// let b = rq.enqueue(SchedEntity::new(0), (), EnqueueKind::Wakeup, EnqueueFlags::NONE, 0);
     /// let Pick::Run(first) = rq.pick_next(0) else { unreachable!() };
     /// let other = if first == a { b } else { a };
     /// rq.update_curr(400_000); // `first` ran 0.4 ms: 0.2 ms ahead of V, `other` 0.2 behind

@@ -144,21 +144,27 @@ impl<T> RunQueue<T> {
         self.finish_delayed_idx(i)
     }
 
-    /// Wakes a delayed entity in place (`requeue_delayed_entity`, the `ttwu_runnable` path,
-    /// §5.4). Its lag is saved again (at least the lag it was delayed with; ≤ 0 with
-    /// DELAY_ZERO); if that changed anything it is placed afresh with a new request, else it
-    /// keeps its vruntime and deadline. The caller then runs [`RunQueue::wakeup_preempt`].
+    /// Wakes a delayed entity in place (`requeue_delayed_entity`, the `ttwu_runnable` path).
+    /// Its lag is saved again (at least the lag it was delayed with; ≤ 0 with DELAY_ZERO); if
+    /// that changed anything it is placed afresh with a new request, else it keeps its
+    /// vruntime and deadline. The caller then runs [`RunQueue::wakeup_preempt`].
     ///
-    /// The running entity is not accounted first (`now` is not read): the kernel's
-    /// `ttwu_runnable` requeues through `enqueue_task(ENQUEUE_DELAYED)`, which does not call
-    /// `update_curr`; the preemption check that follows does. So the lag saved again is
-    /// measured against V as of the last accounting.
-    pub fn requeue_delayed(&mut self, h: Handle, _now: u64) {
+    /// In Linux v7.1 the running entity is not accounted first: `ttwu_runnable` requeues
+    /// through `enqueue_task(ENQUEUE_DELAYED)`, which does not call `update_curr`; the
+    /// preemption check that follows does. So the lag saved again is measured against V as of
+    /// the last accounting, and `now` is not read. With `REQUEUE_UPDATE_CURR` (mainline's
+    /// 333238da9a19, v7.2) the running entity is charged up to `now` first, so the lag is
+    /// measured against an up-to-date V (a charge that asks for a switch sets
+    /// [`need_resched`](Self::need_resched)).
+    pub fn requeue_delayed(&mut self, h: Handle, now: u64) {
         let i = self.idx(h);
         assert!(
             self.se(i).sched_delayed,
             "requeue_delayed on an entity that is not delayed"
         );
+        if self.feat(Feature::RequeueUpdateCurr) {
+            self.update_curr(now);
+        }
         let replace = self.update_entity_lag(i);
         self.se_mut(i).sched_delayed = false;
         self.nr_delayed -= 1;

@@ -2,21 +2,28 @@
 //!
 //! Names are the kernel's `SCHED_FEAT` names (`kernel/sched/features.h`), so that an
 //! experiment written for the kernel (`echo NO_DELAY_DEQUEUE > /sys/kernel/debug/sched/features`)
-//! reads the same here: `"NO_DELAY_DEQUEUE"`. The defaults are those of the mainline tree the
-//! spec calls "the snapshot" (the v7.0/v7.1 development window, 2026), with these exceptions
-//! that the kernel does not have in this form:
+//! reads the same here: `"NO_DELAY_DEQUEUE"`. The defaults are those of **Linux v7.1** (the
+//! mainline tag `v7.1`, the kernel lagom models), with these exceptions that the kernel does
+//! not have in this form:
 //!
 //! * `TTWU_QUEUE_ON_CPU`, `TTWU_QUEUE_DELAYED`, `TTWU_QUEUE_DEFAULT` and `TTWU_DEQUEUE` come
-//!   from Peter Zijlstra's 2025 RFC "sched: Try and address some recent-ish regressions"
-//!   (never merged) and carry that RFC's code defaults: ON_CPU on, DELAYED off (the cover
+//!   from Peter Zijlstra's RFC "sched: Try and address some recent-ish regressions" (v1 of
+//!   2025-05-20, and the `TTWU_DEQUEUE` prototype posted in the same thread on 2025-06-16;
+//!   never merged) and carry that RFC's code defaults: ON_CPU on, DELAYED off (the cover
 //!   letter proposed on, v2 made it on), DEFAULT off, TTWU_DEQUEUE off (an experiment).
 //! * `ITMT` stands for the kernel's `sched_itmt_enabled` sysctl (preferred-core scheduling),
-//!   which is on wherever the platform publishes core rankings.
+//!   which is on wherever the platform publishes core rankings; off, no domain packs by
+//!   priority (the kernel rebuilds its domains without `SD_ASYM_PACKING`).
+//! * `REQUEUE_UPDATE_CURR` and `PREEMPT_SYNC_RUNTIME` (lagom's names, off by default: v7.1
+//!   has neither) switch on two later changes of the kernel's own code, so that an experiment
+//!   can compare the versions: mainline commit 333238da9a19 ("sched: Update time before
+//!   requeueing delayed entities", v7.2), and the fix posted in November 2026 for
+//!   `preempt_sync`'s dead threshold (against v7.4-rc1).
 //! * `WAKE_PREFER_RANK`, `DELAYED_WAKE_IDLE` and `ACTIVE_BALANCE_RECHECK` are lagom's own (off
 //!   by default): the first lets CPU priorities break ties between idle CPUs at wakeup, the
 //!   second is lagom's fix for the part of the preferred-core stall of seed 001 that
-//!   DELAY_DEQUEUE makes (spec §10.3), the third for the part that ITMT's active balance
-//!   makes (a task moved to a preferred CPU that a wakeup made busy meanwhile).
+//!   DELAY_DEQUEUE makes, the third for the part that ITMT's active balance makes (a task
+//!   moved to a preferred CPU that a wakeup made busy meanwhile).
 //!
 //! The set parses from and prints to `"NAME,NO_NAME,…"`; parsing applies the names on top of
 //! the defaults, in order.
@@ -30,46 +37,46 @@ use alloc::string::{String, ToString};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Feature {
-    /// Re-joining entities keep the lag they left with (§4.3).
+    /// Re-joining entities keep the lag they left with.
     PlaceLag,
-    /// New tasks start with half a request (§4.3, §4.6).
+    /// New tasks start with half a request.
     PlaceDeadlineInitial,
-    /// Non-sleep dequeues (migration, save/restore) keep the relative deadline (§4.4).
+    /// Non-sleep dequeues (migration, save/restore) keep the relative deadline.
     PlaceRelDeadline,
-    /// The current entity is protected until its deadline, or one minimum slice (§3.4).
+    /// The current entity is protected until its deadline, or one minimum slice.
     RunToParity,
-    /// A waking entity with a shorter slice may preempt a protected current (§6.2).
+    /// A waking entity with a shorter slice may preempt a protected current.
     PreemptShort,
-    /// Wakeup preemption sets the woken entity as next buddy (§3.5, §6.1).
+    /// Wakeup preemption sets the woken entity as next buddy.
     NextBuddy,
-    /// Pick honours an eligible next buddy (§3.3).
+    /// Pick honours an eligible next buddy.
     PickBuddy,
     /// Buddies that are cache hot are not migrated by load balancing.
     CacheHotBuddy,
-    /// A sleeping entity that is not eligible stays queued as delayed (§5).
+    /// A sleeping entity that is not eligible stays queued as delayed.
     DelayDequeue,
-    /// A delayed entity's lag is clipped to at most zero when it leaves (§5).
+    /// A delayed entity's lag is clipped to at most zero when it leaves.
     DelayZero,
-    /// Woken entities may preempt the current one at all (§6.1).
+    /// Woken entities may preempt the current one at all.
     WakeupPreemption,
-    /// Remote wakeups go through the target's wakelist (§7.6).
+    /// Remote wakeups go through the target's wakelist.
     TtwuQueue,
-    /// A wakee still on a CPU is handed to that CPU's wakelist (RFC, §7.10).
+    /// A wakee still on a CPU is handed to that CPU's wakelist (the RFC).
     TtwuQueueOnCpu,
-    /// Delayed wakees are woken through their CPU's wakelist (RFC, §7.10).
+    /// Delayed wakees are woken through their CPU's wakelist (the RFC).
     TtwuQueueDelayed,
-    /// The wakelist is used even towards a busy cache-sharing CPU (RFC, §7.10).
+    /// The wakelist is used even towards a busy cache-sharing CPU (the RFC).
     TtwuQueueDefault,
-    /// A delayed wakee is dequeued and goes through CPU selection (RFC prototype, §7.10).
+    /// A delayed wakee is dequeued and goes through CPU selection (the RFC thread's prototype).
     TtwuDequeue,
-    /// The idle-CPU scan is bounded by the LLC's utilisation (§7.9).
+    /// The idle-CPU scan is bounded by the LLC's utilisation.
     SisUtil,
-    /// Preferred-core (ITMT / AMD prefcore) rankings are used (§8).
+    /// Preferred-core (ITMT / AMD prefcore) rankings are used.
     Itmt,
     /// lagom's own: wakeup selection prefers the higher-ranked of equally good idle CPUs
-    /// (mainline ignores priorities when it wakes a task, §8.3).
+    /// (mainline ignores priorities when it wakes a task).
     WakePreferRank,
-    /// lagom's own answer to seed 001 (§10.3): a delayed wakee is requeued in place only if
+    /// lagom's own answer to seed 001: a delayed wakee is requeued in place only if
     /// it is cache hot or its CPU would run it next; otherwise, when an allowed CPU is idle,
     /// its delayed dequeue is finished and it is woken through CPU selection, like a
     /// sleeper (README "DELAYED_WAKE_IDLE").
@@ -80,9 +87,20 @@ pub enum Feature {
     /// move; the kernel's stopper moves it regardless, so that a task woken onto that CPU
     /// meanwhile shares it with the moved one (README "ACTIVE_BALANCE_RECHECK").
     ActiveBalanceRecheck,
+    /// Mainline's 333238da9a19 (v7.2, lagom's name): the in-place requeue of a woken delayed
+    /// entity accounts the running entity first (`update_curr`), so the lag it saves again is
+    /// measured against an up-to-date average. v7.1 does not (off).
+    RequeueUpdateCurr,
+    /// The fix posted for `preempt_sync` (November 2026, lagom's name): a WF_SYNC wakee with
+    /// NEXT_BUDDY may preempt the waker once the waker has run the migration cost (a quarter
+    /// of it after CPU selection) since it was picked (`sum_exec_runtime −
+    /// prev_sum_exec_runtime`). v7.1 measures `now − exec_start` right after `update_curr`
+    /// set `exec_start = now`: always 0, so the rule never preempts unless the migration
+    /// cost is 0 (off).
+    PreemptSyncRuntime,
 }
 
-const COUNT: usize = 21;
+const COUNT: usize = 23;
 
 impl Feature {
     /// Every feature, in the order of [`Features::NAMES`].
@@ -108,6 +126,8 @@ impl Feature {
         Feature::WakePreferRank,
         Feature::DelayedWakeIdle,
         Feature::ActiveBalanceRecheck,
+        Feature::RequeueUpdateCurr,
+        Feature::PreemptSyncRuntime,
     ];
 
     /// The kernel's name of the feature, e.g. `"DELAY_DEQUEUE"`.
@@ -143,7 +163,8 @@ pub struct Features(u32);
 
 impl Features {
     /// Every valid feature name, in the kernel's order (lagom's `ITMT`, `WAKE_PREFER_RANK`,
-    /// `DELAYED_WAKE_IDLE` and `ACTIVE_BALANCE_RECHECK` last).
+    /// `DELAYED_WAKE_IDLE`, `ACTIVE_BALANCE_RECHECK`, `REQUEUE_UPDATE_CURR` and
+    /// `PREEMPT_SYNC_RUNTIME` last).
     pub const NAMES: &'static [&'static str] = &[
         "PLACE_LAG",
         "PLACE_DEADLINE_INITIAL",
@@ -166,6 +187,8 @@ impl Features {
         "WAKE_PREFER_RANK",
         "DELAYED_WAKE_IDLE",
         "ACTIVE_BALANCE_RECHECK",
+        "REQUEUE_UPDATE_CURR",
+        "PREEMPT_SYNC_RUNTIME",
     ];
 
     /// The defaults (see the module documentation for which kernel and which RFC).

@@ -55,10 +55,10 @@
 //! Section numbers (§) refer to `docs/eevdf-spec.md`. Names follow the kernel.
 //!
 //! ```
-//! use lagom_policy::{EnqueueKind, Pick, RqConfig, RunQueue, SchedEntity};
+//! use lagom_policy::{EnqueueFlags, EnqueueKind, Pick, RqConfig, RunQueue, SchedEntity};
 //! let mut rq: RunQueue<&str> = RunQueue::new(RqConfig::for_cpus(1));
-//! let a = rq.enqueue(SchedEntity::new(0), "a", EnqueueKind::Initial, 0);
-//! let b = rq.enqueue(SchedEntity::new(0), "b", EnqueueKind::Initial, 0);
+//! let a = rq.enqueue(SchedEntity::new(0), "a", EnqueueKind::Initial, EnqueueFlags::NONE, 0);
+//! let b = rq.enqueue(SchedEntity::new(0), "b", EnqueueKind::Initial, EnqueueFlags::NONE, 0);
 //! let Pick::Run(first) = rq.pick_next(0) else { unreachable!() };
 //! // Run it past its request: the tick asks for a switch and the other one runs next.
 //! assert!(rq.task_tick(1_000_000));
@@ -107,14 +107,14 @@ pub use entity::{MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, SchedEntity};
 pub use features::{Feature, Features, UnknownFeature};
 pub use nohz::nohz_kick_target;
 pub use pick::Pick;
-pub use place::EnqueueKind;
+pub use place::{EnqueueFlags, EnqueueKind};
 pub use preempt::Wakeup;
 pub use runqueue::{Handle, RunQueue};
 pub use select::{
     CpuView, DelayedWake, DelayedWakeView, Placement, WakeCtx, curr_protection_left, delayed_wake,
     idle_in_llc, select_task_rq, select_task_rq_fair, sis_util_scan, ttwu_queue_cond,
 };
-pub use wake_flags::WakeFlags;
+pub use wake_flags::{ActivatePath, WakeFlags, activation_flags};
 pub use weight::{
     MAX_NICE, MIN_NICE, NICE_0_LOAD, SCHED_FIXEDPOINT_SHIFT, SCHED_PRIO_TO_WEIGHT,
     SCHED_PRIO_TO_WMULT, calc_delta_fair, clamp_nice, inv_weight_of_nice, weight_of_nice,

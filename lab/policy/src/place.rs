@@ -12,6 +12,7 @@ use super::features::Feature;
 use super::runqueue::{Handle, RunQueue};
 use super::tree::NIL;
 use super::vtime::{vadd, vdiff};
+use super::wake_flags::WakeFlags;
 use super::weight::{calc_delta_fair, scale_signed};
 
 /// Why an entity is enqueued (the kernel's ENQUEUE_* flags that change placement).
@@ -27,16 +28,60 @@ pub enum EnqueueKind {
     Restore,
 }
 
+/// The kernel's `ENQUEUE_*` flags that do not change how an entity is placed
+/// ([`EnqueueKind`] says that): so far whether it arrives by migration.
+///
+/// ```
+/// use lagom_policy::{EnqueueFlags, WakeFlags};
+/// assert_eq!(EnqueueFlags::of_wake(WakeFlags::TTWU | WakeFlags::MIGRATED), EnqueueFlags::MIGRATED);
+/// assert_eq!(EnqueueFlags::of_wake(WakeFlags::TTWU), EnqueueFlags::NONE);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EnqueueFlags {
+    /// The entity comes from another CPU (`ENQUEUE_MIGRATED`): a wakeup that chose another
+    /// CPU than the task's last, a balance move, an active balance. Its `exec_start` is
+    /// cleared, so that it is not cache hot where it arrives (`task_hot`).
+    pub migrated: bool,
+}
+
+impl EnqueueFlags {
+    /// No flag.
+    pub const NONE: EnqueueFlags = EnqueueFlags { migrated: false };
+    /// `ENQUEUE_MIGRATED`.
+    pub const MIGRATED: EnqueueFlags = EnqueueFlags { migrated: true };
+
+    /// The enqueue flags of an activation with flags `wf` (`ttwu_do_activate`:
+    /// `WF_MIGRATED` becomes `ENQUEUE_MIGRATED`).
+    pub const fn of_wake(wf: WakeFlags) -> EnqueueFlags {
+        EnqueueFlags {
+            migrated: wf.contains(WakeFlags::MIGRATED),
+        }
+    }
+}
+
 impl<T> RunQueue<T> {
     /// Enqueues `se` (which must not be queued anywhere) with its payload: charges the running
-    /// entity, places `se` by its saved lag (§4.3) and inserts it. Returns its handle.
+    /// entity, places `se` by its saved lag and inserts it. Returns its handle. With
+    /// `flags.migrated` its `exec_start` is cleared (`enqueue_entity` with
+    /// `ENQUEUE_MIGRATED`): a task that comes from another CPU is not cache hot here until it
+    /// runs.
     ///
     /// An entity that was delayed when it was dequeued for migration stays delayed here.
-    pub fn enqueue(&mut self, se: SchedEntity, payload: T, kind: EnqueueKind, now: u64) -> Handle {
+    pub fn enqueue(
+        &mut self,
+        se: SchedEntity,
+        payload: T,
+        kind: EnqueueKind,
+        flags: EnqueueFlags,
+        now: u64,
+    ) -> Handle {
         debug_assert!(!se.on_rq, "entity is already queued");
         self.update_curr(now);
         let mut se = se;
         self.place_entity(&mut se, kind == EnqueueKind::Initial);
+        if flags.migrated {
+            se.exec_start = 0;
+        }
         se.on_rq = true;
         let delayed = se.sched_delayed;
         let w = se.weight;

@@ -6,11 +6,12 @@
 //! slice; it waits for the protection or the deadline to run out.
 //!
 //! WF_SYNC with NEXT_BUDDY (`preempt_sync`): the waker says it is about to sleep, so the wakee
-//! may preempt it, but only once the waker has run `migration_cost` (a quarter of it if the
-//! wakeup already went through CPU selection) since it was picked. That time is
-//! `sum_exec_runtime − prev_sum_exec_runtime`. The kernel snapshot measures
-//! `now − exec_start` after `update_curr` has just set `exec_start = now`, which is always 0
-//! and disables the rule; lagom follows the fix posted for it (spec §6.3, §12.1).
+//! may preempt it once the waker has run `migration_cost` (a quarter of it if the wakeup went
+//! through CPU selection, `WF_RQ_SELECTED`). Linux v7.1 measures that time as
+//! `now − exec_start` right after `update_curr` set `exec_start = now`: always 0, so the rule
+//! preempts only with a migration cost of 0, and lagom does the same by default. The fix
+//! posted for it (November 2026, against v7.4-rc1) measures `sum_exec_runtime −
+//! prev_sum_exec_runtime`, the time run since the waker was picked: `PREEMPT_SYNC_RUNTIME`.
 
 use super::entity::SchedEntity;
 use super::features::Feature;
@@ -86,7 +87,7 @@ impl<T> RunQueue<T> {
                 if !keep {
                     self.next = p;
                     if wf.contains(WakeFlags::SYNC) {
-                        action = self.preempt_sync(wf, &pse, &se);
+                        action = self.preempt_sync(wf, &pse, &se, now);
                     }
                 }
             }
@@ -125,13 +126,18 @@ impl<T> RunQueue<T> {
     }
 
     /// `preempt_sync`: reschedule at once only if the wakee's deadline is earlier and the
-    /// waker has run its threshold since it was picked.
-    fn preempt_sync(&self, wf: WakeFlags, pse: &SchedEntity, se: &SchedEntity) -> Action {
+    /// waker has run its threshold (module doc). `se` is the waker as charged at `now`.
+    fn preempt_sync(&self, wf: WakeFlags, pse: &SchedEntity, se: &SchedEntity, now: u64) -> Action {
         let mut threshold = self.cfg.migration_cost;
         if wf.contains(WakeFlags::RQ_SELECTED) {
-            threshold /= 4;
+            threshold >>= 2;
         }
-        let ran = se.sum_exec_runtime.saturating_sub(se.prev_sum_exec_runtime);
+        let ran = if self.feat(Feature::PreemptSyncRuntime) {
+            se.sum_exec_runtime.saturating_sub(se.prev_sum_exec_runtime)
+        } else {
+            // v7.1: the time since the charge that just ran (`exec_start` is `now`).
+            now.saturating_sub(se.exec_start)
+        };
         if vbefore(pse.deadline, se.deadline) && ran >= threshold {
             Action::Resched
         } else {

@@ -149,13 +149,13 @@ impl<T> RunQueue<T> {
     /// `Worker::publish`), so that no charge's request for a switch is lost.
     ///
     /// ```
-    /// use lagom_policy::{EnqueueKind, Pick, RqConfig, RunQueue, SchedEntity};
+    /// use lagom_policy::{EnqueueFlags, EnqueueKind, Pick, RqConfig, RunQueue, SchedEntity};
     /// let mut rq = RunQueue::new(RqConfig::for_cpus(1));
-    /// rq.enqueue(SchedEntity::new(0), 'a', EnqueueKind::Wakeup, 0);
-    /// rq.enqueue(SchedEntity::new(0), 'b', EnqueueKind::Wakeup, 0);
+    /// rq.enqueue(SchedEntity::new(0), 'a', EnqueueKind::Wakeup, EnqueueFlags::NONE, 0);
+    /// rq.enqueue(SchedEntity::new(0), 'b', EnqueueKind::Wakeup, EnqueueFlags::NONE, 0);
     /// let _ = rq.pick_next(0);
     /// // A wakeup 10 ms later charges the running entity past its request.
-    /// rq.enqueue(SchedEntity::new(0), 'c', EnqueueKind::Wakeup, 10_000_000);
+    /// rq.enqueue(SchedEntity::new(0), 'c', EnqueueKind::Wakeup, EnqueueFlags::NONE, 10_000_000);
     /// assert!(rq.need_resched());
     /// let _ = rq.pick_next(10_000_000);
     /// assert!(!rq.need_resched());
@@ -374,9 +374,9 @@ impl<T> RunQueue<T> {
     /// Nothing to do without a running entity.
     ///
     /// ```
-    /// use lagom_policy::{EnqueueKind, Pick, RqConfig, RunQueue, SchedEntity};
+    /// use lagom_policy::{EnqueueFlags, EnqueueKind, Pick, RqConfig, RunQueue, SchedEntity};
     /// let mut rq = RunQueue::new(RqConfig::for_cpus(1));
-    /// let a = rq.enqueue(SchedEntity::new(0), (), EnqueueKind::Wakeup, 0);
+    /// let a = rq.enqueue(SchedEntity::new(0), (), EnqueueKind::Wakeup, EnqueueFlags::NONE, 0);
     /// assert!(matches!(rq.pick_next(0), Pick::Run(h) if h == a));
     /// // 3 ms pass, 2 ms of them with the worker's thread off its CPU.
     /// assert_eq!(rq.exclude_from_curr(2_000_000, 3_000_000), 2_000_000);

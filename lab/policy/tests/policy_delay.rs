@@ -1,8 +1,8 @@
 //! Delayed dequeue (DELAY_DEQUEUE) and DELAY_ZERO.
 
 use lagom_policy::{
-    DequeueKind, Dequeued, EnqueueKind, Feature, Features, Handle, Pick, RqConfig, RunQueue,
-    SchedEntity,
+    DequeueKind, Dequeued, EnqueueFlags, EnqueueKind, Feature, Features, Handle, Pick, RqConfig,
+    RunQueue, SchedEntity,
 };
 
 /// Two nice-0 entities; the first picked runs 0.5 ms (less than a tick, so nothing else runs)
@@ -11,8 +11,20 @@ fn after_one_overrun(features: Features) -> (RunQueue<u32>, Handle, Handle, u64)
     let mut cfg = RqConfig::for_cpus(1);
     cfg.features = features;
     let mut rq = RunQueue::new(cfg);
-    let a = rq.enqueue(SchedEntity::new(0), 0, EnqueueKind::Wakeup, 0);
-    let b = rq.enqueue(SchedEntity::new(0), 1, EnqueueKind::Wakeup, 0);
+    let a = rq.enqueue(
+        SchedEntity::new(0),
+        0,
+        EnqueueKind::Wakeup,
+        EnqueueFlags::NONE,
+        0,
+    );
+    let b = rq.enqueue(
+        SchedEntity::new(0),
+        1,
+        EnqueueKind::Wakeup,
+        EnqueueFlags::NONE,
+        0,
+    );
     let Pick::Run(first) = rq.pick_next(0) else {
         panic!("nothing to run")
     };
@@ -208,8 +220,20 @@ fn an_eligible_sleeper_leaves_at_once() {
 
     // Zero lag: two entities placed together, the first picked sleeps before it ran.
     let mut rq: RunQueue<u32> = RunQueue::new(RqConfig::for_cpus(1));
-    rq.enqueue(SchedEntity::new(0), 0, EnqueueKind::Wakeup, 0);
-    rq.enqueue(SchedEntity::new(0), 1, EnqueueKind::Wakeup, 0);
+    rq.enqueue(
+        SchedEntity::new(0),
+        0,
+        EnqueueKind::Wakeup,
+        EnqueueFlags::NONE,
+        0,
+    );
+    rq.enqueue(
+        SchedEntity::new(0),
+        1,
+        EnqueueKind::Wakeup,
+        EnqueueFlags::NONE,
+        0,
+    );
     let Pick::Run(h) = rq.pick_next(0) else {
         panic!("nothing to run")
     };
@@ -257,7 +281,13 @@ fn a_dead_entity_leaves_at_once_as_a_finished_delayed_sleep_would() {
                 cfg.features = Features::DEFAULT.with(Feature::DelayZero, delay_zero);
                 let mut rq = RunQueue::new(cfg);
                 for (p, n) in [(0, 0), (1, nice)] {
-                    rq.enqueue(SchedEntity::new(n), p, EnqueueKind::Wakeup, 0);
+                    rq.enqueue(
+                        SchedEntity::new(n),
+                        p,
+                        EnqueueKind::Wakeup,
+                        EnqueueFlags::NONE,
+                        0,
+                    );
                 }
                 let Pick::Run(first) = rq.pick_next(0) else {
                     panic!("nothing to run")
@@ -289,4 +319,63 @@ fn a_dead_entity_leaves_at_once_as_a_finished_delayed_sleep_would() {
             );
         }
     }
+}
+
+/// `REQUEUE_UPDATE_CURR` (mainline's 333238da9a19, v7.2): the in-place requeue of a woken
+/// delayed entity charges the running entity first, so the lag saved again is measured
+/// against an up-to-date average. A and B (nice 0) start together; the one picked runs 1 ms
+/// and sleeps 0.5 ms behind the average, delayed. The other then runs 2 ms without being
+/// charged, and the delayed one is woken in place:
+///
+/// * Linux v7.1 (off): V is still as of 1 ms, so the lag saved again is the −0.5 ms it left
+///   with (`requeue_delayed_entity` keeps it: nothing to re-place), and it stays ineligible;
+/// * on: the charge moves V by half of the 2 ms (two equal weights): the lag is +0.5 ms,
+///   which DELAY_ZERO clips to 0, so it is placed afresh at V, eligible.
+#[test]
+fn requeue_update_curr_measures_lag_against_now() {
+    let run = |features: Features| {
+        let mut cfg = RqConfig::for_cpus(1);
+        cfg.features = features;
+        let mut rq = RunQueue::new(cfg);
+        rq.enqueue(
+            SchedEntity::new(0),
+            0,
+            EnqueueKind::Wakeup,
+            EnqueueFlags::NONE,
+            0,
+        );
+        rq.enqueue(
+            SchedEntity::new(0),
+            1,
+            EnqueueKind::Wakeup,
+            EnqueueFlags::NONE,
+            0,
+        );
+        let Pick::Run(first) = rq.pick_next(0) else {
+            panic!()
+        };
+        assert!(matches!(
+            rq.dequeue(first, DequeueKind::Sleep, 1_000_000),
+            Dequeued::Delayed
+        ));
+        let vlag0 = rq.entity(first).vlag;
+        assert_eq!(
+            vlag0, -500_000,
+            "half of the 1 ms it ran ahead of the other"
+        );
+        let Pick::Run(second) = rq.pick_next(1_000_000) else {
+            panic!()
+        };
+        assert_ne!(second, first);
+        rq.requeue_delayed(first, 3_000_000);
+        (
+            rq.entity(first).vlag,
+            rq.entity_eligible(first),
+            rq.entity(second).sum_exec_runtime,
+        )
+    };
+    let (vlag, eligible, charged) = run(Features::DEFAULT);
+    assert_eq!((vlag, eligible, charged), (-500_000, false, 0));
+    let (vlag, eligible, charged) = run(Features::parse("REQUEUE_UPDATE_CURR").unwrap());
+    assert_eq!((vlag, eligible, charged), (0, true, 2_000_000));
 }

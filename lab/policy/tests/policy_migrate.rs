@@ -281,3 +281,45 @@ fn periodic_balance_walks_the_levels() {
     // 1.15 × is not enough at 117 %.
     assert_eq!(run([10_000, 10_000, 0, 11_500]), None);
 }
+
+/// `enqueue_entity` with `ENQUEUE_MIGRATED` clears `exec_start`: a task that ran 0.1 ms ago on
+/// its old CPU is cold where it arrives (`task_hot`), whichever path moved it (a wakeup that
+/// chose another CPU, a balance, an active balance); without the flag the time stays.
+#[test]
+fn a_migrated_enqueue_is_cache_cold() {
+    use lagom_policy::{
+        DequeueKind, Dequeued, EnqueueFlags, EnqueueKind, Pick, RqConfig, RunQueue, SchedEntity,
+    };
+    let mut src = RunQueue::new(RqConfig::for_cpus(2));
+    let a = src.enqueue(
+        SchedEntity::new(0),
+        'a',
+        EnqueueKind::Wakeup,
+        EnqueueFlags::NONE,
+        0,
+    );
+    let Pick::Run(_) = src.pick_next(NOW - 1_000_000) else {
+        panic!()
+    };
+    let Dequeued::Removed { se, .. } = src.dequeue(a, DequeueKind::Sleep, NOW - 100_000) else {
+        panic!("an eligible sleeper leaves at once")
+    };
+    assert_eq!(se.exec_start, NOW - 100_000);
+    let hot_at = |se: &SchedEntity| {
+        task_hot(
+            &env(),
+            Candidate {
+                exec_start: se.exec_start,
+                ..cold()
+            },
+        )
+    };
+    assert!(hot_at(&se), "ran 0.1 ms ago");
+    let mut dst = RunQueue::new(RqConfig::for_cpus(2));
+    let h = dst.enqueue(se, 'a', EnqueueKind::Wakeup, EnqueueFlags::MIGRATED, NOW);
+    assert_eq!(dst.entity(h).exec_start, 0);
+    assert!(!hot_at(dst.entity(h)));
+    let mut same = RunQueue::new(RqConfig::for_cpus(2));
+    let h = same.enqueue(se, 'a', EnqueueKind::Wakeup, EnqueueFlags::NONE, NOW);
+    assert!(hot_at(same.entity(h)), "not migrated: still hot");
+}

@@ -1,8 +1,8 @@
 //! Placement, reweight and yield.
 
 use lagom_policy::{
-    DequeueKind, Dequeued, EnqueueKind, Feature, Features, NICE_0_LOAD, Pick, RqConfig, RunQueue,
-    SchedEntity, calc_delta_fair, weight_of_nice,
+    DequeueKind, Dequeued, EnqueueFlags, EnqueueKind, Feature, Features, NICE_0_LOAD, Pick,
+    RqConfig, RunQueue, SchedEntity, calc_delta_fair, weight_of_nice,
 };
 
 fn rq(features: Features) -> RunQueue<u32> {
@@ -24,7 +24,15 @@ fn busy() -> (RunQueue<u32>, Vec<lagom_policy::Handle>, u64) {
     let hs: Vec<_> = [0, 3, -4, 7]
         .iter()
         .enumerate()
-        .map(|(i, n)| rq.enqueue(SchedEntity::new(*n), i as u32, EnqueueKind::Initial, 0))
+        .map(|(i, n)| {
+            rq.enqueue(
+                SchedEntity::new(*n),
+                i as u32,
+                EnqueueKind::Initial,
+                EnqueueFlags::NONE,
+                0,
+            )
+        })
         .collect();
     let mut now = 0;
     for _ in 0..7 {
@@ -96,7 +104,7 @@ fn new_tasks_get_half_a_request() {
             ..*q.config()
         });
         let v = q.avg_vruntime();
-        let h = q.enqueue(SchedEntity::new(5), 9, kind, now);
+        let h = q.enqueue(SchedEntity::new(5), 9, kind, EnqueueFlags::NONE, now);
         let se = *q.entity(h);
         let vslice = calc_delta_fair(q.config().base_slice, se.weight);
         assert_eq!(se.vruntime, v, "zero lag: placed at V");
@@ -124,7 +132,13 @@ fn migration_keeps_the_relative_deadline_and_the_lag() {
     assert!(moved.rel_deadline && moved.deadline == rel);
     assert_eq!(moved.vlag, lag);
     let (mut dst, _, now2) = busy();
-    let h2 = dst.enqueue(moved, payload, EnqueueKind::Restore, now2);
+    let h2 = dst.enqueue(
+        moved,
+        payload,
+        EnqueueKind::Restore,
+        EnqueueFlags::NONE,
+        now2,
+    );
     let se2 = *dst.entity(h2);
     assert!(!se2.rel_deadline);
     assert_eq!(
@@ -145,11 +159,17 @@ fn migration_keeps_the_relative_deadline_and_the_lag() {
 #[test]
 fn yield_forfeits_the_request() {
     let mut q = rq(Features::DEFAULT);
-    let b = q.enqueue(SchedEntity::new(0), 1, EnqueueKind::Wakeup, 0);
+    let b = q.enqueue(
+        SchedEntity::new(0),
+        1,
+        EnqueueKind::Wakeup,
+        EnqueueFlags::NONE,
+        0,
+    );
     // `a` re-joins owed 1 ms, so it runs first and is still eligible 10 µs later.
     let mut owed = SchedEntity::new(0);
     owed.vlag = 1_000_000;
-    let a = q.enqueue(owed, 0, EnqueueKind::Wakeup, 0);
+    let a = q.enqueue(owed, 0, EnqueueKind::Wakeup, EnqueueFlags::NONE, 0);
     let Pick::Run(first) = q.pick_next(0) else {
         panic!()
     };

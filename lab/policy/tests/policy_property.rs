@@ -15,8 +15,8 @@ mod policy_util;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use lagom_policy::{
-    DequeueKind, Dequeued, EnqueueKind, Feature, Features, RqConfig, SchedEntity, WakeFlags,
-    weight_of_nice,
+    DequeueKind, Dequeued, EnqueueFlags, EnqueueKind, Feature, Features, RqConfig, SchedEntity,
+    WakeFlags, weight_of_nice,
 };
 use policy_util::reference::{charge_ref, eligible_ref, lag_ref, queued as queued_ref, v_ref};
 use policy_util::{Rng, Sim, State};
@@ -273,7 +273,9 @@ fn run_sequence(seed: u64, steps: usize) -> [u64; 3] {
                     let id = pick_one(&mut rng, &back).unwrap();
                     let se = away[id].take().unwrap();
                     assert!(se.rel_deadline == features.is_enabled(Feature::PlaceRelDeadline));
-                    let h = sim.rq.enqueue(se, id, EnqueueKind::Restore, sim.now);
+                    let h =
+                        sim.rq
+                            .enqueue(se, id, EnqueueKind::Restore, EnqueueFlags::NONE, sim.now);
                     sim.tasks[id] = if se.sched_delayed {
                         State::Delayed(h)
                     } else {

@@ -10,8 +10,8 @@
 //! `__schedule` clears it at the pick.
 
 use lagom_policy::{
-    DequeueKind, Dequeued, EnqueueKind, Feature, Features, Handle, Pick, RqConfig, RunQueue,
-    SchedEntity, WakeFlags, Wakeup,
+    DequeueKind, Dequeued, EnqueueFlags, EnqueueKind, Feature, Features, Handle, Pick, RqConfig,
+    RunQueue, SchedEntity, WakeFlags, Wakeup,
 };
 
 const MS: u64 = 1_000_000;
@@ -23,8 +23,20 @@ fn two(features: Features) -> (RunQueue<char>, Handle, Handle) {
     cfg.base_slice = 3 * MS;
     cfg.features = features;
     let mut rq = RunQueue::new(cfg);
-    let a = rq.enqueue(SchedEntity::new(0), 'a', EnqueueKind::Wakeup, 0);
-    let b = rq.enqueue(SchedEntity::new(0), 'b', EnqueueKind::Wakeup, 0);
+    let a = rq.enqueue(
+        SchedEntity::new(0),
+        'a',
+        EnqueueKind::Wakeup,
+        EnqueueFlags::NONE,
+        0,
+    );
+    let b = rq.enqueue(
+        SchedEntity::new(0),
+        'b',
+        EnqueueKind::Wakeup,
+        EnqueueFlags::NONE,
+        0,
+    );
     match rq.pick_next(0) {
         Pick::Run(h) if h == a => (rq, a, b),
         Pick::Run(h) => (rq, h, a),
@@ -38,9 +50,19 @@ fn two(features: Features) -> (RunQueue<char>, Handle, Handle) {
 fn an_enqueue_past_the_deadline_asks_for_a_switch() {
     let (mut rq, a, _) = two(Features::DEFAULT);
     assert!(!rq.need_resched());
-    rq.enqueue(SchedEntity::new(0), 'c', EnqueueKind::Wakeup, 4 * MS);
+    rq.enqueue(
+        SchedEntity::new(0),
+        'c',
+        EnqueueKind::Wakeup,
+        EnqueueFlags::NONE,
+        4 * MS,
+    );
     assert!(rq.need_resched());
-    assert_eq!(rq.entity(a).sum_exec_runtime, 4 * MS, "charged by the enqueue");
+    assert_eq!(
+        rq.entity(a).sum_exec_runtime,
+        4 * MS,
+        "charged by the enqueue"
+    );
     // The pick answers it.
     let _ = rq.pick_next(4 * MS);
     assert!(!rq.need_resched());
@@ -52,9 +74,27 @@ fn a_dequeue_past_the_deadline_asks_for_a_switch() {
     let mut cfg = RqConfig::for_cpus(1);
     cfg.base_slice = 3 * MS;
     let mut rq = RunQueue::new(cfg);
-    rq.enqueue(SchedEntity::new(0), 'a', EnqueueKind::Wakeup, 0);
-    rq.enqueue(SchedEntity::new(0), 'b', EnqueueKind::Wakeup, 0);
-    let c = rq.enqueue(SchedEntity::new(0), 'c', EnqueueKind::Wakeup, 0);
+    rq.enqueue(
+        SchedEntity::new(0),
+        'a',
+        EnqueueKind::Wakeup,
+        EnqueueFlags::NONE,
+        0,
+    );
+    rq.enqueue(
+        SchedEntity::new(0),
+        'b',
+        EnqueueKind::Wakeup,
+        EnqueueFlags::NONE,
+        0,
+    );
+    let c = rq.enqueue(
+        SchedEntity::new(0),
+        'c',
+        EnqueueKind::Wakeup,
+        EnqueueFlags::NONE,
+        0,
+    );
     let Pick::Run(run) = rq.pick_next(0) else {
         panic!()
     };
@@ -77,7 +117,13 @@ fn a_dequeue_past_the_deadline_asks_for_a_switch() {
 #[test]
 fn a_wakeup_check_that_does_not_preempt_keeps_the_charges_request() {
     let (mut rq, _, _) = two(Features::DEFAULT);
-    let c = rq.enqueue(SchedEntity::new(0), 'c', EnqueueKind::Initial, 0);
+    let c = rq.enqueue(
+        SchedEntity::new(0),
+        'c',
+        EnqueueKind::Initial,
+        EnqueueFlags::NONE,
+        0,
+    );
     assert!(!rq.need_resched());
     assert!(matches!(
         rq.wakeup_preempt(c, WakeFlags::FORK, 4 * MS),
@@ -90,7 +136,13 @@ fn a_wakeup_check_that_does_not_preempt_keeps_the_charges_request() {
 #[test]
 fn alone_nothing_asks_for_a_switch() {
     let mut rq = RunQueue::new(RqConfig::for_cpus(1));
-    rq.enqueue(SchedEntity::new(0), 'a', EnqueueKind::Wakeup, 0);
+    rq.enqueue(
+        SchedEntity::new(0),
+        'a',
+        EnqueueKind::Wakeup,
+        EnqueueFlags::NONE,
+        0,
+    );
     let _ = rq.pick_next(0);
     assert!(!rq.task_tick(100 * MS));
     assert!(!rq.need_resched());
@@ -100,7 +152,13 @@ fn alone_nothing_asks_for_a_switch() {
 #[test]
 fn within_the_request_nothing_asks_for_a_switch() {
     let (mut rq, _, _) = two(Features::DEFAULT);
-    rq.enqueue(SchedEntity::new(0), 'c', EnqueueKind::Wakeup, MS);
+    rq.enqueue(
+        SchedEntity::new(0),
+        'c',
+        EnqueueKind::Wakeup,
+        EnqueueFlags::NONE,
+        MS,
+    );
     assert!(!rq.need_resched());
 }
 
@@ -111,7 +169,13 @@ fn within_the_request_nothing_asks_for_a_switch() {
 fn a_pending_switch_makes_the_wakeup_check_return_at_once() {
     let (mut rq, _, _) = two(Features::DEFAULT.with(Feature::NextBuddy, true));
     rq.set_need_resched();
-    let c = rq.enqueue(SchedEntity::new(0), 'c', EnqueueKind::Wakeup, MS);
+    let c = rq.enqueue(
+        SchedEntity::new(0),
+        'c',
+        EnqueueKind::Wakeup,
+        EnqueueFlags::NONE,
+        MS,
+    );
     assert!(matches!(
         rq.wakeup_preempt(c, WakeFlags::TTWU, MS),
         Wakeup::NoPreempt
@@ -131,7 +195,7 @@ fn a_preempting_wakeup_sets_need_resched_and_the_tick_reports_it() {
     // A shorter slice preempts (PREEMPT_SHORT) as soon as it is the pick.
     let mut se = SchedEntity::new(0);
     se.set_custom_slice(Some(MS / 2));
-    let c = rq.enqueue(se, 'c', EnqueueKind::Wakeup, MS / 10);
+    let c = rq.enqueue(se, 'c', EnqueueKind::Wakeup, EnqueueFlags::NONE, MS / 10);
     assert!(matches!(
         rq.wakeup_preempt(c, WakeFlags::TTWU, MS / 10),
         Wakeup::Preempt

@@ -493,14 +493,26 @@ fn delayed_wakee_moves_only_under_its_features() {
 #[test]
 fn an_ineligible_delayed_wakee_waits_until_the_average_reaches_it() {
     use lagom_policy::{
-        DelayedWake, DelayedWakeView, DequeueKind, Dequeued, EnqueueKind, MIGRATION_COST, Pick,
-        RqConfig, RunQueue, SchedEntity, curr_protection_left, delayed_wake,
+        DelayedWake, DelayedWakeView, DequeueKind, Dequeued, EnqueueFlags, EnqueueKind,
+        MIGRATION_COST, Pick, RqConfig, RunQueue, SchedEntity, curr_protection_left, delayed_wake,
     };
     const MS: u64 = 1_000_000;
     let mut rq = RunQueue::new(RqConfig::for_cpus(1));
-    let a = rq.enqueue(SchedEntity::new(0), 'a', EnqueueKind::Wakeup, 0);
+    let a = rq.enqueue(
+        SchedEntity::new(0),
+        'a',
+        EnqueueKind::Wakeup,
+        EnqueueFlags::NONE,
+        0,
+    );
     assert!(matches!(rq.pick_next(0), Pick::Run(h) if h == a));
-    let b = rq.enqueue(SchedEntity::new(0), 'b', EnqueueKind::Wakeup, 0);
+    let b = rq.enqueue(
+        SchedEntity::new(0),
+        'b',
+        EnqueueKind::Wakeup,
+        EnqueueFlags::NONE,
+        0,
+    );
     rq.update_curr(3 * MS);
     assert!(matches!(
         rq.dequeue(a, DequeueKind::Sleep, 3 * MS),

@@ -29,8 +29,8 @@ mod policy_util;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use lagom_policy::{
-    DequeueKind, Dequeued, EnqueueKind, Feature, Features, Handle, Pick, RqConfig, RunQueue,
-    SchedEntity, WakeFlags, Wakeup, calc_delta_fair, weight_of_nice,
+    DequeueKind, Dequeued, EnqueueFlags, EnqueueKind, Feature, Features, Handle, Pick, RqConfig,
+    RunQueue, SchedEntity, WakeFlags, Wakeup, calc_delta_fair, weight_of_nice,
 };
 use policy_util::Rng;
 use policy_util::reference::{eligible_ref, lag_ref, place_ref, queued, v_ref, vd};
@@ -292,7 +292,7 @@ impl Run {
                 };
                 let v0 = self.v_empty(&q);
                 let want = place_ref(&q, &se, new, &self.cfg, v0);
-                let h = self.rq.enqueue(se, id, kind, self.now);
+                let h = self.rq.enqueue(se, id, kind, EnqueueFlags::NONE, self.now);
                 let got = self.rq.entity(h);
                 assert_eq!((got.vruntime, got.deadline), want, "placement");
                 h
@@ -378,7 +378,9 @@ impl Run {
                     let (q, _) = self.snapshot();
                     let v0 = self.v_empty(&q);
                     let want = place_ref(&q, &se, false, &self.cfg, v0);
-                    let h = self.rq.enqueue(se, id, EnqueueKind::Restore, self.now);
+                    let h =
+                        self.rq
+                            .enqueue(se, id, EnqueueKind::Restore, EnqueueFlags::NONE, self.now);
                     let got = self.rq.entity(h);
                     assert_eq!((got.vruntime, got.deadline), want, "restore placement");
                     self.tasks[id] = if se.sched_delayed {
@@ -479,8 +481,20 @@ fn tiny_queues_match_the_reference() {
 #[test]
 fn reference_sanity() {
     let mut rq: RunQueue<usize> = RunQueue::new(RqConfig::for_cpus(1));
-    let a = rq.enqueue(SchedEntity::new(0), 0, EnqueueKind::Wakeup, 0);
-    let b = rq.enqueue(SchedEntity::new(0), 1, EnqueueKind::Wakeup, 0);
+    let a = rq.enqueue(
+        SchedEntity::new(0),
+        0,
+        EnqueueKind::Wakeup,
+        EnqueueFlags::NONE,
+        0,
+    );
+    let b = rq.enqueue(
+        SchedEntity::new(0),
+        1,
+        EnqueueKind::Wakeup,
+        EnqueueFlags::NONE,
+        0,
+    );
     let Pick::Run(ran) = rq.pick_next(0) else {
         panic!("nothing to run")
     };

@@ -14,9 +14,10 @@
 
 use super::engine::{NONE, Sim};
 use lagom_policy::{
-    ActivePush, BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueKind, Imbalance,
-    LoadView, MigrateEnv, PullReason, WakeFlags, asym_active_balance, can_migrate, may_active_push,
-    moved, newidle_imbalance_domains, nohz_kick_target, periodic_imbalance_domains, task_hot,
+    ActivatePath, ActivePush, BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueFlags,
+    EnqueueKind, Imbalance, LoadView, MigrateEnv, PullReason, WakeFlags, activation_flags,
+    asym_active_balance, can_migrate, may_active_push, moved, newidle_imbalance_domains,
+    nohz_kick_target, periodic_imbalance_domains, task_hot,
 };
 use lagom_trace::MigrateCause;
 
@@ -174,14 +175,16 @@ impl Sim {
             return;
         }
         let now = self.now;
-        let Dequeued::Removed { mut se, payload: t } =
+        let Dequeued::Removed { se, payload: t } =
             self.cpus[c].rq.dequeue(h, DequeueKind::Save, now)
         else {
             unreachable!("a Save dequeue is never delayed");
         };
         // ENQUEUE_MIGRATED: not cache hot where it arrives (`task_hot`).
-        se.exec_start = 0;
-        let nh = self.cpus[dst].rq.enqueue(se, t, EnqueueKind::Restore, now);
+        let nh =
+            self.cpus[dst]
+                .rq
+                .enqueue(se, t, EnqueueKind::Restore, EnqueueFlags::MIGRATED, now);
         self.tasks[t as usize].handle = Some(nh);
         self.moved(Some(c), t, c, dst, MigrateCause::Balance);
         let counters = &mut self.cpus[dst].counters;
@@ -189,7 +192,11 @@ impl Sim {
         if se.sched_delayed {
             counters.balance_delayed += 1;
         } else {
-            self.check_preempt(dst, nh, WakeFlags::NONE);
+            self.check_preempt(
+                dst,
+                nh,
+                activation_flags(ActivatePath::Attach, WakeFlags::NONE),
+            );
         }
         self.notify(dst);
     }
@@ -239,13 +246,18 @@ impl Sim {
             else {
                 unreachable!("a Save dequeue is never delayed");
             };
-            let nh = self.cpus[me].rq.enqueue(se, t, EnqueueKind::Restore, now);
+            // ENQUEUE_MIGRATED, as every move (the threaded `move_task`).
+            let nh =
+                self.cpus[me]
+                    .rq
+                    .enqueue(se, t, EnqueueKind::Restore, EnqueueFlags::MIGRATED, now);
             self.tasks[t as usize].handle = Some(nh);
             self.moved(Some(me), t, src, me, cause);
             if se.sched_delayed {
                 self.cpus[me].counters.balance_delayed += 1;
             } else {
-                self.check_preempt(me, nh, WakeFlags::NONE);
+                let wf = activation_flags(ActivatePath::Attach, WakeFlags::NONE);
+                self.check_preempt(me, nh, wf);
             }
             left -= moved(&imb, c).min(left);
             pulled += 1;

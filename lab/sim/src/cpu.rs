@@ -238,10 +238,8 @@ impl Sim {
         let now = self.now;
         let resched = self.need_resched(c);
         let cpu = &mut self.cpus[c];
-        let resched = resched
-            || !cpu.wakelist.is_empty()
-            || cpu.timer_due(now)
-            || cpu.rq.task_tick(now);
+        let resched =
+            resched || !cpu.wakelist.is_empty() || cpu.timer_due(now) || cpu.rq.task_tick(now);
         resched && self.schedule(c, Reason::Preempt)
     }
 

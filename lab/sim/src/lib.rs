@@ -44,9 +44,12 @@
 //! Shared with the threaded driver as pure functions of the policy (`lagom-policy`) (each was once replayed
 //! here by hand): what selection reads of a CPU (`CpuView::of`), the delayed wakee's
 //! dequeue-or-requeue (`delayed_wake` over `DelayedWakeView::of` and `idle_in_llc`), the
-//! sleeper's wakelist-or-lock (`ttwu_queue_cond`), and the nohz kick's target
-//! (`nohz_kick_target`), and whether a pending active-balance request may be carried out
-//! (`may_active_push`). Still replayed step for step, and so kept in step by hand: the
+//! sleeper's wakelist-or-lock (`ttwu_queue_cond`), the nohz kick's target
+//! (`nohz_kick_target`), whether a pending active-balance request may be carried out
+//! (`may_active_push`), the flags each activation path passes on (`activation_flags`: the
+//! waker's `WF_SYNC` never reaches a wakelist activation, `WF_MIGRATED` makes the enqueue
+//! `ENQUEUE_MIGRATED` on every migration, balance moves included), and the request for a
+//! switch that any charge of the running task leaves (`RunQueue::need_resched`). Still replayed step for step, and so kept in step by hand: the
 //! TTWU_QUEUE_DELAYED hand-off test (the feature and "not on the waker's CPU"),
 //! `cond_resched`'s "should I schedule" test, the steps of an active-balance move (at the
 //! task's next schedule point, or its next wakeup if it left the runqueue first; the

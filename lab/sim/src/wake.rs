@@ -35,8 +35,9 @@ use super::engine::{NONE, Sim};
 use super::queue::Event;
 use super::task::State;
 use lagom_policy::{
-    CpuView, DelayedWake, DelayedWakeView, EnqueueKind, Feature, Handle, Placement, WakeCtx,
-    WakeFlags, delayed_wake, idle_in_llc, select_task_rq_fair, ttwu_queue_cond,
+    ActivatePath, CpuView, DelayedWake, DelayedWakeView, EnqueueFlags, EnqueueKind, Feature,
+    Handle, Placement, WakeCtx, WakeFlags, activation_flags, delayed_wake, idle_in_llc,
+    select_task_rq_fair, ttwu_queue_cond,
 };
 use lagom_trace::{MigrateCause, WakePath};
 
@@ -108,9 +109,11 @@ impl Sim {
                 let task = &mut self.tasks[t as usize];
                 task.wake_cpu = waker;
                 task.wake_delayed = true;
+                // The waker's flags travel with the entry: the owner selects a CPU with them.
+                let wf = WakeFlags::TTWU | task.wake_flags;
                 self.trace_wakeup(waker, t, cpu, WakePath::DelayedQueued);
                 self.cpus[cpu].counters.runnable_queued += 1;
-                self.queue_wakelist(cpu, t);
+                self.queue_wakelist(cpu, t, wf);
                 return;
             }
             if self.dequeue_delayed(t, cpu, h) {
@@ -121,7 +124,9 @@ impl Sim {
                 self.cpus[cpu].counters.runnable_dequeued += 1;
             } else {
                 self.cpus[cpu].rq.requeue_delayed(h, now);
-                self.check_preempt(cpu, h, WakeFlags::TTWU);
+                let wf = WakeFlags::TTWU | self.tasks[t as usize].wake_flags;
+                self.check_preempt(cpu, h, activation_flags(ActivatePath::RunnableInPlace, wf));
+                self.tasks[t as usize].wake_flags = WakeFlags::NONE;
                 let task = &mut self.tasks[t as usize];
                 task.state = State::Runnable;
                 task.ready_since = now;
@@ -147,7 +152,9 @@ impl Sim {
             {
                 self.trace_wakeup(waker, t, cpu, WakePath::OnCpu);
                 self.cpus[cpu].counters.wakeups_on_cpu += 1;
-                self.queue_wakelist(cpu, t);
+                // No CPU was selected and the task stays on `cpu`: nothing travels with it.
+                let flags = activation_flags(ActivatePath::Wakelist, WakeFlags::NONE);
+                self.queue_wakelist(cpu, t, flags);
             } else {
                 let waker = waker.map_or(NONE, |w| w as u32);
                 self.queue
@@ -164,6 +171,12 @@ impl Sim {
         let wf = WakeFlags::TTWU | self.tasks[t as usize].wake_flags;
         let target = self.select_cpu(t, prev, waker, wf);
         self.moved(waker, t, prev, target, MigrateCause::Wakeup);
+        // Another CPU than the task's last: the activation is a migration (`WF_MIGRATED`).
+        let wf = if target != prev {
+            wf | WakeFlags::MIGRATED
+        } else {
+            wf
+        };
         self.enqueue_on(target, t, waker, wf);
     }
 
@@ -264,7 +277,8 @@ impl Sim {
     }
 
     /// Makes claimed or new task `t` runnable on CPU `target` (`enqueue_on`), with the
-    /// wakeup's flags `wf` (`WF_FORK`: a spawn).
+    /// wakeup's flags `wf` (`WF_FORK`: a spawn), which reach the activation as
+    /// `activation_flags` says for the path taken (`wake/queue.rs`'s `enqueue_on`).
     fn enqueue_on(&mut self, target: usize, t: u32, local: Option<usize>, wf: WakeFlags) {
         let spawn = wf.contains(WakeFlags::FORK);
         // `ttwu_queue_cond` for a wakeup; a spawn to another CPU always uses the wakelist
@@ -292,7 +306,7 @@ impl Sim {
         }
         match path {
             WakePath::Local => {
-                self.activate(target, t);
+                self.activate(target, t, activation_flags(ActivatePath::Direct, wf));
                 if !spawn {
                     self.cpus[target].counters.wakeups_local += 1;
                 }
@@ -301,10 +315,10 @@ impl Sim {
                 if !spawn {
                     self.cpus[target].counters.wakeups_queued += 1;
                 }
-                self.queue_wakelist(target, t);
+                self.queue_wakelist(target, t, activation_flags(ActivatePath::Wakelist, wf));
             }
             _ => {
-                self.activate(target, t);
+                self.activate(target, t, activation_flags(ActivatePath::Direct, wf));
                 if !spawn {
                     self.cpus[target].counters.wakeups_remote += 1;
                 }
@@ -317,15 +331,19 @@ impl Sim {
         }
     }
 
-    /// Pushes `t` on CPU `cpu`'s wakelist and lets the CPU know.
-    fn queue_wakelist(&mut self, cpu: usize, t: u32) {
+    /// Pushes `t` on CPU `cpu`'s wakelist, with `flags` travelling with the entry (a
+    /// wakeup's activation flags, or a delayed wakeup's waker flags: `queue_wakelist` of
+    /// `wake/queue.rs`), and lets the CPU know.
+    fn queue_wakelist(&mut self, cpu: usize, t: u32, flags: WakeFlags) {
+        self.tasks[t as usize].wake_flags = flags;
         self.cpus[cpu].wakelist.push(t);
         self.notify(cpu);
     }
 
     /// Enqueues claimed or new task `t` on CPU `c` and runs the wakeup-preemption check
-    /// (`ttwu_do_activate`).
-    fn activate(&mut self, c: usize, t: u32) {
+    /// (`ttwu_do_activate`) with the activation's flags `wf` (`activation_flags` of its
+    /// path; `WF_MIGRATED` makes the enqueue `ENQUEUE_MIGRATED`). A new task's is a fork.
+    fn activate(&mut self, c: usize, t: u32, wf: WakeFlags) {
         let now = self.now;
         let task = &mut self.tasks[t as usize];
         let kind = if task.fresh {
@@ -333,16 +351,18 @@ impl Sim {
         } else {
             EnqueueKind::Wakeup
         };
+        let wf = if kind == EnqueueKind::Initial {
+            activation_flags(ActivatePath::Fork, wf | WakeFlags::FORK)
+        } else {
+            wf
+        };
         task.fresh = false;
-        let h = self.cpus[c].rq.enqueue(task.se, t, kind, now);
+        let h = self.cpus[c]
+            .rq
+            .enqueue(task.se, t, kind, EnqueueFlags::of_wake(wf), now);
         task.handle = Some(h);
         task.state = State::Runnable;
         task.ready_since = now;
-        let wf = if kind == EnqueueKind::Initial {
-            WakeFlags::FORK
-        } else {
-            WakeFlags::TTWU | task.wake_flags
-        };
         task.wake_flags = WakeFlags::NONE;
         self.check_preempt(c, h, wf);
     }
@@ -363,8 +383,9 @@ impl Sim {
                 if let Some(h) = task.handle {
                     if owner != me {
                         task.wake_delayed = true;
+                        let flags = task.wake_flags;
                         self.cpus[me].counters.wakeups_chased += 1;
-                        self.queue_wakelist(owner, t);
+                        self.queue_wakelist(owner, t, flags);
                         continue;
                     }
                     let (se, _) = self.cpus[me].rq.finish_delayed(h, self.now);
@@ -378,12 +399,17 @@ impl Sim {
                 if target != me {
                     self.moved(Some(me), t, me, target, MigrateCause::Wakeup);
                     self.cpus[me].counters.runnable_migrated += 1;
-                    self.queue_wakelist(target, t);
+                    let flags = activation_flags(ActivatePath::Wakelist, WakeFlags::MIGRATED);
+                    self.queue_wakelist(target, t, flags);
                     continue;
                 }
                 self.tasks[t as usize].cpu = me;
+                self.activate(me, t, WakeFlags::TTWU);
+                continue;
             }
-            self.activate(me, t);
+            // The entry's flags (`WF_MIGRATED` or nothing: `sched_ttwu_pending`).
+            let wf = activation_flags(ActivatePath::Wakelist, self.tasks[t as usize].wake_flags);
+            self.activate(me, t, wf);
         }
         // Give the allocation back unless a forward refilled the list meanwhile.
         let mut list = list;

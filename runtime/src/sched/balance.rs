@@ -77,8 +77,8 @@
 //! one that moved something. The kernel counts only periodic and idle balances there, not
 //! newly idle ones; lagom's idle worker has no separate idle balance (a kicked idle worker
 //! runs its newly idle balance, which stands for the kernel's nohz idle balance), so every
-//! attempt counts. A moved task's `exec_start` is cleared, as the kernel's ENQUEUE_MIGRATED
-//! clears it: it is not hot where it arrives.
+//! attempt counts. A moved task is enqueued with `ENQUEUE_MIGRATED`
+//! (`EnqueueFlags::MIGRATED`), which clears its `exec_start`: it is not hot where it arrives.
 //!
 //! A pulled runnable task runs the wakeup-preemption check on its new runqueue, as the
 //! kernel's `attach_task` does, so a task with an earlier deadline is not kept waiting for
@@ -89,10 +89,10 @@ use crate::trace::MigrateCause;
 use crate::wake::{check_preempt, cpu_view};
 use crate::worker::{QueuedTask, Shared, Task, Worker, WorkerThread, trace};
 use lagom_policy::{
-    ActivePush, BALANCE_INTERVAL, Candidate, CpuView, DequeueKind, Dequeued, EnqueueKind, Handle,
-    Imbalance, LoadView, MigrateEnv, PullReason, RunQueue, WakeFlags, asym_active_balance,
-    can_migrate, may_active_push, moved, newidle_imbalance_domains, nohz_kick_target,
-    periodic_imbalance_domains, task_hot,
+    ActivatePath, ActivePush, BALANCE_INTERVAL, Candidate, CpuView, DequeueKind, Dequeued,
+    EnqueueFlags, EnqueueKind, Handle, Imbalance, LoadView, MigrateEnv, PullReason, RunQueue,
+    WakeFlags, activation_flags, asym_active_balance, can_migrate, may_active_push, moved,
+    newidle_imbalance_domains, nohz_kick_target, periodic_imbalance_domains, task_hot,
 };
 
 /// At most this many queued tasks are examined, and so moved, in one balance (the kernel's
@@ -442,14 +442,19 @@ fn move_task(
     who: Balancer,
     now: u64,
 ) {
-    let Dequeued::Removed { mut se, payload } = src_rq.dequeue(h, DequeueKind::Save, now) else {
+    let Dequeued::Removed { se, payload } = src_rq.dequeue(h, DequeueKind::Save, now) else {
         unreachable!("a Save dequeue is never delayed");
     };
-    // ENQUEUE_MIGRATED: not cache hot where it arrives (`task_hot`).
-    se.exec_start = 0;
     let delayed = se.sched_delayed;
     payload.cpu.store(me, Ordering::Relaxed);
-    let nh = dst_rq.enqueue(se, payload, EnqueueKind::Restore, now);
+    // ENQUEUE_MIGRATED: not cache hot where it arrives (`task_hot`).
+    let nh = dst_rq.enqueue(
+        se,
+        payload,
+        EnqueueKind::Restore,
+        EnqueueFlags::MIGRATED,
+        now,
+    );
     let t = dst_rq.payload(nh);
     // SAFETY: both runqueue locks are held; the task is queued, not on any CPU.
     unsafe { t.sched(|s| s.handle = Some(nh)) };
@@ -462,6 +467,7 @@ fn move_task(
     if delayed {
         w.stats.inc(&w.stats.balance_delayed);
     } else {
-        check_preempt(w, dst_rq, nh, WakeFlags::NONE, now);
+        let wf = activation_flags(ActivatePath::Attach, WakeFlags::NONE);
+        check_preempt(w, dst_rq, nh, wf, now);
     }
 }

@@ -173,7 +173,9 @@ pub(crate) struct Task<R: 'static> {
     pub(crate) wake_delayed: AtomicBool,
     /// The waker's worker index for a delayed wakeup (`usize::MAX`: from outside).
     pub(crate) wake_cpu: AtomicUsize,
-    /// The delayed wakeup's `WakeFlags` bits (with `wake_cpu`; written before the push).
+    /// The `WakeFlags` bits that travel with the task's wakelist entry (`wake/queue.rs`,
+    /// `queue_wakelist`; written before the push): a wakeup's activation flags, or a delayed
+    /// wakeup's waker flags.
     pub(crate) wake_flags: AtomicU32,
     /// The kernel's `recent_used_cpu`: the previous CPU of the task's last CPU selection
     /// (`usize::MAX`: none yet). Written and read by whoever owns the task's wakeup (the

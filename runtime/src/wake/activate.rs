@@ -4,17 +4,21 @@
 use crate::locking::atomic::Ordering;
 use crate::tcb::RUNNING;
 use crate::worker::{QueuedTask, TaskRef, Worker};
-use lagom_policy::{EnqueueKind, Handle, RunQueue, SchedEntity, WakeFlags, Wakeup};
+use lagom_policy::{
+    ActivatePath, EnqueueFlags, EnqueueKind, Handle, RunQueue, SchedEntity, WakeFlags, Wakeup,
+    activation_flags,
+};
 
-/// Enqueues a claimed (or new) task here and runs the wakeup-preemption check with the
-/// wakeup's flags `wf` (`ttwu_do_activate`). The caller holds `w`'s runqueue lock and owns
+/// Enqueues a claimed (or new) task here and runs the wakeup-preemption check
+/// (`ttwu_do_activate`) with the activation's flags `wf`: the policy's `activation_flags` of
+/// the path that brought it (the waker's own activation keeps the wakeup's flags; one from
+/// the wakelist only `WF_MIGRATED`). `WF_MIGRATED` makes the enqueue `ENQUEUE_MIGRATED`
+/// (`exec_start` cleared: not cache hot here). The caller holds `w`'s runqueue lock and owns
 /// `t`'s wakeup. The runqueue borrows the task's registry reference ([`QueuedTask`]): no
 /// count changes.
 ///
-/// A new task's enqueue is a fork (`WF_FORK`) whatever path brought it (a spawn to another
-/// worker is drained from its wakelist like a wakeup). The kernel drops `WF_SYNC` on the
-/// wakelist path, and so does lagom: the drain passes `WF_TTWU` alone, so only a wakeup
-/// activated by its waker carries it to `preempt_sync`.
+/// A new task's enqueue is a fork (`activation_flags(Fork, ..)`) whatever path brought it (a
+/// spawn to another worker may be drained from its wakelist like a wakeup).
 ///
 /// # Safety
 /// `t` is in its registry (or, in a loom model, held by the model) until it has been dequeued
@@ -39,8 +43,20 @@ pub(crate) unsafe fn activate(
             (s.se, kind)
         })
     };
+    // A new task is a fork (`wake_up_new_task`): it preempts only with a shorter slice.
+    let wf = if kind == EnqueueKind::Initial {
+        activation_flags(ActivatePath::Fork, wf | WakeFlags::FORK)
+    } else {
+        wf
+    };
     // SAFETY: per the contract.
-    let h = rq.enqueue(se, unsafe { QueuedTask::new(t) }, kind, now);
+    let h = rq.enqueue(
+        se,
+        unsafe { QueuedTask::new(t) },
+        kind,
+        EnqueueFlags::of_wake(wf),
+        now,
+    );
     let task = t;
     // SAFETY: as above.
     unsafe { task.sched(|s| s.handle = Some(h)) };
@@ -48,12 +64,6 @@ pub(crate) unsafe fn activate(
     // WAKING → RUNNING (new tasks already are): Release, so a later claim's Acquire sees
     // the enqueue.
     task.state.store(RUNNING, Ordering::Release);
-    // A new task is a fork (`wake_up_new_task`): it preempts only with a shorter slice.
-    let wf = if kind == EnqueueKind::Initial {
-        WakeFlags::FORK
-    } else {
-        wf
-    };
     check_preempt(w, rq, h, wf, now);
     w.publish(rq);
 }

@@ -11,11 +11,14 @@ use super::select::select_cpu;
 use crate::locking::atomic::Ordering;
 use crate::trace::MigrateCause;
 use crate::worker::{QueuedTask, Shared, TaskRef, WorkerThread, trace};
-use lagom_policy::{Feature, RunQueue, WakeFlags, ttwu_queue_cond};
+use lagom_policy::{ActivatePath, Feature, RunQueue, WakeFlags, activation_flags, ttwu_queue_cond};
 
 /// Makes a claimed or new task runnable on worker `target` (module doc, step 6). `local` is
 /// the caller's worker thread if it is one of `shared`'s (passed down, not looked up again);
-/// `wf` are the wakeup's flags (`WF_FORK`: a spawn; `WF_SYNC` reaches the preemption check).
+/// `wf` are the wakeup's flags (`WF_FORK`: a spawn; `WF_TTWU`, the waker's `WF_SYNC`,
+/// `WF_MIGRATED` for a wakeup), which reach the activation as the policy's
+/// `activation_flags` say for the path taken: all of them when this caller activates the
+/// task, only `WF_MIGRATED` through the wakelist.
 ///
 /// A wakeup to another worker goes through its wakelist or under its lock as
 /// `ttwu_queue_cond` says (policy: across LLCs or to an idle worker the wakelist, to a busy
@@ -53,6 +56,7 @@ pub(crate) fn enqueue_on(
         let now = wt.sched_now();
         let mut rq = w.rq.lock();
         wt.exclude_host_stall(&mut rq, now);
+        let wf = activation_flags(ActivatePath::Direct, wf);
         // SAFETY: `t` is new or claimed, and in its registry (`tcb/queued.rs`).
         unsafe { activate(w, &mut rq, t, now, wf) };
         if !spawn {
@@ -64,13 +68,15 @@ pub(crate) fn enqueue_on(
         if !spawn {
             w.stats.inc(&w.stats.wakeups_queued);
         }
+        let flags = activation_flags(ActivatePath::Wakelist, wf);
         // SAFETY: `t` is new or claimed (the caller's), so alive in its registry.
-        unsafe { queue_wakelist(shared, target, t) };
+        unsafe { queue_wakelist(shared, target, t, flags) };
     } else {
         crate::locking::probe::probe!("wake/queue: enqueued under the target's lock");
         let now = crate::sys::time::sched_clock();
         {
             let mut rq = w.rq.lock();
+            let wf = activation_flags(ActivatePath::Direct, wf);
             // SAFETY: as above.
             unsafe { activate(w, &mut rq, t, now, wf) };
         }
@@ -87,17 +93,23 @@ pub(crate) fn enqueue_on(
     }
 }
 
-/// Pushes `t` on worker `cpu`'s wakelist and kicks it if it is idle. The entry borrows the
-/// registry's reference, as a runqueue payload does (`tcb/queued.rs`): no count changes, so
-/// a cross-worker wakeup does not move the `Arc`'s count between the two workers' caches.
+/// Pushes `t` on worker `cpu`'s wakelist and kicks it if it is idle, with `flags` travelling
+/// with the entry (`Task::wake_flags`, written before the push): for a wakeup, the
+/// activation's flags (`activation_flags(Wakelist, ..)`: `WF_MIGRATED` or nothing, the
+/// kernel's `sched_remote_wakeup`); for a delayed wakeup (`wake_delayed`), the waker's
+/// flags, with which the owner selects a CPU. The entry borrows the registry's reference, as
+/// a runqueue payload does (`tcb/queued.rs`): no count changes, so a cross-worker wakeup
+/// does not move the `Arc`'s count between the two workers' caches.
 ///
 /// # Safety
 /// `t` is claimed (or new) and on no wakelist, and stays in its registry (or, in a loom
 /// model, the model's hands) until the drain that takes it has activated it: a claimed or new
 /// task is not dead, and leaves its registry only after it ran to its end or at shutdown,
 /// which empties the wakelists first (`tcb/queued.rs`).
-pub(super) unsafe fn queue_wakelist(shared: &Shared, cpu: usize, t: &TaskRef) {
+pub(super) unsafe fn queue_wakelist(shared: &Shared, cpu: usize, t: &TaskRef, flags: WakeFlags) {
     let w = &shared.workers[cpu];
+    // Published by the push's Release (`LList::push`), read after the drain's take.
+    t.wake_flags.store(flags.bits(), Ordering::Relaxed);
     // SAFETY: the task is claimed (or new) and on no list: this waker has it until the
     // owner's take_all, and the registry keeps it alive meanwhile (the caller's contract).
     unsafe { w.wakelist.push(NonNull::from(&**t)) };
@@ -155,8 +167,9 @@ fn drain_pending(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, now:
                 crate::locking::probe::probe!("wake/queue: the drain chases a moved delayed task");
                 t.wake_delayed.store(true, Ordering::Relaxed);
                 w.stats.inc(&w.stats.wakeups_chased);
+                let flags = WakeFlags::from_bits(t.wake_flags.load(Ordering::Relaxed));
                 // SAFETY: the entry's task is claimed and alive (above); it moves lists.
-                unsafe { queue_wakelist(shared, owner, &t) };
+                unsafe { queue_wakelist(shared, owner, &t, flags) };
                 continue;
             }
             #[cfg(lagom_mutant = "drain_delayed_no_recheck")]
@@ -188,13 +201,20 @@ fn drain_pending(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, now:
                 trace::migrate(shared, &t, me, target, MigrateCause::Wakeup);
                 t.cpu.store(target, Ordering::Relaxed);
                 w.stats.inc(&w.stats.runnable_migrated);
+                let flags = activation_flags(ActivatePath::Wakelist, WakeFlags::MIGRATED);
                 // SAFETY: as above.
-                unsafe { queue_wakelist(shared, target, &t) };
+                unsafe { queue_wakelist(shared, target, &t, flags) };
                 continue;
             }
+            // SAFETY: as below.
+            unsafe { activate(w, rq, &t, now, WakeFlags::TTWU) };
+            continue;
         }
+        // The entry's flags (`WF_MIGRATED` or nothing: `sched_ttwu_pending`).
+        let wf = WakeFlags::from_bits(t.wake_flags.load(Ordering::Relaxed));
+        let wf = activation_flags(ActivatePath::Wakelist, wf);
         // SAFETY: a woken task is alive and in its registry (it is not dead: a dead task is
         // never claimed), which outlives its time in the runqueue (`tcb/queued.rs`).
-        unsafe { activate(w, rq, &t, now, WakeFlags::TTWU) };
+        unsafe { activate(w, rq, &t, now, wf) };
     }
 }

@@ -7,7 +7,8 @@ use crate::tcb::RUNNING;
 use crate::trace::WakePath;
 use crate::worker::{QueuedTask, RqGuard, Shared, TaskRef, WorkerThread, trace};
 use lagom_policy::{
-    DelayedWake, DelayedWakeView, Feature, Handle, RunQueue, WakeFlags, delayed_wake, idle_in_llc,
+    ActivatePath, DelayedWake, DelayedWakeView, Feature, Handle, RunQueue, WakeFlags,
+    activation_flags, delayed_wake, idle_in_llc,
 };
 
 /// The runnable wakeup (module doc, step 3). Returns `false` if the task left its runqueue
@@ -15,12 +16,15 @@ use lagom_policy::{
 /// `shared`'s: a wakeup on its own runqueue uses the clock of the runtime call in progress
 /// (`WorkerThread::sched_now`, e.g. a task's exit waking its joiner). `held` is that worker's
 /// runqueue lock if the caller holds it (`try_to_wake_up_held`): used when the task is queued
-/// there, released before any other runqueue lock is taken.
+/// there, released before any other runqueue lock is taken. `wf` are the wakeup's flags
+/// (`WF_TTWU`, the waker's `WF_SYNC`): a delayed task requeued in place runs the
+/// wakeup-preemption check with them (`activation_flags(RunnableInPlace, ..)`).
 pub(super) fn ttwu_runnable<'a>(
     shared: &Shared,
     t: &TaskRef,
     local_wt: Option<&'a WorkerThread>,
     held: &mut Option<RqGuard<'a>>,
+    wf: WakeFlags,
 ) -> bool {
     let local_idx = local_wt.map(|wt| wt.index);
     loop {
@@ -89,7 +93,13 @@ pub(super) fn ttwu_runnable<'a>(
             crate::locking::probe::probe!("wake/runnable: a delayed task requeued in place");
             t.sched_delayed.store(false, Ordering::Relaxed);
             rq.requeue_delayed(h, now);
-            check_preempt(w, rq, h, WakeFlags::TTWU, now);
+            check_preempt(
+                w,
+                rq,
+                h,
+                activation_flags(ActivatePath::RunnableInPlace, wf),
+                now,
+            );
             w.publish(rq);
         }
         crate::locking::probe::probe!("wake/runnable: woken in place");

@@ -9,7 +9,7 @@ use crate::locking::atomic::Ordering;
 use crate::tcb::{BLOCKED, Claim};
 use crate::trace::{MigrateCause, WakePath};
 use crate::worker::{RqGuard, Shared, TaskRef, WorkerThread, local, trace};
-use lagom_policy::{Feature, WakeFlags, ttwu_queue_cond};
+use lagom_policy::{ActivatePath, Feature, WakeFlags, activation_flags, ttwu_queue_cond};
 
 /// Which path a wakeup took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +92,6 @@ fn ttwu<'a>(
                 drop(held.take());
                 t.wake_cpu
                     .store(local_idx.unwrap_or(usize::MAX), Ordering::Relaxed);
-                t.wake_flags.store(wf.bits(), Ordering::Relaxed);
                 t.wake_delayed.store(true, Ordering::Relaxed);
                 let w = &shared.workers[cpu];
                 trace::wakeup(shared, t, cpu, WakePath::DelayedQueued);
@@ -100,12 +99,13 @@ fn ttwu<'a>(
                 crate::locking::probe::probe!(
                     "wake/ttwu: a delayed task handed to its worker's wakelist"
                 );
+                // The waker's flags travel with the entry: the owner selects a CPU with them.
                 // SAFETY: claimed just above; a claimed task is alive in its registry.
-                unsafe { queue_wakelist(shared, cpu, t) };
+                unsafe { queue_wakelist(shared, cpu, t, wf) };
                 return (Woken::Runnable, held);
             }
         }
-        if ttwu_runnable(shared, t, local_wt, &mut held) {
+        if ttwu_runnable(shared, t, local_wt, &mut held, wf) {
             return (Woken::Runnable, held);
         }
         crate::locking::probe::probe!(
@@ -139,8 +139,11 @@ fn ttwu<'a>(
                 crate::locking::probe::probe!(
                     "wake/ttwu: a task still on_cpu handed to that worker's wakelist"
                 );
+                // No CPU was selected and the task stays on `cpu`: nothing travels with the
+                // entry (`sched_remote_wakeup` false).
+                let flags = activation_flags(ActivatePath::Wakelist, WakeFlags::NONE);
                 // SAFETY: claimed just above; a claimed task is alive in its registry.
-                unsafe { queue_wakelist(shared, cpu, t) };
+                unsafe { queue_wakelist(shared, cpu, t, flags) };
                 return (Woken::Enqueued, held);
             }
         }
@@ -164,6 +167,12 @@ fn ttwu<'a>(
     let target = select_cpu(shared, t, prev, local_idx, wf);
     trace::migrate(shared, t, prev, target, MigrateCause::Wakeup);
     t.cpu.store(target, Ordering::Relaxed);
+    // `set_task_cpu` to another CPU: the activation is a migration (`WF_MIGRATED`).
+    let wf = if target != prev {
+        wf | WakeFlags::MIGRATED
+    } else {
+        wf
+    };
     match (held.as_mut(), local_wt) {
         // Only if the target is the held lock's worker: CPU selection may send the task
         // elsewhere (loom model `exit_wake_remote_idle`, mutant `ttwu_held_any_target`).
@@ -177,7 +186,7 @@ fn ttwu<'a>(
             wt.exclude_host_stall(rq, now);
             // SAFETY: a claimed task is alive and in its registry (module doc of
             // `tcb/queued.rs`), the caller's `t` keeps it alive meanwhile.
-            unsafe { activate(w, rq, t, now, wf) };
+            unsafe { activate(w, rq, t, now, activation_flags(ActivatePath::Direct, wf)) };
             w.stats.inc_owned(&w.stats.wakeups_local);
             crate::locking::probe::probe!("wake/ttwu: enqueued under the waker's held lock");
         }

@@ -6,8 +6,8 @@
 pub mod reference;
 
 use lagom_policy::{
-    DequeueKind, Dequeued, EnqueueKind, Feature, Features, Handle, NICE_0_LOAD, Pick, RqConfig,
-    RunQueue, SchedEntity, WakeFlags, Wakeup,
+    DequeueKind, Dequeued, EnqueueFlags, EnqueueKind, Feature, Features, Handle, NICE_0_LOAD, Pick,
+    RqConfig, RunQueue, SchedEntity, WakeFlags, Wakeup,
 };
 
 /// Where a task is.
@@ -61,7 +61,9 @@ impl Sim {
     /// Forks a task (initial placement) and returns its id; does not reschedule.
     pub fn spawn(&mut self, se: SchedEntity) -> usize {
         let id = self.tasks.len();
-        let h = self.rq.enqueue(se, id, EnqueueKind::Initial, self.now);
+        let h = self
+            .rq
+            .enqueue(se, id, EnqueueKind::Initial, EnqueueFlags::NONE, self.now);
         self.tasks.push(State::Queued(h));
         id
     }
@@ -174,7 +176,10 @@ impl Sim {
                 self.rq.requeue_delayed(h, self.now);
                 h
             }
-            State::Asleep(se) => self.rq.enqueue(se, id, EnqueueKind::Wakeup, self.now),
+            State::Asleep(se) => {
+                self.rq
+                    .enqueue(se, id, EnqueueKind::Wakeup, EnqueueFlags::NONE, self.now)
+            }
         };
         self.tasks[id] = State::Queued(h);
         self.last_wake_eligible = self.rq.entity_eligible(h);
