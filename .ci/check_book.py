@@ -4,6 +4,8 @@
 * every `{{#include FILE:ANCHOR}}` of docs/src names an anchor that FILE marks with
   `ANCHOR: name` and `ANCHOR_END: name` (mdBook includes nothing, without a word, for an
   anchor that is not there);
+* every relative link of the repository's README.md and ARCHITECTURE.md names a file of
+  the repository (they link into the book's sources);
 * every link of the built HTML: each relative href or src names a file of the book, and
   each #fragment an id (or name) in the page it points to. Links that leave the book
   (http:, https:, mailto:) are not followed: CI has no network.
@@ -65,6 +67,25 @@ def check_includes(src):
     return broken, checked
 
 
+MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def check_front_pages(repo):
+    """The relative links of the repository's front pages that name no file."""
+    broken, checked = [], 0
+    for name in ("README.md", "ARCHITECTURE.md"):
+        page = repo / name
+        for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            for link in MD_LINK.findall(line):
+                url = urlsplit(link)
+                if url.scheme or not url.path:
+                    continue
+                checked += 1
+                if not (repo / unquote(url.path)).exists():
+                    broken.append(f"{name}:{n}: {link} (no such file)")
+    return broken, checked
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__.strip(), file=sys.stderr)
@@ -81,6 +102,10 @@ def main():
     for b in bad_includes:
         print(f"broken include: {b}")
     print(f"includes: {includes} anchored includes, {len(bad_includes)} broken")
+    bad_front, front = check_front_pages(book.parent)
+    for b in bad_front:
+        print(f"broken link: {b}")
+    print(f"front pages: {front} links, {len(bad_front)} broken")
     cache, broken, checked = {}, [], 0
     for page_path in sorted(root.rglob("*.html")):
         page = parse(page_path, cache)
@@ -105,7 +130,7 @@ def main():
     for b in broken:
         print(f"broken link: {b}")
     print(f"links: {checked} links in {len(cache)} pages, {len(broken)} broken")
-    return 1 if broken or bad_includes else 0
+    return 1 if broken or bad_includes or bad_front else 0
 
 
 if __name__ == "__main__":
