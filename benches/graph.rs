@@ -1,4 +1,4 @@
-//! Task graphs (issue #17), lagom beside rayon, `std::thread` (scoped) and tokio in one run,
+//! Task graphs, lagom beside rayon, `std::thread` (scoped) and tokio in one run,
 //! on four shapes:
 //!
 //! * `fanout` — a source, 100 000 tiny leaves (each writes one number) and a sink that sums

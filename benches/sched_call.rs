@@ -1,4 +1,4 @@
-//! The cost of a scheduling call (issue #20), lagom beside `may` and tokio in one run, each on
+//! The cost of a scheduling call, lagom beside `may` and tokio in one run, each on
 //! one worker (one OS thread):
 //!
 //! * `*/cond_resched_idle` — lagom's `cond_resched` with nothing due (no other task, no
@@ -13,11 +13,11 @@
 //!   runtime); the time of one round trip.
 //!
 //! * `clock/*`, `flag/relaxed_load` — the two candidate sources of `cond_resched`'s "is a
-//!   tick due" (issue #20): a read of the TSC (what the scheduler clock is on x86_64 with an
+//!   tick due": a read of the TSC (what the scheduler clock is on x86_64 with an
 //!   invariant TSC, before its multiply), `clock_gettime(CLOCK_MONOTONIC)` through the vDSO,
 //!   and the load of a flag that a ticker thread would set;
 //! * `task_clock/*` — the candidate sources of a task clock that leaves out the time the
-//!   worker thread was off its CPU (issue #20, the kernel's `clock_task`): the thread's
+//!   worker thread was off its CPU (the kernel's `clock_task`): the thread's
 //!   `CLOCK_THREAD_CPUTIME_ID`, `getrusage(RUSAGE_THREAD)`, and a read of
 //!   `/proc/thread-self/schedstat` (its first field: ns on a CPU) through an open descriptor.
 //!

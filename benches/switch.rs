@@ -23,7 +23,7 @@
 //!   function that saves all six callee-saved registers itself, entered by `call`, left by
 //!   `ret`, FP control as lagom's `Preserve`).
 //!
-//! After the criterion group, the contenders of issue #4 (`lagom/switch`,
+//! After the criterion group, the three contenders (`lagom/switch`,
 //! `lagom/switch_assume_default`, `corosensei/resume_yield`) are timed once more, interleaved
 //! round by round, and each one's fastest round is printed with its ratio to corosensei: on a
 //! shared, loaded machine those ratios are the steadier figures.
@@ -222,7 +222,7 @@ fn config() -> Criterion {
 const ROUNDS: usize = 400;
 const PER_ROUND: u64 = 20_000;
 
-/// The three contenders of issue #4 measured interleaved, round after round, keeping each
+/// The three contenders measured interleaved, round after round, keeping each
 /// one's fastest round: on a loaded machine a round that no other process interrupted shows
 /// the real cost, and the contenders see the same load, so their ratios hold where
 /// criterion's one-after-another estimates drift with the load.

@@ -1,4 +1,4 @@
-//! `asym_stall`: the preferred-core stall of seed 001 (spec §10.3), reproduced and measured.
+//! `asym_stall`: the preferred-core stall, reproduced and measured.
 //!
 //! Two tasks each run a calibrated 1 ms CPU burst, then block (`park`). A waker — one plain
 //! OS thread per task, sleeping in the kernel — wakes each task 10 µs after its burst ended
@@ -7,7 +7,7 @@
 //! the task running again; a handoff of 0.5 ms or more is a **stall**: the task was woken
 //! but waited behind another task while a CPU it may use sat idle.
 //!
-//! The mechanism (§10.3): ITMT asym packing brings both tasks onto the preferred CPU; one
+//! The mechanism: ITMT asym packing brings both tasks onto the preferred CPU; one
 //! blocks while the other is runnable there, so DELAY_DEQUEUE keeps it queued (delayed);
 //! its wakeup is a runnable wakeup, requeued in place behind the running burst, and the
 //! other CPU stays idle. DELAYED_WAKE_IDLE (lagom's) dequeues such a wakee when an idle

@@ -1,4 +1,4 @@
-//! `busy_wake`: why does a remote wake to a busy worker sometimes stall? (issue #5)
+//! `busy_wake`: why does a remote wake to a busy worker sometimes stall?
 //!
 //! The scenario of `benches/wake.rs`'s `lagom/remote_busy`: task A on worker 0 and task B on
 //! worker 1 pass a turn back and forth through park/unpark, while on each worker a CPU-bound
@@ -20,7 +20,7 @@
 //! (its *stint*): EEVDF with RUN_TO_PARITY protects the running request up to its deadline,
 //! at most one slice (1.4 ms for two CPUs) after the pick.
 //!
-//! What it showed (issue #5, 2-vCPU VM shared with other builds): stalls are 0.1–0.5 % of
+//! What it showed (2-vCPU VM shared with other builds): stalls are 0.1–0.5 % of
 //! wakes and most of the wake time. Those up to the slice are EEVDF as designed: the
 //! wakee's wakeup-preemption check runs at the hog's next `cond_resched` (the wakelist is
 //! drained there) and says no because the hog is eligible and inside its protected request

@@ -1,4 +1,4 @@
-//! `idle_spin`: the idle spin's trade-off (issue #5) — remote wake latency against the CPU an
+//! `idle_spin`: the idle spin's trade-off — remote wake latency against the CPU an
 //! idle worker burns, for a list of spin lengths.
 //!
 //! Pattern, per spin length and wake interval `I`: a 2-worker runtime; the wakee task B is

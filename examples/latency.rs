@@ -1,4 +1,4 @@
-//! `latency`: latency under load, lagom against the kernel (issue #20). N CPU-bound hogs and
+//! `latency`: latency under load, lagom against the kernel. N CPU-bound hogs and
 //! one periodic sleeper share one CPU for S seconds. The sleeper sleeps until an absolute
 //! deadline every P µs and records how late it wakes; each hog counts its work. Printed: the
 //! lateness p50 / p90 / p99 / max and each task's share of the CPU against its weight.

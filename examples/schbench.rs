@@ -1,5 +1,5 @@
 //! `schbench`: lagom's port of schbench, the scheduler wakeup-latency benchmark, written from
-//! the behaviour description in the project's `docs/schbench.md` (never from schbench's C).
+//! a description of its behaviour, never from schbench's GPL C.
 //!
 //! Message threads each wake a group of worker threads; every worker, once woken, sleeps a
 //! little, does some matrix math under a per-CPU lock, and goes back to wait. It reports the
@@ -8,7 +8,8 @@
 //!
 //! The same workload runs as lagom tasks (`--runtime lagom`, the default) or as plain OS
 //! threads blocking in futex waits (`--runtime os`), so the two schedulers can be compared
-//! side by side. `--help` lists the options; the README lists every difference from schbench.
+//! side by side. `--help` lists the options; the book's `docs/src/tools/schbench.md`
+//! lists every difference from schbench.
 //!
 //! ```text
 //! cargo run --release --example schbench -- [-m N] [-t N] [-r SECS] [--runtime os] …

@@ -1,6 +1,6 @@
-//! `schbench_ab`: the figure matrix of issue #14. Runs the built `schbench` as a child
-//! process on the rows `-m 1 -t 2`, `-m 2 -t 4`, `-m 1 -t 8`, `-L -m 2 -t 16 -n 0`, in
-//! os mode and in lagom mode with the seeds' feature sets (defaults, `NO_DELAY_DEQUEUE`,
+//! `schbench_ab`: schbench's figure matrix. Runs the built `schbench` as a child process on the
+//! rows `-m 1 -t 2`, `-m 2 -t 4`, `-m 1 -t 8`, `-L -m 2 -t 16 -n 0`, in os mode and in lagom
+//! mode with the feature sets the kernel threads argue about (defaults, `NO_DELAY_DEQUEUE`,
 //! `TTWU_QUEUE_DELAYED`, `NO_DELAY_ZERO`), reads each run's JSON (`-j -`) and prints two
 //! markdown tables of medians: lagom against os (wakeup and request p50/p99, average RPS,
 //! ratios), and the feature A/B with the lagom counters that explain it, per 1000 requests.
@@ -9,7 +9,7 @@
 //! change in the machine's load spreads over all of them.
 //!
 //! `--features SPEC` applies a base feature set under every lagom configuration's own (the
-//! "lagom" row then shows SPEC alone, and each seed's row SPEC with its set on top).
+//! "lagom" row then shows SPEC alone, and each feature set's row SPEC with its set on top).
 //!
 //! ```text
 //! cargo build --release --example schbench

@@ -7,11 +7,11 @@
 //! ```
 //!
 //! SCENARIO is a built-in scenario (`--list` names them) or a scenario file (format in the
-//! README's "Simulator" section). The machine is `--topology`, else the scenario's
+//! book, `docs/src/tools/simulator.md`). The machine is `--topology`, else the scenario's
 //! `topology` line: a machine the simulator knows (`ryzen-7950x`, `cpus-N`,
 //! `cpus-N-llcs-L`), `live` (this machine), a sysfs root directory, or the name of a
-//! recorded tree in the fixtures directory (`$LAGOM_FIXTURES`, else `../shared/fixtures/sysfs`
-//! beside the workspace), extracted to a temporary directory for the run.
+//! recorded tree in the fixtures directory (`$LAGOM_FIXTURES`, else `shared/fixtures/sysfs`
+//! beside the repository's root), extracted to a temporary directory for the run.
 //!
 //! The report is deterministic (same scenario, machine, features and seed: same bytes); the
 //! closing "wall" line and the JSON line's `events_per_sec` are this machine's speed.
@@ -134,10 +134,16 @@ impl Drop for Scratch {
 }
 
 fn fixtures_dir() -> PathBuf {
-    match std::env::var_os("LAGOM_FIXTURES") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/sysfs"),
+    if let Some(d) = std::env::var_os("LAGOM_FIXTURES") {
+        return PathBuf::from(d);
     }
+    // The repository's root is the first ancestor with the workspace's Cargo.lock.
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = crate_dir
+        .ancestors()
+        .find(|a| a.join("Cargo.lock").is_file())
+        .unwrap_or(crate_dir);
+    root.parent().unwrap_or(root).join("shared/fixtures/sysfs")
 }
 
 /// The machine `name` (module doc); the scratch directory of an extracted recording lives as

@@ -1,6 +1,6 @@
 //! `sim_check`: the same 2-CPU scenarios in the threaded runtime and in the simulator, side by
-//! side (issue #19's cross-check): the pipe on one worker and across two, and four CPU-bound
-//! hogs at nice 0, 0, 5, −5 free on two workers.
+//! side (the cross-check of the two drivers): the pipe on one worker and across two, and four
+//! CPU-bound hogs at nice 0, 0, 5, −5 free on two workers.
 //!
 //! ```text
 //! cargo run --release -p lagom-examples --example sim_check -- [-n ROUND_TRIPS] [--seconds S]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The loom models' coverage report (issue #21): runs every model with the runtime's probes
+# The loom models' coverage report: runs every model with the runtime's probes
 # recording (`runtime/src/locking/probe.rs`: each `probe!("file: step")` appends its name to
 # $LAGOM_PROBE_FILE the first time a process passes it), then prints the steps of the wakeup,
 # switch-out, exit, idle and kick protocols that no model reached. Every such step must be

@@ -1,4 +1,4 @@
-//! The control loop (schbench.md §1.8): one tick a second for the warmup, the RPS sample,
+//! The control loop: one tick a second for the warmup, the RPS sample,
 //! the interval tables, the zerotime reset and auto-RPS, until the run length has passed or
 //! Ctrl-C.
 

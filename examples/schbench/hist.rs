@@ -1,4 +1,4 @@
-//! The latency histogram (fio's "plat" scheme, schbench.md §1.9) and its percentile walk.
+//! The latency histogram (fio's "plat" scheme) and its percentile walk.
 //!
 //! 19 groups of 256 buckets. Values below 512 have a bucket each; above, group `e + 1`
 //! holds the values whose highest set bit is `e + 8`, in 256 buckets of width `2^e`, so the

@@ -1,7 +1,6 @@
-//! The `-j` JSON: schbench's one line with its `"normal"` and `"int"` objects and their keys
-//! (schbench.md §1.10), spaced as schbench spaces them, plus a `"lagom"` object that
-//! schbench's readers ignore: the scheduler, each worker's request count, and with lagom its
-//! features and counters.
+//! The `-j` JSON: schbench's one line with its `"normal"` and `"int"` objects and their keys,
+//! spaced as schbench spaces them, plus a `"lagom"` object that schbench's readers ignore: the
+//! scheduler, each worker's request count, and with lagom its features and counters.
 
 use std::fmt::Write;
 

@@ -1,4 +1,4 @@
-//! The request's CPU work (schbench.md §1.5): naive u64 matrix multiplies over a footprint,
+//! The request's CPU work: naive u64 matrix multiplies over a footprint,
 //! inside the per-CPU lock.
 //!
 //! The cells are `AtomicU64` used with Relaxed loads and stores (plain moves on x86_64):

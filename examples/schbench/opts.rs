@@ -1,4 +1,4 @@
-//! Command-line options: schbench's (schbench.md §1.1, same letters, long names, defaults and
+//! Command-line options: schbench's (same letters, long names, defaults and
 //! order rules) and lagom's own. Numbers are checked, not `atoi`'d: text where a number
 //! belongs is an error. Long options may be abbreviated to any unique prefix, as getopt_long
 //! allows.

@@ -1,4 +1,4 @@
-//! The text tables, in schbench's exact format (schbench.md §1.10), for stderr.
+//! The text tables, in schbench's exact format, for stderr.
 
 use std::fmt::Write;
 

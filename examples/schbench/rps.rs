@@ -1,4 +1,4 @@
-//! Requests-per-second mode (`-R`, `-A`; schbench.md §1.6): each message thread issues its
+//! Requests-per-second mode (`-R`, `-A`): each message thread issues its
 //! share of requests once a second, round-robin over its workers; a worker serves all that
 //! queued up, and the control loop may retune the rate to a CPU busy target (auto-RPS).
 //!

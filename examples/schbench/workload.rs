@@ -1,4 +1,4 @@
-//! The workload (schbench.md §1.2–§1.4), written once against [`Sched`]: message threads
+//! The workload, written once against [`Sched`]: message threads
 //! each with their workers, the post/wait protocol, the lock-free wait list, and a request.
 //!
 //! **Post/wait.** Each thread has a word, `BLOCKED` or `RUNNING`: a binary semaphore.

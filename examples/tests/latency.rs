@@ -1,4 +1,4 @@
-//! The `latency` example (issue #20), run as a program: its JSON carries the lateness
+//! The `latency` example, run as a program: its JSON carries the lateness
 //! percentiles and every task's share; the hogs' shares follow their weights; bad input exits
 //! 2 with usage; a closed stdout ends it quietly; the kernel side either runs or names why it
 //! cannot (a custom slice needs Linux 6.12+). And the bound that catches latency regressions:
@@ -149,7 +149,7 @@ fn survives_a_closed_stdout() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
-/// The regression bound of issue #20: a sleeper with a 0.1 ms slice among four nice-0 hogs
+/// The regression bound: a sleeper with a 0.1 ms slice among four nice-0 hogs
 /// that call `cond_resched` on one worker wakes with p99 under 2 ms (the kernel's own p99
 /// here is about 4 ms; lagom's is well under 0.1 ms when its worker thread has a CPU). On a
 /// loaded machine the host keeps the worker thread off its CPU for whole ticks, which no
@@ -160,7 +160,7 @@ fn survives_a_closed_stdout() {
 ///
 /// A saturated host (the worker thread waiting for a CPU over a fifth of every run) also
 /// inflates what is left: the running hog is charged the stalls as run time (`update_curr`
-/// charges wall time; the task clock of issue #20 is not done), which puts the sleeper's
+/// charges wall time under the default task clock, which this test keeps), which puts the sleeper's
 /// deadline behind the other hogs'. Then, outside CI only, the test says so on stderr and
 /// ends without the bound; under `CI=true` the bound always applies.
 #[test]

@@ -1,4 +1,4 @@
-//! Model 17 (issue #21), **the balance tick pulling a task that is being woken**: worker 0
+//! Model 17, **the balance tick pulling a task that is being woken**: worker 0
 //! ran T, then U, which both blocked there (a runtime that opted in to migration: they have
 //! run, and may still be moved), and now runs V. Under DELAY_DEQUEUE (the default) T and U
 //! sleep queued as delayed, neither eligible (each ran 1 ms while V waited). A thread outside

@@ -1,4 +1,4 @@
-//! Model 15 (issue #15), **the `spawn_blocking` hand-off**: the calling task C on worker 0
+//! Model 15, **the `spawn_blocking` hand-off**: the calling task C on worker 0
 //! joins a blocking job (`BlockingHandle::join`'s real loop, `join_with`: `try_take`
 //! registering C, then the real `park` loop over worker 0's real `schedule()` and idle loop,
 //! `ModelWorker`), while a thread outside the workers plays the pool thread and runs the job

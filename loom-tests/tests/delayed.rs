@@ -1,4 +1,4 @@
-//! Model 5 of issue #6, **delayed runnable wakeup**: a waker observing `sched_delayed`
+//! Model 5, **delayed runnable wakeup**: a waker observing `sched_delayed`
 //! against the owner picking the delayed entity and finishing its dequeue, over the real
 //! path (`lagom::model` seams into `wake/`, `sched/` and the policy's delayed dequeue).
 //!

@@ -1,4 +1,4 @@
-//! Model 13 (issue #21), **an exit against its joiner and the recycle of its allocation**,
+//! Model 13, **an exit against its joiner and the recycle of its allocation**,
 //! over the real exit, switch-out, join and spawn paths. The task T is spawned from outside
 //! the workers by the real spawn (`task::spawn_inner`: a real fiber and stack, the registry's
 //! foreign part, CPU selection) onto idle worker 1, while worker 0 runs the joiner J. Two

@@ -1,4 +1,4 @@
-//! Model 11 (issue #21), **an idle worker on its real kick word**: worker 1 runs its real
+//! Model 11, **an idle worker on its real kick word**: worker 1 runs its real
 //! idle loop (`Model::idle_run`: `sched/idle.rs`'s round — drain and pick under the runqueue
 //! lock, the registry reap, the newly idle balance, the `has_work` re-check and the sleep in
 //! `Kick::idle_wait` on the worker's own kick word) against a thread outside the workers that

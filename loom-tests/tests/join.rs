@@ -1,4 +1,4 @@
-//! Model 8 of issue #6, **join**: a task finishing against a joiner blocking on its handle,
+//! Model 8, **join**: a task finishing against a joiner blocking on its handle,
 //! over the real join path (`lagom::model` seams into `tcb/packet.rs`, `tcb/token.rs`,
 //! `wake/` and `sched/`).
 //!

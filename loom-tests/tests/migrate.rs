@@ -1,6 +1,6 @@
-//! Model 7 of issue #6, **migration chase**: a wakeup aimed at worker 0 for a task that the
+//! Model 7, **migration chase**: a wakeup aimed at worker 0 for a task that the
 //! periodic load balance of worker 1 moves away from worker 0 at the same time must be
-//! delivered where the task is, never on the runqueue it left (DESIGN.md "Migration race").
+//! delivered where the task is, never on the runqueue it left.
 //! Over the real code: `try_to_wake_up` (`wake/ttwu.rs`), the balancer's `periodic_balance`
 //! (`sched/balance.rs`) and the wakelist drain (`wake/queue.rs`).
 //!
@@ -84,7 +84,7 @@ fn migration_chase() {
     }
 }
 
-/// The chase with the new owner picking (issue #21): worker 1's balancer pulls the delayed T
+/// The chase with the new owner picking: worker 1's balancer pulls the delayed T
 /// and worker 1 then drains and picks at once (`Model::switch_in`), concurrently with the
 /// waker and with worker 0's drain of the wakeup the waker queued there (TTWU_QUEUE_DELAYED).
 /// Worker 1's pick may finish T's delayed dequeue (T alone there) under worker 1's lock while

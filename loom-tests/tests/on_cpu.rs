@@ -1,4 +1,4 @@
-//! Model 6 of issue #6, **the on_cpu hand-off**: a task woken while its worker is still
+//! Model 6, **the on_cpu hand-off**: a task woken while its worker is still
 //! switching away from it never runs on two workers at once, over the real path
 //! (`lagom::model` seams into `sched/schedule.rs`, `wake/queue.rs`, `wake/ttwu.rs`).
 //!

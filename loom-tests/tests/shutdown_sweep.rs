@@ -1,4 +1,4 @@
-//! Model 16 (issue #15), **the shutdown sweep's cancellation against an unpark**: the task T,
+//! Model 16, **the shutdown sweep's cancellation against an unpark**: the task T,
 //! spawned by the real spawn path onto worker 0, parks in a loop that only a cancellation
 //! ends (the real `park` loop, `task::park_loop`, whose every round begins with the
 //! cancellation point, over worker 0's real `schedule()` and idle loop, `ModelWorker`). The

@@ -1,4 +1,4 @@
-//! Model 14 (issue #21), **a timer firing against an unpark**: the task T on worker 0 arms a
+//! Model 14, **a timer firing against an unpark**: the task T on worker 0 arms a
 //! timer (`task::arm_timer`, where `park_timeout`, `sleep` and every timed wait arm theirs)
 //! and parks (the real `park` loop, `task::park_loop`, with worker 0's real `schedule()` and
 //! idle loop played by `ModelWorker`). Under loom the clock stands still past the deadline,

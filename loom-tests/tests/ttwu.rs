@@ -1,4 +1,4 @@
-//! Models 1 and 2 of issue #6 over the real wakeup path (`lagom::model` seams into
+//! Models 1 and 2 over the real wakeup path (`lagom::model` seams into
 //! `tcb/token.rs`, `wake/` and `sched/`):
 //!
 //! **1. Lost wakeup** (`lost_wakeup`): a task announcing `BLOCKED` and re-checking its park

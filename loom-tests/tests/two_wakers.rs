@@ -1,4 +1,4 @@
-//! Model 12 (issue #21), **two rounds of wakeup by two wakers**: a task blocked on worker 0
+//! Model 12, **two rounds of wakeup by two wakers**: a task blocked on worker 0
 //! is unparked by two threads outside the workers (each first makes the task's condition true
 //! by one), while a loom thread plays worker 0 through the real code only (`ModelWorker`: the
 //! idle loop's rounds up to the switch into the task, and the task's real `park` loop,

@@ -93,10 +93,11 @@
 //!   a function that also blocks where the two could be inlined together, no reliance on the
 //!   thread's identity, no blocking in a destructor that a panic runs.
 //!
-//! Every path that picks a CPU for a started task honours the task's mode (`wake/select.rs`
-//! lists them), loom model 10 (`loom-tests/tests/contract.rs`) races them under the default,
-//! and the switch into a task, where every resume begins, aborts the process rather than
-//! resume a task that may not migrate anywhere else, should a path ever break the contract.
+//! Every path that picks a CPU for a started task honours the task's mode (wakeup
+//! placement, the delayed wakee's reselection, active balance, the newly idle and periodic
+//! balancers), a loom model over the real code races them under the default, and the switch
+//! into a task, where every resume begins, aborts the process rather than resume a task that
+//! may not migrate anywhere else, should a path ever break the contract.
 //!
 //! Other stackful runtimes leave this to the user. `may` marks `coroutine::spawn` `unsafe`
 //! ("access TLS in coroutine may trigger undefined behavior"), offers a `go!` macro that

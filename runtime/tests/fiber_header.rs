@@ -1,4 +1,4 @@
-//! Where a fiber keeps its header and closure (`arch/fiber.rs`, issue #5): at the top of its
+//! Where a fiber keeps its header and closure (`arch/fiber.rs`): at the top of its
 //! stack when they take at most `1 / IN_STACK_SHARE` of it, else in a box. Both paths run the
 //! closure, drop what it captured exactly once, align it as its type asks, keep the closure's
 //! frames below the header, and leave the stack reusable.

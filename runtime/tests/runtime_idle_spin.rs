@@ -1,4 +1,4 @@
-//! The idle spin (`Builder::idle_spin`, issue #5): its validation, and what it changes — with
+//! The idle spin (`Builder::idle_spin`): its validation, and what it changes — with
 //! no spin an idle worker sleeps on its futex and each remote wake kicks it; with a spin much
 //! longer than the gap between wakes the wake finds it spinning and no kick is sent.
 //!

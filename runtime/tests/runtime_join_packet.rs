@@ -1,4 +1,4 @@
-//! The join packet in the task's allocation or in its own (`tcb/completion.rs`, issue #5):
+//! The join packet in the task's allocation or in its own (`tcb/completion.rs`):
 //! small results (the packet fits in the task) and large ones (it does not) are delivered,
 //! panics are reported, and a result nobody joins is dropped exactly once, on both paths.
 mod panic_util;

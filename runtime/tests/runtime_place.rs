@@ -560,13 +560,13 @@ fn itmt_active_balance_moves_a_running_task() {
     );
 }
 
-/// ITMT active balance does not re-check that the asking worker is still idle, as the
-/// kernel's stopper (`active_load_balance_cpu_stop`) does not: P computes on worker 0 (rank
-/// 10) without a schedule point while the blocker on worker 1 (rank 30) ends, so the idle
-/// worker 1 asks for P; then Q, pinned there, starts running on worker 1; at P's next
-/// `cond_resched` the active balance still moves P to worker 1, next to Q (seed 001's way
-/// onto one CPU). With lagom's ACTIVE_BALANCE_RECHECK the request finds worker 1 busy and is
-/// dropped: P stays on worker 0.
+/// ITMT active balance does not re-check that the asking worker is still idle, as the kernel's
+/// stopper (`active_load_balance_cpu_stop`) does not: P computes on worker 0 (rank 10) without
+/// a schedule point while the blocker on worker 1 (rank 30) ends, so the idle worker 1 asks for
+/// P; then Q, pinned there, starts running on worker 1; at P's next `cond_resched` the active
+/// balance still moves P to worker 1, next to Q (the preferred-core stall's way onto one CPU).
+/// With lagom's ACTIVE_BALANCE_RECHECK the request finds worker 1 busy and is dropped: P stays
+/// on worker 0.
 #[test]
 fn itmt_active_balance_moves_to_a_worker_busy_since_it_asked() {
     assert!(

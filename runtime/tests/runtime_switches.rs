@@ -1,7 +1,7 @@
 //! The switch counters count switches: a reschedule that picks the running task again
 //! (`yield_now` with nothing else runnable; a preempting reschedule after which the running
 //! task is still EEVDF's pick) switches nothing and counts nothing, as `__schedule` counts
-//! `nvcsw`/`nivcsw` only when `prev != next` (issue #5: a busy worker's `cond_resched` loop
+//! `nvcsw`/`nivcsw` only when `prev != next` (a busy worker's `cond_resched` loop
 //! counted ~10 involuntary "switches" per remote wake that were re-picks of the same task).
 mod runtime_util;
 

@@ -1,4 +1,4 @@
-//! The timer spin (`Builder::timer_spin`, issue #20): its validation, and what it changes —
+//! The timer spin (`Builder::timer_spin`): its validation, and what it changes —
 //! an idle worker whose next timer is within the spin waits for it spinning, so a task's
 //! `sleep` shorter than the spin is woken without the worker sleeping on its futex; with no
 //! spin every such wait is a futex sleep. Neither wakes a sleeper early.

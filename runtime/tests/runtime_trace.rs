@@ -1,4 +1,4 @@
-//! Tracing (issue #5): the exported Chrome trace JSON, parsed with serde_json, agrees with the
+//! Tracing: the exported Chrome trace JSON, parsed with serde_json, agrees with the
 //! runtime's counters and with what the workload did; tracing off records nothing; a full log
 //! drops and counts; names are escaped. Every test runs on (at most) two workers.
 mod runtime_util;

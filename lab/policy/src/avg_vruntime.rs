@@ -1,5 +1,5 @@
 //! V, the zero-lag point: the weighted sums it is kept in, the tree membership that keeps
-//! them, and eligibility (spec §2.2–§2.5; the kernel's `avg_vruntime` and
+//! them, and eligibility (the kernel's `avg_vruntime` and
 //! `vruntime_eligible`).
 //!
 //! Invariant: S = Σ over tree entities of (vᵢ − v0)·wᵢ and W = Σ wᵢ, exactly, where v0 is the
@@ -20,7 +20,7 @@ use super::tree::NIL;
 use super::vtime::{vadd, vbefore, vdiff};
 
 impl<T> RunQueue<T> {
-    // ----- tree membership and the weighted sums (§2.3) -----------------------------------
+    // ----- tree membership and the weighted sums -----------------------------------
 
     pub(super) fn tree_insert(&mut self, i: u32) {
         let se = *self.se(i);
@@ -103,7 +103,7 @@ impl<T> RunQueue<T> {
         self.sum_weight -= w;
     }
 
-    // ----- virtual time (§2.2–§2.5) ------------------------------------------------------
+    // ----- virtual time ------------------------------------------------------
 
     /// (S, W) with the running entity folded in if it is queued.
     #[inline]

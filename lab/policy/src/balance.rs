@@ -8,14 +8,14 @@
 //!   from the CPU with the most runnable entities (at least two). The count is what matters
 //!   to an idle CPU (the kernel's `migrate_task`): any work beats none. Delayed entities are
 //!   not work and never move this way.
-//! * **Periodic** ([`periodic_imbalance`], run from the tick every
-//!   [`BALANCE_INTERVAL`]): the CPU pulls *load* (the weight sum of everything queued,
-//!   delayed entities included, as the kernel's `cfs_rq` load counts them) from the CPU with
-//!   the most load, when that exceeds its own by more than [`IMBALANCE_PCT`] %; it moves
-//!   entities while the amount moved stays within half the difference (`migrate_load`). Only
-//!   this balancer moves delayed entities (the kernel's `can_migrate_task` allows them only
-//!   for `migrate_load`), which is what makes a queued delayed wakeup meet a task that moved
-//!   (DESIGN.md "Migration race").
+//! * **Periodic** ([`periodic_imbalance`], run from the tick every [`BALANCE_INTERVAL`]): the
+//!   CPU pulls *load* (the weight sum of everything queued, delayed entities included, as the
+//!   kernel's `cfs_rq` load counts them) from the CPU with the most load, when that exceeds its
+//!   own by more than [`IMBALANCE_PCT`] %; it moves entities while the amount moved stays
+//!   within half the difference (`migrate_load`). Only this balancer moves delayed entities
+//!   (the kernel's `can_migrate_task` allows them only for `migrate_load`), which is what makes
+//!   a queued delayed wakeup meet a task that moved (the migration race: the drain must follow
+//!   the task to its new CPU).
 //!
 //! Weighted fairness across CPUs comes from the periodic balancer: with nice 0, 0, 5 and −5
 //! on two CPUs (weights 1024, 1024, 335, 3121), pulling by load ends with the −5 entity
@@ -333,7 +333,7 @@ pub fn task_hot(env: &MigrateEnv, c: Candidate) -> bool {
 /// `can_migrate_task` and the weight test of `detach_tasks`). After moving it, subtract
 /// [`moved`] from `left`; stop when `left` is zero.
 ///
-/// In the kernel's order: a delayed entity moves only when load is moved (§5.5); never one
+/// In the kernel's order: a delayed entity moves only when load is moved; never one
 /// whose affinity forbids the destination, nor the running one; while no attempt of the
 /// domain has failed, an entity that is not eligible stays when PLACE_LAG is on and the
 /// destination has tasks (it would carry its negative lag there anyway); a cache-hot one
@@ -404,7 +404,7 @@ pub enum PullReason {
     /// spare.
     Busiest,
     /// ITMT asym packing: this idle CPU is preferred to the source, so it takes the
-    /// source's queued work (spec §8.3).
+    /// source's queued work.
     AsymPacking,
 }
 
@@ -494,7 +494,7 @@ pub fn newidle_imbalance_domains(
     None
 }
 
-/// ITMT active balance for the idle CPU `me` (spec §8.3): when a newly idle balance found
+/// ITMT active balance for the idle CPU `me`: when a newly idle balance found
 /// nothing to pull, the least preferred CPU of `me`'s domains that `me` is preferred to
 /// (where `me` may use its priority, as [`newidle_imbalance_domains`]) and that runs a single
 /// entity, whose running task should move to `me`. `None` with ITMT off, equal priorities,
@@ -559,15 +559,15 @@ pub struct ActivePush {
     pub dst_idle: bool,
 }
 
-/// Whether a pending ITMT active-balance request may be carried out: the task it names is
-/// still the source's and may go to the CPU that asked. By default *not* whether that CPU
-/// is still idle: the kernel's `active_load_balance_cpu_stop` re-checks only that the source
-/// still has the task to move and `can_migrate_task` (with the destination counted idle), so
-/// a task woken onto the preferred CPU while the stopper's move was pending ends up sharing
-/// it with the moved one (the part of seed 001's stall that ITMT makes, which
-/// NO_DELAY_DEQUEUE leaves). Under lagom's `ACTIVE_BALANCE_RECHECK` that CPU must still be
-/// idle: a request it outlived is dropped (the task stays where it runs; a later newly idle
-/// balance or nohz kick may ask again).
+/// Whether a pending ITMT active-balance request may be carried out: the task it names is still
+/// the source's and may go to the CPU that asked. By default *not* whether that CPU is still
+/// idle: the kernel's `active_load_balance_cpu_stop` re-checks only that the source still has
+/// the task to move and `can_migrate_task` (with the destination counted idle), so a task woken
+/// onto the preferred CPU while the stopper's move was pending ends up sharing it with the
+/// moved one (the part of the preferred-core stall that ITMT makes, which NO_DELAY_DEQUEUE
+/// leaves). Under lagom's `ACTIVE_BALANCE_RECHECK` that CPU must still be idle: a request it
+/// outlived is dropped (the task stays where it runs; a later newly idle balance or nohz kick
+/// may ask again).
 ///
 /// ```
 /// use lagom_policy::{ActivePush, Features, may_active_push};

@@ -9,11 +9,11 @@ use super::tree::NIL;
 use super::vtime::{vadd, vdiff};
 
 impl<T> RunQueue<T> {
-    /// Checks every invariant of spec §2.8 plus the tree's own: tree order, balance and
-    /// augmentation (I4); tree ∪ {curr} = the occupied slots, all `on_rq` (I1); counts and
-    /// load (I2, I5); the weighted sums (I3); the next buddy is neither current nor delayed
-    /// (I6); each tree node's keys equal its entity's; and conservation of lag: with V the
-    /// floor of the exact weighted mean, `Σ w·(V − v)` lies in `(−W, 0]` (spec §11.3 P1).
+    /// Checks every invariant of the runqueue and its tree: tree order, balance and
+    /// augmentation; tree ∪ {curr} = the occupied slots, all `on_rq`; counts and load; the
+    /// weighted sums; the next buddy is neither current nor delayed; each tree node's keys
+    /// equal its entity's; and conservation of lag: with V the floor of the exact weighted
+    /// mean, `Σ w·(V − v)` lies in `(−W, 0]`.
     pub fn check_invariants(&self) -> Result<(), String> {
         let order = self.tree.check()?;
         let mut count = 0usize;

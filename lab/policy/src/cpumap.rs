@@ -1,39 +1,5 @@
 //! The CPUs as the placement and balancing decisions see them: the scheduling-domain levels
 //! over the runtime's CPUs (its workers, by index), and each CPU's priority.
-//!
-//! The policy does not read the topology (`lagom-topology` builds on this crate, not the reverse): the driver turns a
-//! `Topology` into a [`CpuMap`] once, at start (`lagom::runtime`), ordering its CPUs so that SMT
-//! siblings, cluster and LLC members are adjacent. Every span of every level is then a range
-//! of CPU indices, and each level's ranges partition `0..n` and are unions of the ranges of
-//! the level below (the kernel's sched-group nesting). The top level spans every CPU.
-//!
-//! ```
-//! use lagom_policy::{CpuMap, Features, LevelFlags, MapLevel};
-//! // Two cores of two SMT threads sharing one LLC, the second core preferred (ITMT).
-//! let map = CpuMap::new(
-//!     vec![10, 10, 20, 20],
-//!     vec![
-//!         MapLevel { name: "SMT", flags: LevelFlags::SMT, spans: vec![0..2, 2..4] },
-//!         MapLevel { name: "MC", flags: LevelFlags::MC.with_asym_packing(), spans: vec![0..4] },
-//!     ],
-//! )
-//! .unwrap();
-//! assert_eq!(map.llc(1), 0..4);
-//! assert_eq!(map.smt_siblings(3), 2..4);
-//! assert!(map.share_llc(0, 3));
-//! assert_eq!(map.priority(2), 20);
-//! assert!(map.asym_prefer(2, 0) && !map.asym_prefer(2, 3));
-//! assert_eq!(map.sd_asym_packing(Features::DEFAULT), Some(1));
-//! assert_eq!(map.sd_asym_packing(Features::parse("NO_ITMT").unwrap()), None);
-//! ```
-//!
-//! The levels carry the kernel's domain flags ([`LevelFlags`]) and give the parameters
-//! `sd_init` sets ([`DomainParams`]); the map answers the kernel's per-CPU topology
-//! questions (`sd_llc`, `sd_llc_size`, `sd_share_id`, `cpus_share_cache`,
-//! `cpus_share_resources`, `sched_smt_present`, `sched_cluster_active`, `sd_asym_packing`,
-//! `sched_asym_prefer`) for the placement and balancing decisions of both drivers. lagom
-//! models Linux v7.1 on x86; Arm's capacity asymmetry (`SD_ASYM_CPUCAPACITY`, misfit tasks)
-//! and powerpc's SMT-level asym packing are not modelled.
 
 use alloc::vec::Vec;
 use core::ops::Range;
@@ -205,7 +171,41 @@ impl MapLevel {
     }
 }
 
-/// The runtime's CPUs with their domain levels and priorities (module doc).
+/// The runtime's CPUs with their domain levels and priorities.
+///
+/// The policy does not read the topology (`lagom-topology` builds on this crate, not the reverse): the driver turns a
+/// `Topology` into a [`CpuMap`] once, at start (`lagom::runtime`), ordering its CPUs so that SMT
+/// siblings, cluster and LLC members are adjacent. Every span of every level is then a range
+/// of CPU indices, and each level's ranges partition `0..n` and are unions of the ranges of
+/// the level below (the kernel's sched-group nesting). The top level spans every CPU.
+///
+/// ```
+/// use lagom_policy::{CpuMap, Features, LevelFlags, MapLevel};
+/// // Two cores of two SMT threads sharing one LLC, the second core preferred (ITMT).
+/// let map = CpuMap::new(
+///     vec![10, 10, 20, 20],
+///     vec![
+///         MapLevel { name: "SMT", flags: LevelFlags::SMT, spans: vec![0..2, 2..4] },
+///         MapLevel { name: "MC", flags: LevelFlags::MC.with_asym_packing(), spans: vec![0..4] },
+///     ],
+/// )
+/// .unwrap();
+/// assert_eq!(map.llc(1), 0..4);
+/// assert_eq!(map.smt_siblings(3), 2..4);
+/// assert!(map.share_llc(0, 3));
+/// assert_eq!(map.priority(2), 20);
+/// assert!(map.asym_prefer(2, 0) && !map.asym_prefer(2, 3));
+/// assert_eq!(map.sd_asym_packing(Features::DEFAULT), Some(1));
+/// assert_eq!(map.sd_asym_packing(Features::parse("NO_ITMT").unwrap()), None);
+/// ```
+///
+/// The levels carry the kernel's domain flags ([`LevelFlags`]) and give the parameters
+/// `sd_init` sets ([`DomainParams`]); the map answers the kernel's per-CPU topology
+/// questions (`sd_llc`, `sd_llc_size`, `sd_share_id`, `cpus_share_cache`,
+/// `cpus_share_resources`, `sched_smt_present`, `sched_cluster_active`, `sd_asym_packing`,
+/// `sched_asym_prefer`) for the placement and balancing decisions of both drivers. lagom
+/// models Linux v7.1 on x86; Arm's capacity asymmetry (`SD_ASYM_CPUCAPACITY`, misfit tasks)
+/// and powerpc's SMT-level asym packing are not modelled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CpuMap {
     priority: Vec<u32>,

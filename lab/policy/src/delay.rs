@@ -33,7 +33,7 @@ pub enum DequeueKind {
     /// may delay it, and completes that dequeue at once in `task_dead_fair`; at the same
     /// `now` both leave the runqueue as this plain removal does (V, sums, load, counts,
     /// current: the zero point of the sums may be rebased later, which moves nothing), and
-    /// only the dead entity's saved lag, which nobody reads, differs (issue #5: the round
+    /// only the dead entity's saved lag, which nobody reads, differs (the round
     /// trip and the lag cost ~270 instructions per spawn+join).
     Dead,
 }
@@ -124,7 +124,7 @@ impl<T> RunQueue<T> {
         self.release(i)
     }
 
-    /// Completes the delayed dequeue of entity `i` (§5.3).
+    /// Completes the delayed dequeue of entity `i`.
     pub(super) fn finish_delayed_idx(&mut self, i: u32) -> (SchedEntity, T) {
         debug_assert!(self.se(i).sched_delayed);
         self.clear_buddies(i);
@@ -172,7 +172,7 @@ impl<T> RunQueue<T> {
             // A delayed entity may still be current (woken before it was switched out). The
             // kernel then places it while it still counts in V and in the load it inflates
             // its lag by; lagom takes it out of both first, so that the placed lag is exactly
-            // the saved one (spec §4.3), as for any other placement. Placement reads no flag,
+            // the saved one, as for any other placement. Placement reads no flag,
             // and a tree entity's item moves with the flag already cleared.
             self.place_again(i);
         } else if i != self.curr {

@@ -26,17 +26,17 @@ pub struct SchedEntity {
     /// used when it is placed again.
     pub vlag: i64,
     /// Protected vruntime: as the running entity it is not preempted by a pick before its
-    /// vruntime reaches this mark (RUN_TO_PARITY, §3.4).
+    /// vruntime reaches this mark (RUN_TO_PARITY).
     pub vprot: u64,
     /// Request size in real ns: the runqueue's base slice, or the custom slice.
     pub slice: u64,
     /// `slice` was set explicitly ([`SchedEntity::set_custom_slice`]).
     pub custom_slice: bool,
-    /// `deadline` holds a relative value (PLACE_REL_DEADLINE, §4.4).
+    /// `deadline` holds a relative value (PLACE_REL_DEADLINE).
     pub rel_deadline: bool,
     /// Accounted in a runqueue (in its tree, running, or delayed).
     pub on_rq: bool,
-    /// Asked to sleep but left queued because it was not eligible (DELAY_DEQUEUE, §5).
+    /// Asked to sleep but left queued because it was not eligible (DELAY_DEQUEUE).
     pub sched_delayed: bool,
     /// Clock value at the last accounting point while running (0: never ran / cache cold).
     pub exec_start: u64,

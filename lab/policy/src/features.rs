@@ -21,9 +21,10 @@
 //!   `preempt_sync`'s dead threshold (against v7.4-rc1).
 //! * `WAKE_PREFER_RANK`, `DELAYED_WAKE_IDLE` and `ACTIVE_BALANCE_RECHECK` are lagom's own (off
 //!   by default): the first lets CPU priorities break ties between idle CPUs at wakeup, the
-//!   second is lagom's fix for the part of the preferred-core stall of seed 001 that
-//!   DELAY_DEQUEUE makes, the third for the part that ITMT's active balance makes (a task
-//!   moved to a preferred CPU that a wakeup made busy meanwhile).
+//!   second is lagom's fix for the part of the preferred-core stall (with ITMT and
+//!   DELAY_DEQUEUE, a woken task waits a whole burst behind another on the preferred CPU while
+//!   other allowed CPUs idle) that DELAY_DEQUEUE makes, the third for the part that ITMT's
+//!   active balance makes (a task moved to a preferred CPU that a wakeup made busy meanwhile).
 //!
 //! The set parses from and prints to `"NAME,NO_NAME,…"`; parsing applies the names on top of
 //! the defaults, in order.
@@ -76,16 +77,17 @@ pub enum Feature {
     /// lagom's own: wakeup selection prefers the higher-ranked of equally good idle CPUs
     /// (mainline ignores priorities when it wakes a task).
     WakePreferRank,
-    /// lagom's own answer to seed 001: a delayed wakee is requeued in place only if
-    /// it is cache hot or its CPU would run it next; otherwise, when an allowed CPU is idle,
-    /// its delayed dequeue is finished and it is woken through CPU selection, like a
-    /// sleeper (README "DELAYED_WAKE_IDLE").
+    /// lagom's own answer to the preferred-core stall: a delayed wakee is requeued in place
+    /// only if it is cache hot or its CPU would run it next; otherwise, when an allowed CPU is
+    /// idle, its delayed dequeue is finished and it is woken through CPU selection, like a
+    /// sleeper (the book: `docs/src/design/features.md`).
     DelayedWakeIdle,
-    /// lagom's own, the other half of the fix for seed 001: an ITMT active balance is carried
-    /// out only if the CPU that asked for the task is still idle (runs nothing, has nothing
-    /// queued or on its wakelist) when the task reaches its schedule point and again at the
-    /// move; the kernel's stopper moves it regardless, so that a task woken onto that CPU
-    /// meanwhile shares it with the moved one (README "ACTIVE_BALANCE_RECHECK").
+    /// lagom's own, the other half of the fix for the preferred-core stall: an ITMT active
+    /// balance is carried out only if the CPU that asked for the task is still idle (runs
+    /// nothing, has nothing queued or on its wakelist) when the task reaches its schedule point
+    /// and again at the move; the kernel's stopper moves it regardless, so that a task woken
+    /// onto that CPU meanwhile shares it with the moved one (the book:
+    /// `docs/src/design/features.md`).
     ActiveBalanceRecheck,
     /// Mainline's 333238da9a19 (v7.2, lagom's name): the in-place requeue of a woken delayed
     /// entity accounts the running entity first (`update_curr`), so the lag it saves again is

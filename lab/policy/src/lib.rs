@@ -41,10 +41,10 @@
 //!   slice when shorter-slice entities wait (RUN_TO_PARITY).
 //! * **Running** ([`RunQueue::update_curr`]): vruntime advances; at the deadline a new request
 //!   is issued and the entity is switched out at the next scheduling point.
-//! * **Leaving and joining** (`place.rs`): lag is saved when an entity leaves (clamped to
+//! * **Leaving and joining**: lag is saved when an entity leaves (clamped to
 //!   about one request plus a tick) and restored when it re-joins (PLACE_LAG), so sleeping
 //!   neither earns nor forgives service. A sleeper that is not eligible stays queued as
-//!   **delayed** until it would be picked (DELAY_DEQUEUE, `delay.rs`), so it burns its debt in
+//!   **delayed** until it would be picked (DELAY_DEQUEUE), so it burns its debt in
 //!   competition; DELAY_ZERO caps the lag it leaves with at zero.
 //! * **Wakeup preemption** ([`RunQueue::wakeup_preempt`]): a woken entity preempts when it is
 //!   what EEVDF would pick, ignoring protection if its slice is shorter (PREEMPT_SHORT).
@@ -52,7 +52,7 @@
 //! EEVDF guarantees (for zero-lag joins and leaves) −r_max < lagᵢ < max(r_max, q), with r_max
 //! the largest request and q the accounting quantum (the tick here).
 //!
-//! Section numbers (§) refer to `docs/eevdf-spec.md`. Names follow the kernel.
+//! Names follow the kernel's.
 //!
 //! ```
 //! use lagom_policy::{EnqueueFlags, EnqueueKind, Pick, RqConfig, RunQueue, SchedEntity};

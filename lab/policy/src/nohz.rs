@@ -1,18 +1,11 @@
 //! The nohz balancer kick's decision (the kernel's `nohz_balancer_kick`): which sleeping idle
 //! CPU a busy CPU wakes from its tick so that the idle one balances.
-//!
-//! Only busy CPUs run the periodic balance (from their tick); an idle CPU sleeps and balances
-//! only when it goes idle (newly idle balance) or is woken. So a busy CPU that could use help
-//! wakes one, which runs its idle loop's newly idle balance (`newidle_imbalance_domains`,
-//! `asym_active_balance`) and pulls or asks for what it may. Both drivers call
-//! [`nohz_kick_target`] with their CPUs' published counts and kick the CPU it names
-//! (the runtime's `sched/balance.rs`, the simulator's `balance.rs`); a CPU that is not asleep is not kicked.
 
 use super::balance::LoadView;
 use super::cpumap::CpuMap;
 use super::features::Features;
 
-/// The CPU that busy CPU `me` should wake for balancing, if any (module doc):
+/// The CPU that busy CPU `me` should wake for balancing, if any:
 ///
 /// * with tasks waiting (two or more runnable), the first idle CPU (nothing queued, not even
 ///   a delayed entity), which will pull one of them;
@@ -21,6 +14,13 @@ use super::features::Features;
 ///   CPU of `me`'s LLC that is preferred to `me` and whose whole core is idle (the kernel's
 ///   `sd_asym_packing` test with `sched_use_asym_prio`: a more preferred CPU is idle, so the
 ///   task should move there), which will ask for the task by active balance.
+///
+/// Only busy CPUs run the periodic balance (from their tick); an idle CPU sleeps and balances
+/// only when it goes idle (newly idle balance) or is woken. So a busy CPU that could use help
+/// wakes one, which runs its idle loop's newly idle balance (`newidle_imbalance_domains`,
+/// `asym_active_balance`) and pulls or asks for what it may. Both of lagom's drivers call this
+/// with their CPUs' published counts and kick the CPU it names; a CPU that is not asleep is
+/// not kicked.
 ///
 /// ```
 /// use lagom_policy::{CpuMap, Features, LevelFlags, LoadView, MapLevel, nohz_kick_target};

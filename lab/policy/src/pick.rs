@@ -22,7 +22,7 @@ const PREFETCH_AHEAD: usize = 3;
 pub enum Pick<T> {
     /// Run this entity; it is now the runqueue's current entity.
     Run(Handle),
-    /// The winner was a delayed entity: its dequeue is now complete (§5.3). The task is off
+    /// The winner was a delayed entity: its dequeue is now complete. The task is off
     /// the runqueue (its sleep is final); pick again.
     FinishedDelayed {
         /// The entity, with its lag saved.
@@ -35,7 +35,7 @@ pub enum Pick<T> {
 }
 
 impl<T> RunQueue<T> {
-    /// `pick_eevdf(protect)` (§3.3) without side effects: the handle of the entity EEVDF would
+    /// `pick_eevdf(protect)` without side effects: the handle of the entity EEVDF would
     /// run now, which may be a delayed entity. `protect = false` ignores the next buddy and
     /// the running entity's slice protection (the PREEMPT_SHORT check).
     pub fn pick_eevdf(&self, protect: bool) -> Option<Handle> {
@@ -220,7 +220,7 @@ impl<T> RunQueue<T> {
         if self.next == i {
             self.next = NIL;
         }
-        // Protection (§3.4): with RUN_TO_PARITY up to the deadline, but only one minimum
+        // Protection: with RUN_TO_PARITY up to the deadline, but only one minimum
         // slice if someone queued has a shorter slice; without it, at most 0.7 ms.
         let s = if self.feat(Feature::RunToParity) {
             self.min_slice()

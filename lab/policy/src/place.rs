@@ -147,7 +147,7 @@ impl<T> RunQueue<T> {
         }
     }
 
-    /// The lag clamp: `calc_delta_fair(max_slice + tick)` for this entity (§4.2).
+    /// The lag clamp: `calc_delta_fair(max_slice + tick)` for this entity.
     pub(super) fn lag_limit(&self, weight: u64) -> i64 {
         calc_delta_fair(self.max_slice() + self.cfg.tick, weight).min(i64::MAX as u64) as i64
     }
@@ -231,7 +231,7 @@ impl<T> RunQueue<T> {
     }
 
     /// Changes the weight (nice level) of a queued or running entity, keeping its real lag
-    /// and its relative deadline (§4.5); V does not move (up to rounding, unless the lag
+    /// and its relative deadline; V does not move (up to rounding, unless the lag
     /// clamp bites). The protected point (`vprot`, RUN_TO_PARITY) is left as it is, unscaled,
     /// as the kernel's `reweight_entity` leaves it: the kernel changes a queued task's nice
     /// level by a save-dequeue, the rescale, and a restore-enqueue, none of which touches

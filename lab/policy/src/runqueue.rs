@@ -345,7 +345,7 @@ impl<T> RunQueue<T> {
         s
     }
 
-    // ----- the running entity (§2.7, §3.6) ------------------------------------------------
+    // ----- the running entity ------------------------------------------------
 
     /// Charges the running entity for the time since its last accounting point
     /// (`update_curr`). Returns whether this charge asks for a switch: it used up its

@@ -81,7 +81,7 @@ pub fn select_task_rq(
 }
 
 // ---------------------------------------------------------------------------------------
-// The fair class's selection over the topology (spec §7.8–§7.9).
+// The fair class's selection over the topology.
 // ---------------------------------------------------------------------------------------
 
 use super::cpumap::CpuMap;
@@ -120,7 +120,7 @@ pub struct WakeCtx {
 /// as its bias towards the previous CPU.
 const WAKE_AFFINE_IMBALANCE_PCT: u64 = 117;
 
-/// `select_task_rq_fair` (spec §7.8): the CPU (an index of `map`) for a task woken (or, with
+/// `select_task_rq_fair`: the CPU (an index of `map`) for a task woken (or, with
 /// `WF_FORK`, spawned) as `ctx` says, over the CPUs' state `view` and the task's affinity
 /// `allowed` (at least one CPU must be allowed; a task that may not move is passed an
 /// affinity of one CPU). The result is always allowed.
@@ -216,7 +216,7 @@ fn wake_affine(
     if this_eff < prev_eff { this } else { prev }
 }
 
-/// `select_idle_sibling` (spec §7.9) inside `target`'s LLC.
+/// `select_idle_sibling` inside `target`'s LLC.
 fn select_idle_sibling(
     map: &CpuMap,
     view: &impl Fn(usize) -> CpuView,
@@ -365,7 +365,7 @@ fn find_idlest_cpu(
         .unwrap_or(cpu)
 }
 
-/// `ttwu_queue_cond` (spec §7.6, with the RFC's TTWU_QUEUE_DEFAULT, §7.10): whether a
+/// `ttwu_queue_cond` (with the RFC's TTWU_QUEUE_DEFAULT): whether a
 /// remote wakeup to `target` goes through the target's wakelist (`true`) or takes its
 /// runqueue lock (`false`). `waker` is the waker's CPU (`None`: a thread outside the
 /// runtime, which shares no cache with any worker), `target_nr_running` the target's
@@ -414,13 +414,13 @@ pub fn ttwu_queue_cond(
 }
 
 // ---------------------------------------------------------------------------------------
-// Runnable wakeups of a delayed task (spec §5.4, §7.3, §7.10, §10.2–§10.3).
+// Runnable wakeups of a delayed task.
 // ---------------------------------------------------------------------------------------
 
 /// How `ttwu_runnable` treats a delayed wakee.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DelayedWake {
-    /// Requeue it in place on its CPU (the kernel's default, §5.4).
+    /// Requeue it in place on its CPU (the kernel's default).
     InPlace,
     /// Finish its delayed dequeue and wake it like a sleeper, through CPU selection
     /// (TTWU_DEQUEUE; DELAYED_WAKE_IDLE when waiting in place would stall it).

@@ -48,7 +48,7 @@ fn fair_shares_follow_weights_within_one_percent() {
 /// Here every request is one base slice, r_max = 0.7 ms, but the policy only acts at ticks:
 /// the running entity can overrun its request by up to one tick, q = 1 ms, before the tick
 /// switches it out, and RUN_TO_PARITY lets it finish its request first. One extra quantum for
-/// that discrete accounting (spec §11.3 P2) gives the bound asserted at every tick of the 10 s
+/// that discrete accounting gives the bound asserted at every tick of the 10 s
 /// run: −(r_max + q) < lag < max(r_max, q) + q, i.e. |lag| < 2 ms for entities that start at zero lag.
 #[test]
 fn lag_stays_within_the_eevdf_bound() {

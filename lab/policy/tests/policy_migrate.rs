@@ -1,5 +1,5 @@
 //! `can_migrate_task` through the pure policy (`can_migrate`, `task_hot`,
-//! `cache_nice_tries`): what load balancing may move, rule by rule (spec §5.5, §7.11).
+//! `cache_nice_tries`): what load balancing may move, rule by rule.
 
 // A domain level that spans every CPU has one span: a `Vec` of one `Range`, as meant.
 #![allow(clippy::single_range_in_vec_init)]

@@ -45,7 +45,7 @@ fn busy() -> (RunQueue<u32>, Vec<lagom_policy::Handle>, u64) {
 }
 
 /// Reweighting (a nice change) of a queued entity and of the running one leaves V where it
-/// was and keeps each one's real lag (spec §4.5, §11.3 P9), within rounding.
+/// was and keeps each one's real lag within rounding.
 #[test]
 fn reweight_keeps_v_and_real_lag() {
     for running in [false, true] {

@@ -67,11 +67,12 @@ fn sync_wake(rq: &mut RunQueue<u32>, wf: WakeFlags, now: u64) -> bool {
     }
 }
 
-/// A WF_SYNC wakeup preempts only once the running task has run the threshold
-/// (migration_cost, 0.5 ms) since it was picked. Ticks at 1 ms and 1.6 ms account the running
-/// task just before the 1.7 ms wakeup, so `now − exec_start` is only 0.1 ms (and 0 after the
-/// wakeup's own accounting: the seed-002 bug), while the task has run 1.7 ms since it was
-/// picked: only `sum_exec_runtime − prev_sum_exec_runtime` lets this wakeup preempt.
+/// A WF_SYNC wakeup preempts only once the running task has run the threshold (migration_cost,
+/// 0.5 ms) since it was picked. Ticks at 1 ms and 1.6 ms account the running task just before
+/// the 1.7 ms wakeup, so `now − exec_start` is only 0.1 ms (and 0 after the wakeup's own
+/// accounting: the bug that the posted `preempt_sync` fix corrects), while the task has run 1.7
+/// ms since it was picked: only `sum_exec_runtime − prev_sum_exec_runtime` lets this wakeup
+/// preempt.
 #[test]
 fn sync_wakeup_preempts_after_the_waker_ran_its_threshold_since_pick() {
     let (mut rq, curr) = running();

@@ -1,18 +1,6 @@
 //! The built-in scenarios, written in the scenario file format (so each is also an example of
-//! it): the seeds' experiments and the cross-checks against the threaded runtime.
-//!
-//! | name | what | machine |
-//! |---|---|---|
-//! | `asym_stall` | seed 001: two tasks with 1 ms bursts on CPUs 4–7, woken 10 µs after each burst from a busy-polling waker on CPU 2; a handoff ≥ 0.5 ms is a stall | `ryzen-7950x` |
-//! | `asym_stall_drift` | `asym_stall` with bursts uniform in 990–1010 µs, so the tasks drift apart and the seed's sequence (an active-balance move onto a CPU a wakeup just reached) can happen | `ryzen-7950x` |
-//! | `schbench` | seeds 000/004: schbench's message/worker pattern (`-m 2 -t 64 -n 0`: the request is the 100 µs sleep), RPS = workers' loops per second | recorded `20em64t-hybrid-1p6c2t+2ca4co1t` (20 CPUs, one LLC) |
-//! | `schbench_server` | Chris Mason's `-m 4 -t 128 -n 0` on a multi-LLC server | recorded `x86_64-epyc_7451` (96 CPUs, 16 LLCs) |
-//! | `delay_zero` | seed 003: 15 pipe pairs (will-it-scale `context_switch1_threads -t 15`), 1 µs of work before and after each wakeup, handoffs per second and the share of involuntary switches | `cpus-16` |
-//! | `pipe` | the threaded runtime's `pipe` example: two tasks ping-pong on one CPU | `cpus-2` |
-//! | `pipe_cross` | `pipe --cross`: one task on each CPU | `cpus-2` |
-//! | `hogs` | four CPU-bound tasks at nice 0, 0, 5, −5 on two CPUs (`runtime/tests/runtime_fair.rs`) | `cpus-2` |
-//! | `scale` | one task per CPU computing and sleeping in exponential gaps (each wakes on its own idle CPU): the cost per event as the CPU count grows | any (`--topology cpus-N`) |
-//! | `scale_wake` | per CPU a waker that computes, wakes its partner and sleeps, and the partner that runs a while and blocks, about 75 % busy: wakeups whose previous CPU is often busy, so `select_idle_sibling` scans the LLC | any (`--topology cpus-N`) |
+//! it): the experiments of the kernel mailing-list reports the lab studies (the book's
+//! `docs/src/lab/index.md` names them) and the cross-checks against the threaded runtime.
 
 /// The built-in scenarios' names.
 pub const BUILTIN: &[&str] = &[
@@ -28,8 +16,21 @@ pub const BUILTIN: &[&str] = &[
     "scale_wake",
 ];
 
-/// The text of built-in scenario `name` (module doc), or `None`; parse it with
+/// The text of built-in scenario `name`, or `None`; parse it with
 /// [`parse`](super::parse).
+///
+/// | name | what | machine |
+/// |---|---|---|
+/// | `asym_stall` | the preferred-core stall: two tasks with 1 ms bursts on CPUs 4–7, woken 10 µs after each burst from a busy-polling waker on CPU 2; a handoff ≥ 0.5 ms is a stall | `ryzen-7950x` |
+/// | `asym_stall_drift` | `asym_stall` with bursts uniform in 990–1010 µs, so the tasks drift apart and the reported sequence (an active-balance move onto a CPU a wakeup just reached) can happen | `ryzen-7950x` |
+/// | `schbench` | the schbench regression with DELAY_DEQUEUE: schbench's message/worker pattern (`-m 2 -t 64 -n 0`: the request is the 100 µs sleep), RPS = workers' loops per second | recorded `20em64t-hybrid-1p6c2t+2ca4co1t` (20 CPUs, one LLC) |
+/// | `schbench_server` | Chris Mason's `-m 4 -t 128 -n 0` on a multi-LLC server | recorded `x86_64-epyc_7451` (96 CPUs, 16 LLCs) |
+/// | `delay_zero` | DELAY_ZERO and pipe hand-offs: 15 pipe pairs (will-it-scale `context_switch1_threads -t 15`), 1 µs of work before and after each wakeup, handoffs per second and the share of involuntary switches | `cpus-16` |
+/// | `pipe` | the threaded runtime's `pipe` example: two tasks ping-pong on one CPU | `cpus-2` |
+/// | `pipe_cross` | `pipe --cross`: one task on each CPU | `cpus-2` |
+/// | `hogs` | four CPU-bound tasks at nice 0, 0, 5, −5 on two CPUs (`runtime/tests/runtime_fair.rs`) | `cpus-2` |
+/// | `scale` | one task per CPU computing and sleeping in exponential gaps (each wakes on its own idle CPU): the cost per event as the CPU count grows | any (`--topology cpus-N`) |
+/// | `scale_wake` | per CPU a waker that computes, wakes its partner and sleeps, and the partner that runs a while and blocks, about 75 % busy: wakeups whose previous CPU is often busy, so `select_idle_sibling` scans the LLC | any (`--topology cpus-N`) |
 ///
 /// ```
 /// for name in lagom_sim::BUILTIN {
@@ -54,14 +55,14 @@ pub fn builtin(name: &str) -> Option<&'static str> {
 }
 
 const ASYM_STALL: &str = "\
-# Seed 001: with preferred-core rankings and DELAY_DEQUEUE, a woken task waits a whole burst
-# behind the other task on one CPU while other allowed CPUs are idle. Two tasks run 1 ms
-# bursts and block; a busy-polling waker thread on CPU 2 (outside the runtime's tasks: only
-# its CPU matters, as the waker's CPU that selection and the wakelist rules see) wakes each
-# 10 us after its burst ends. A handoff (wake call to running) of 0.5 ms or more is a stall.
-# Fork placement starts the tasks on the idlest allowed CPUs (4 and 5); with ITMT the busy
-# CPUs' ticks kick the idle preferred CPUs 6 and 7 (nohz_kick_target), whose newly idle
-# balance asks for each task by active balance, carried out at its next schedule point.
+# The preferred-core stall: with preferred-core rankings and DELAY_DEQUEUE, a woken task waits a
+# whole burst behind the other task on one CPU while other allowed CPUs are idle. Two tasks run
+# 1 ms bursts and block; a busy-polling waker thread on CPU 2 (outside the runtime's tasks: only
+# its CPU matters, as the waker's CPU that selection and the wakelist rules see) wakes each 10
+# us after its burst ends. A handoff (wake call to running) of 0.5 ms or more is a stall. Fork
+# placement starts the tasks on the idlest allowed CPUs (4 and 5); with ITMT the busy CPUs'
+# ticks kick the idle preferred CPUs 6 and 7 (nohz_kick_target), whose newly idle balance asks
+# for each task by active balance, carried out at its next schedule point.
 scenario asym_stall
 topology ryzen-7950x
 duration 1000s
@@ -82,7 +83,7 @@ const ASYM_STALL_DRIFT: &str = "\
 # asym_stall with bursts that drift apart, as a calibrated burst does on real hardware: each
 # burst is uniform in 990-1010 us. With exactly 1 ms bursts the two tasks run in lockstep on
 # CPUs 6 and 7 and nothing asks for either; with drift, CPU 6 goes idle while CPU 7 runs its
-# task alone, asks for it, and a wakeup onto CPU 6 can land before the move (seed 001).
+# task alone, asks for it, and a wakeup onto CPU 6 can land before the move (the reported sequence).
 scenario asym_stall_drift
 topology ryzen-7950x
 duration 1000s
@@ -100,7 +101,7 @@ end
 ";
 
 const SCHBENCH: &str = "\
-# schbench -L -m 2 -M auto -t 64 -n 0 (seeds 000 and 004, Chris Mason's regression command
+# schbench -L -m 2 -M auto -t 64 -n 0 (Chris Mason's DELAY_DEQUEUE regression command
 # scaled from 4 x 128 workers on a 40-CPU LLC to 2 x 64 on 20 CPUs): each worker tells its
 # message thread it is ready and waits; the message thread wakes every worker that posted;
 # the request is the 100 us usleep (-n 0: no matrix work). -M auto pins the message threads
@@ -155,13 +156,13 @@ end
 ";
 
 const DELAY_ZERO: &str = "\
-# Seed 003: will-it-scale context_switch1_threads -t 15, 15 pairs of threads passing a token
-# through a pipe, on the 16 CPUs of eight SMT cores. A message costs 1 us of work before
-# the wakeup (the write) and 1 us after it (the write's return and the read); scheduling
-# points every 250 ns inside that work stand in for the kernel's preemption at the return
-# from the wakeup's system call, so a wakee that wins the wakeup-preemption check takes
-# the CPU before its waker blocks (an involuntary switch). Handoffs per second (the
-# pairs' loops) and the involuntary share, DELAY_ZERO on and off.
+# DELAY_ZERO's pipe hand-offs: will-it-scale context_switch1_threads -t 15, 15 pairs of threads
+# passing a token through a pipe, on the 16 CPUs of eight SMT cores. A message costs 1 us of
+# work before the wakeup (the write) and 1 us after it (the write's return and the read);
+# scheduling points every 250 ns inside that work stand in for the kernel's preemption at the
+# return from the wakeup's system call, so a wakee that wins the wakeup-preemption check takes
+# the CPU before its waker blocks (an involuntary switch). Handoffs per second (the pairs'
+# loops) and the involuntary share, DELAY_ZERO on and off.
 scenario delay_zero
 topology cpus-16
 duration 500ms

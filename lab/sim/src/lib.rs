@@ -22,17 +22,17 @@
 //!
 //! ## How it drives the policy
 //!
-//! It is a second driver beside the threaded runtime, on the same policy: each virtual CPU
-//! has its own [`RunQueue`](lagom_policy::RunQueue), and every decision — pick, placement
-//! and lag, delayed dequeue, wakeup preemption, `select_task_rq_fair` (wake_affine with
-//! `WF_SYNC`, select_idle_sibling with SIS_UTIL, `WF_FORK`'s idlest CPU), `ttwu_queue_cond`,
-//! `delayed_wake`, the domain newly idle balance with ITMT asym packing and active balance,
-//! the nohz kick's target — is the policy's function, called with the arguments the
-//! threaded runtime passes, over the [`CpuMap`](lagom_policy::CpuMap) the threaded runtime
-//! would build on that machine (the same `layout` function builds both). What the simulator
-//! adds is the mechanism in virtual time (the steps of the threaded driver's `wake/` and
-//! `sched/`, with no threads, atomics or clock): `cpu.rs` (schedule, cond_resched, the
-//! switch, the idle loop), `wake.rs` (unpark, try_to_wake_up, the wakelist, spawn),
+//! It is a second driver beside the threaded runtime, on the same policy: each virtual CPU has
+//! its own [`RunQueue`](lagom_policy::RunQueue), and every decision — pick, placement and lag,
+//! delayed dequeue, wakeup preemption, `select_task_rq_fair` (wake_affine with `WF_SYNC`,
+//! select_idle_sibling with SIS_UTIL, `WF_FORK`'s idlest CPU), `ttwu_queue_cond`,
+//! `delayed_wake`, the domain newly idle balance with ITMT asym packing and active balance, the
+//! nohz kick's target — is the policy's function, called with the arguments the threaded
+//! runtime passes, over the [`CpuMap`](lagom_policy::CpuMap) the threaded runtime would build
+//! on that machine (the same `layout` function builds both). What the simulator adds is the
+//! mechanism in virtual time (the steps of the threaded driver's `wake/` and `sched/`, with no
+//! threads, atomics or clock), in these files of its source: `cpu.rs` (schedule, cond_resched,
+//! the switch, the idle loop), `wake.rs` (unpark, try_to_wake_up, the wakelist, spawn),
 //! `balance.rs` (periodic and newly idle balance, the nohz kick), `task.rs` (the script
 //! interpreter), `engine.rs` (the event loop), `build.rs` (a scenario's names, instances and
 //! CPUs resolved against the machine).

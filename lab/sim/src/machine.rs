@@ -1,24 +1,6 @@
 //! The simulated machine: one virtual CPU per allowed CPU of a [`Topology`], and the
 //! machines the simulator knows by name, described in code as sysfs trees held in memory
 //! ([`Topology::from_files`]) so that the same reader builds them as it builds a recording.
-//!
-//! Virtual CPUs are numbered `0..n` in the order the threaded runtime gives its workers on
-//! that topology, and their [`CpuMap`] (domains, LLC spans, SMT siblings, priorities) is the
-//! one it would build: both come from one function (`lagom_topology::layout`), so placement and
-//! balancing decide alike in both drivers. SMT siblings and LLC members are adjacent (on the
-//! 7950X, virtual CPUs 0 and 1 are OS CPUs 0 and 16). Scenarios name CPUs by OS id
-//! (`cpus=4-7`), and the machine maps between the two.
-//!
-//! Named machines:
-//!
-//! * `ryzen-7950x`: seed 001's AMD Ryzen 9 7950X — 16 cores / 32 threads (siblings n and
-//!   n+16), two CCDs of 8 cores with a 32 MiB L3 each, amd-pstate preferred-core rankings
-//!   (CPUs 4–7 ranked 211 / 216 / 231 / 221 as in the report, the other cores invented and
-//!   lower, so that CPU 6 and its sibling 22 lead), ITMT on. The same tree, file for file, as
-//!   the topology tests' synthetic one (`tests/topology_util/synthetic.rs`; a test compares
-//!   the two).
-//! * `cpus-N`: N single-thread CPUs sharing one LLC, in one package.
-//! * `cpus-N-llcs-L`: N single-thread CPUs in L equal LLCs (N a multiple of L), one package.
 
 use alloc::collections::BTreeMap;
 use alloc::format;
@@ -29,7 +11,25 @@ use crate::error::MachineError;
 use lagom_policy::CpuMap;
 use lagom_topology::{CpuId, Topology};
 
-/// The virtual CPUs of a simulation (module doc).
+/// The virtual CPUs of a simulation.
+///
+/// Virtual CPUs are numbered `0..n` in the order the threaded runtime gives its workers on
+/// that topology, and their [`CpuMap`] (domains, LLC spans, SMT siblings, priorities) is the
+/// one it would build: both come from one function (`lagom_topology::layout`), so placement and
+/// balancing decide alike in both drivers. SMT siblings and LLC members are adjacent (on the
+/// 7950X, virtual CPUs 0 and 1 are OS CPUs 0 and 16). Scenarios name CPUs by OS id
+/// (`cpus=4-7`), and the machine maps between the two.
+///
+/// Named machines:
+///
+/// * `ryzen-7950x`: the AMD Ryzen 9 7950X of the preferred-core stall report — 16 cores / 32
+///   threads (siblings n and n+16), two CCDs of 8 cores with a 32 MiB L3 each, amd-pstate
+///   preferred-core rankings (CPUs 4–7 ranked 211 / 216 / 231 / 221 as in the report, the other
+///   cores invented and lower, so that CPU 6 and its sibling 22 lead), ITMT on. The same tree,
+///   file for file, as the topology tests' synthetic one (`tests/topology_util/synthetic.rs`; a
+///   test compares the two).
+/// * `cpus-N`: N single-thread CPUs sharing one LLC, in one package.
+/// * `cpus-N-llcs-L`: N single-thread CPUs in L equal LLCs (N a multiple of L), one package.
 #[derive(Debug, Clone)]
 pub struct Machine {
     name: String,
@@ -160,8 +160,8 @@ impl Machine {
 
 const CPU: &str = "sys/devices/system/cpu";
 
-/// Seed 001's rankings per core (module doc); the topology tests' synthetic tree uses the
-/// same values (`RYZEN_RANKINGS` there).
+/// The preferred-core stall report's rankings per core (module doc); the topology tests'
+/// synthetic tree uses the same values (`RYZEN_RANKINGS` there).
 pub(crate) const RYZEN_RANKINGS: [u32; 16] = [
     186, 191, 196, 201, 211, 216, 231, 221, 146, 151, 156, 161, 166, 171, 176, 181,
 ];
@@ -192,7 +192,7 @@ impl Files {
     }
 }
 
-/// The 7950X of seed 001 as sysfs files (module doc).
+/// The 7950X of the preferred-core stall report as sysfs files (module doc).
 fn ryzen_7950x_files() -> BTreeMap<String, String> {
     let mut f = Files(BTreeMap::new());
     for name in ["online", "possible", "present"] {

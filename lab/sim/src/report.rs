@@ -1,9 +1,4 @@
 //! [`Report`]: what a run measured, as data and as text, and the one-line JSON summary.
-//!
-//! Everything in it is a function of the scenario, the machine, the features and the seed:
-//! numbers are integers (nanoseconds, counts) printed with integer arithmetic, so the text is
-//! byte-identical from run to run and machine to machine. Wall-clock figures (events per
-//! second) are the caller's, passed in where they are printed.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -37,7 +32,12 @@ pub struct CpuReport {
     pub counters: Counters,
 }
 
-/// What a run measured (module doc).
+/// What a run measured.
+///
+/// Everything in it is a function of the scenario, the machine, the features and the seed:
+/// numbers are integers (nanoseconds, counts) printed with integer arithmetic, so the text is
+/// byte-identical from run to run and machine to machine. Wall-clock figures (events per
+/// second) are the caller's, passed in where they are printed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
     /// The scenario's name.
@@ -142,7 +142,7 @@ impl Report {
         t
     }
 
-    /// The summary as one JSON object on one line, with the keys of issue #19:
+    /// The summary as one JSON object on one line, with these keys:
     /// `scenario`, `features`, `seed`, `wakeups`, `stalls`, `handoff_p50_us`, `handoff_p99_us`,
     /// `events`, `events_per_sec` (the caller's wall-clock figure).
     pub fn json_line(&self, events_per_sec: f64) -> String {

@@ -1,10 +1,5 @@
 //! What a simulation measures: latency histograms, and per-CPU counters with the names of the
 //! threaded runtime's (`lagom::runtime::WorkerStats`, the spirit of `/proc/schedstat`).
-//!
-//! [`Histogram`] keeps exact counts in log-linear buckets: values below 128 ns each have a
-//! bucket, and every power of two above is split in 64, so a percentile is within 1/64
-//! (1.6 %) of the exact one, with a few kilobytes per histogram and no allocation per sample
-//! once the range is covered. The minimum, maximum and sum are exact.
 
 use alloc::vec::Vec;
 
@@ -12,7 +7,12 @@ use alloc::vec::Vec;
 const SUB_BITS: u32 = 6;
 const SUB: u64 = 1 << SUB_BITS;
 
-/// A histogram of nanosecond values (module doc).
+/// A histogram of nanosecond values.
+///
+/// It keeps exact counts in log-linear buckets: values below 128 ns each have a bucket, and
+/// every power of two above is split in 64, so a percentile is within 1/64 (1.6 %) of the
+/// exact one, with a few kilobytes per histogram and no allocation per sample once the range
+/// is covered. The minimum, maximum and sum are exact.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Histogram {
     counts: Vec<u32>,

@@ -104,12 +104,12 @@ fn itmt_packs_busy_tasks_onto_the_top_ranked_cpus() {
 
 #[test]
 fn active_balance_does_not_recheck_that_the_preferred_cpu_is_idle() {
-    // Seed 001's mechanism: asym_stall with bursts that drift apart (990-1010 us instead of
-    // exactly 1 ms). When one task blocks on CPU 6, CPU 6's newly idle balance asks for the
-    // task running on CPU 7; the move waits for that task's next schedule point, and the
-    // first task may be woken onto the still idle CPU 6 meanwhile. As the kernel's stopper,
-    // the move does not re-check that CPU 6 is idle: both tasks share it, one blocks while
-    // not eligible (DELAY_DEQUEUE keeps it queued) and its wakeup requeues it in place
+    // The preferred-core stall's mechanism: asym_stall with bursts that drift apart (990-1010
+    // us instead of exactly 1 ms). When one task blocks on CPU 6, CPU 6's newly idle balance
+    // asks for the task running on CPU 7; the move waits for that task's next schedule point,
+    // and the first task may be woken onto the still idle CPU 6 meanwhile. As the kernel's
+    // stopper, the move does not re-check that CPU 6 is idle: both tasks share it, one blocks
+    // while not eligible (DELAY_DEQUEUE keeps it queued) and its wakeup requeues it in place
     // behind the other, a burst late. Without ITMT nothing asks, and nothing stalls.
     let text = builtin("asym_stall")
         .unwrap()

@@ -1,5 +1,5 @@
-//! Scheduling-domain levels, built as the kernel's `build_sched_domains()` builds them
-//! (spec §9), from the groups the other readers found.
+//! Scheduling-domain levels, built as the kernel's `build_sched_domains()` builds them,
+//! from the groups the other readers found.
 //!
 //! Candidate levels, bottom-up, each a span per CPU:
 //!

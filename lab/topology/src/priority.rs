@@ -1,4 +1,4 @@
-//! Per-CPU priority and capacity, and whether ITMT is on (spec §8).
+//! Per-CPU priority and capacity, and whether ITMT is on.
 //!
 //! *Priority* orders CPUs for asymmetric packing (the kernel's `arch_asym_cpu_priority`):
 //! higher is preferred. It comes from the first source every online CPU has:

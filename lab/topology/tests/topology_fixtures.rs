@@ -1,7 +1,7 @@
-//! Every recorded sysfs tree in `../shared/fixtures/sysfs` against its known answer (hwloc's,
-//! and util-linux's for the EPYC): PUs, packages, NUMA nodes with their CPUs and distances,
-//! L3 and L2 groups as CPU sets, cores, SMT width, clusters, dies, allowed CPUs, the restricted
-//! view, and the priorities and capacities.
+//! Every recorded sysfs tree in the fixtures directory (`topology_util::fixtures_dir`) against
+//! its known answer (hwloc's, and util-linux's for the EPYC): PUs, packages, NUMA nodes with
+//! their CPUs and distances, L3 and L2 groups as CPU sets, cores, SMT width, clusters, dies,
+//! allowed CPUs, the restricted view, and the priorities and capacities.
 //!
 //! Where lagom deliberately differs from hwloc the comparison says so:
 //! * AMD Bulldozer compute units (`64amd64-4s2n4ca2co`): lagom agrees with hwloc (64 cores,

@@ -1,5 +1,6 @@
-//! The synthetic trees of `topology_util/synthetic.rs`: AMD preferred cores (seed 001's 7950X), a
-//! container with a restricted cpuset and offline CPUs, and an Intel hybrid part.
+//! The synthetic trees of `topology_util/synthetic.rs`: AMD preferred cores (the 7950X of the
+//! preferred-core stall report), a container with a restricted cpuset and offline CPUs, and an
+//! Intel hybrid part.
 
 mod topology_util;
 
@@ -36,7 +37,7 @@ fn ryzen_7950x_prefcore_rankings_of_seed_001() {
     assert_eq!([prio(4), prio(5), prio(6), prio(7)], [211, 216, 231, 221]);
     assert_eq!(prio(22), 231, "an SMT sibling has its core's ranking");
     assert!(t.has_preferred_cpus());
-    // Of the CPUs seed 001 allows (4-7), CPU 6 is the preferred one, though not faster.
+    // Of the CPUs the report allows (4-7), CPU 6 is the preferred one, though not faster.
     let allowed = Topology::from_sysfs_with_affinity(tree.root(), &set("4-7")).unwrap();
     assert_eq!(allowed.allowed_cpus(), &set("4-7"));
     let best = allowed

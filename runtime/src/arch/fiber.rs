@@ -24,7 +24,7 @@
 //! one `WithClosure<F>`. When that value, padded to its alignment (at least 16), takes at most
 //! [`IN_STACK_SHARE`] of the stack's usable bytes (1/16: 1 KiB of a 16 KiB stack, 16 KiB of
 //! the default 256 KiB), it is written at the top of the stack itself, so spawning a fiber
-//! costs no allocation (issue #5: one `malloc`/`free` pair fewer per task); otherwise it is
+//! costs no allocation (one `malloc`/`free` pair fewer per task); otherwise it is
 //! boxed. Either way the fiber's *top* is the lowest byte of the header's slot (the stack's
 //! base on the boxed path): the parent link, the initial frame and everything the closure
 //! pushes lie below it, [`TaskInfo::stack_size`] counts only the bytes from the stack's limit
@@ -202,7 +202,7 @@ impl<S: Stack> Fiber<S> {
         let top = slot.unwrap_or(stack.base().as_ptr() as usize);
         let stack_size = top - stack.limit().as_ptr() as usize;
         // The header is written where it lives, field by field: built as a local first, it
-        // was copied there with a `memcpy` (~40 instructions per spawn, issue #5).
+        // was copied there with a `memcpy` (~40 instructions per spawn).
         let (p, free): (*mut WithClosure<F>, unsafe fn(*mut Inner)) = match slot {
             Some(addr) => (addr as *mut WithClosure<F>, drop_in_stack::<F>),
             None => (

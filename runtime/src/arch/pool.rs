@@ -6,7 +6,7 @@
 //! * **Grows to the high-water mark.** The pool keeps every stack of its size that comes back
 //!   (from a task that ended on its worker, whoever spawned it), so it holds as many stacks as
 //!   were ever out at once on its worker — the high-water mark — and a later burst of that
-//!   size maps nothing and a task's end unmaps nothing (issue #15: past a fixed pool of 64
+//!   size maps nothing and a task's end unmaps nothing (past a fixed pool of 64
 //!   every spawn was an `mmap` and an `mprotect` and every end a `munmap`).
 //! * **Batched mappings.** When it is empty it maps a batch of stacks at once
 //!   ([`DefaultStack::batch`]: one `mmap`, one guard per stack), the batch growing with the

@@ -2,12 +2,12 @@
 //! task of its own (name, nice level, slice, CPUs: a [`task::Builder`]) that receives its
 //! predecessors' outputs by reference.
 //!
-//! * `order.rs` — the structure and its online topological order: an edge that would close a
-//!   cycle is refused when it is added, naming the nodes on the cycle;
-//! * `run.rs` — the run: a node's task is spawned by its last predecessor to finish, on that
+//! * the graph keeps an online topological order: an edge that would close a cycle is refused
+//!   when it is added ([`GraphError`]), naming the nodes on the cycle;
+//! * in the run, a node's task is spawned by its last predecessor to finish, on that
 //!   predecessor's worker; a failure cancels the dependants and nothing else;
-//! * `data.rs` — [`Inputs`], [`Outputs`], [`Progress`];
-//! * `error.rs` — [`GraphError`].
+//! * a node gets its predecessors' outputs as [`Inputs`]; the run returns [`Outputs`];
+//!   [`Progress`] counts what is done, readable from any thread while it runs.
 //!
 //! Every node's output has one type `T` (an enum where the nodes produce different things):
 //! a node gets `&T` of each predecessor and the run returns every `T` by [`NodeId`], with no

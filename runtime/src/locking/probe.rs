@@ -1,4 +1,4 @@
-//! Coverage probes of the loom models (issue #21): `probe!("file: step")` marks one step of a
+//! Coverage probes of the loom models: `probe!("file: step")` marks one step of a
 //! protocol — a branch of the wakeup path, of the switch-out, the exit, the idle loop or the
 //! kick — so that `loom-tests/coverage.sh` can tell which steps no model reached.
 //!

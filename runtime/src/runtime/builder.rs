@@ -17,17 +17,18 @@ use crate::worker::{PHASE_RUN, Shared, Worker};
 use lagom_policy::{Features, MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, RqConfig};
 use lagom_topology::{Layout, Topology, layout};
 
-/// How long an idle worker spins by default before it sleeps in `futex_wait` (chosen from the
-/// curve in the `sched/idle.rs` module doc: wake latency against idle CPU, issue #5).
+/// How long an idle worker spins by default before it sleeps in `futex_wait`: about what a
+/// futex sleep and wakeup cost, so a wakeup that comes sooner finds the worker awake
+/// (`examples/idle_spin` measures wake latency against idle CPU per spin length).
 pub const DEFAULT_IDLE_SPIN: Duration = Duration::from_micros(30);
 
 /// The timeout of [`Runtime::shutdown`], [`Runtime::shutdown_with_trace`] and of dropping a
-/// runtime (the module doc of `Runtime::shutdown_timeout` says what happens within it).
+/// runtime ([`Runtime::shutdown_timeout`] says what happens within it).
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How long before its next timer an idle worker stops sleeping and spins by default
-/// ([`Builder::timer_spin`]; the measurements behind the choice are in the `sched/idle.rs`
-/// module doc, "Timer precision", issue #20).
+/// ([`Builder::timer_spin`]): a futex sleep can overshoot its timeout by tens of µs, a spin
+/// does not.
 pub const DEFAULT_TIMER_SPIN: Duration = Duration::from_micros(100);
 
 /// The longest idle spin [`Builder::idle_spin`] accepts. A cross-CPU futex wake costs tens of

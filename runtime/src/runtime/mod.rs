@@ -26,9 +26,9 @@
 //!
 //! 1. **DRAIN**, from the start: tasks that are runnable run on (lagom never preempts); a task
 //!    that is blocked once the runtime has nothing runnable is **cancelled**: an idle worker's
-//!    sweep (`sched/shutdown.rs`) marks it and wakes it, and it resumes inside its blocking
-//!    call (`park`, and so `sleep` and `join`), which does not return but unwinds
-//!    (`task/cancel.rs`): destructors run, guards are released, and its `join` returns a
+//!    sweep marks it and wakes it, and it resumes inside its blocking
+//!    call (`park`, and so `sleep` and `join`), which does not return but unwinds:
+//!    destructors run, guards are released, and its `join` returns a
 //!    [`JoinError`](crate::JoinError) whose `is_cancelled()` is true. Tasks that block later
 //!    are swept later (idle workers come round every millisecond during a shutdown).
 //! 2. **FORCE**, at `d / 2`: every task still alive is cancelled at its next call into lagom

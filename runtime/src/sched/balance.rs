@@ -40,30 +40,30 @@
 //!
 //! ## Active balance (ITMT)
 //!
-//! When that least preferred CPU runs a single task, the idle preferred worker asks for the running
-//! task itself (`request_active`, under the source's lock): it names the task
+//! When that least preferred CPU runs a single task, the idle preferred worker asks for the
+//! running task itself (`request_active`, under the source's lock): it names the task
 //! (`Worker::active_push_task`) and itself (`Worker::active_push`) and sets the source's
-//! need-resched, so the task's next `cond_resched` (or yield, or preemption) is a schedule point.
-//! There (`active_push_point`, from `schedule_prepare`, under the source's lock) a task still
-//! running alone, that may move, goes back into the tree (`RunQueue::put_curr`) and the source
-//! switches to its idle context instead of picking. Once the switch is complete — the task's
-//! registers saved, `on_cpu` clear — `finish_task_switch` hands it over
-//! (`active_push_switched_out`: both locks, the pull's checks again, `move_task`), counts it in the
-//! destination's `balance_active` and kicks it. If the task blocked or may no longer move, it
-//! simply stays queued on the source and its idle loop picks it again. By default neither step
-//! re-checks that the destination is still idle (`policy::may_active_push`): the kernel's
-//! `active_load_balance_cpu_stop` does not either, so a task woken onto the preferred CPU while the
-//! move was pending ends up sharing it with the moved one — the preferred-core stall of README's
-//! asym_stall. Under lagom's ACTIVE_BALANCE_RECHECK both steps do (the second under the
-//! destination's lock, its wakelist counted), and a request the destination's idleness did not
-//! outlast is dropped. A task that blocks before its next schedule point is handed over at its wakeup
-//! instead (`wake/select.rs`). The kernel pushes the running task at once with its stopper thread;
-//! lagom cannot move a task whose registers its worker still holds, so it waits for the task's next
-//! schedule point (at most `cond_resched`'s 50 µs tick for a task that computes). A started task
-//! moves this way only where migration is opted in (the contract below). A busy worker that runs
-//! one such task, with an idle worker preferred to it, kicks that worker from its tick
-//! (`nohz_kick`, the kernel's kick for `sd_asym_packing`), so a request lost to a race is made
-//! again.
+//! need-resched, so the task's next `cond_resched` (or yield, or preemption) is a schedule
+//! point. There (`active_push_point`, from `schedule_prepare`, under the source's lock) a task
+//! still running alone, that may move, goes back into the tree (`RunQueue::put_curr`) and the
+//! source switches to its idle context instead of picking. Once the switch is complete — the
+//! task's registers saved, `on_cpu` clear — `finish_task_switch` hands it over
+//! (`active_push_switched_out`: both locks, the pull's checks again, `move_task`), counts it in
+//! the destination's `balance_active` and kicks it. If the task blocked or may no longer move,
+//! it simply stays queued on the source and its idle loop picks it again. By default neither
+//! step re-checks that the destination is still idle (`lagom_policy::may_active_push`): the
+//! kernel's `active_load_balance_cpu_stop` does not either, so a task woken onto the preferred
+//! CPU while the move was pending ends up sharing it with the moved one — the preferred-core
+//! stall that `examples/asym_stall.rs` reproduces. Under lagom's ACTIVE_BALANCE_RECHECK both
+//! steps do (the second under the destination's lock, its wakelist counted), and a request the
+//! destination's idleness did not outlast is dropped. A task that blocks before its next
+//! schedule point is handed over at its wakeup instead (`wake/select.rs`). The kernel pushes
+//! the running task at once with its stopper thread; lagom cannot move a task whose registers
+//! its worker still holds, so it waits for the task's next schedule point (at most
+//! `cond_resched`'s 50 µs tick for a task that computes). A started task moves this way only
+//! where migration is opted in (the contract below). A busy worker that runs one such task,
+//! with an idle worker preferred to it, kicks that worker from its tick (`nohz_kick`, the
+//! kernel's kick for `sd_asym_packing`), so a request lost to a race is made again.
 //!
 //! Which queued task may move is `policy::can_migrate`, the kernel's `can_migrate_task`,
 //! given the domain the two workers meet in (their lowest common level: SMT, then the LLC,
@@ -97,7 +97,7 @@ use lagom_policy::{
 
 /// At most this many queued tasks are examined, and so moved, in one balance (the kernel's
 /// `sysctl_sched_nr_migrate` bound on `detach_tasks`' loop), so one pass holds two locks for a
-/// bounded time however long the busiest runqueue is (issue #15: with 10 000 tasks asleep
+/// bounded time however long the busiest runqueue is (with 10 000 tasks asleep
 /// there, delayed, an unbounded scan for one movable task made each newly idle balance cost
 /// O(n), 17 % of a spawn storm's CPU time). Each pass resumes after the last slot the previous
 /// one examined (`Worker::balance_cursor`).
@@ -186,7 +186,7 @@ pub(crate) fn active_push_point(
         return false;
     }
     // Whether `dst` is still idle counts only under ACTIVE_BALANCE_RECHECK: the kernel's
-    // stopper does not re-check it (`policy::may_active_push`).
+    // stopper does not re-check it (`lagom_policy::may_active_push`).
     if dst >= shared.workers.len()
         || !may_active_push(
             shared.features,

@@ -45,7 +45,7 @@
 //! is handed to that worker's dead list instead, fiber and all, and its home frees the fiber
 //! into its own pool and removes the task (`tcb/registry.rs`). The idle context is kept for when
 //! nothing is runnable; before this path existed every exit went through it: a second switch
-//! per task (issue #5).
+//! per task.
 //!
 //! Loom: `exit_recycle` (`loom-tests/tests/exit_recycle.rs`) runs the exit hook and
 //! `finish_task_switch` with `put_dead` (both branches, and the home's reap) against the

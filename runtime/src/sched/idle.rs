@@ -1,6 +1,6 @@
 //! The worker thread's main loop, which is also its idle task: pick and switch, pull work when newly idle, and sleep on the kick word.
 //!
-//! Invariant (the kick protocol, `sync/kick.rs`): *a worker never sleeps while work published
+//! Invariant (the kick protocol, `locking/kick.rs`): *a worker never sleeps while work published
 //! for it before it slept is pending.* The idle worker spins for `idle_spin` watching its
 //! wakelist and runqueue counter, then publishes idle (`Kick::idle_wait`: store IDLE,
 //! `fence(SeqCst)`, re-check both, `futex_wait`); every waker publishes work first (a
@@ -10,7 +10,7 @@
 //! waker sees IDLE and wakes the sleeper (loom model 4, `idle_kick`). The sleep times out at
 //! the next timer of this worker.
 //!
-//! Idle spin (issue #5): a wake that finds the worker spinning costs a cache-line transfer,
+//! Idle spin: a wake that finds the worker spinning costs a cache-line transfer,
 //! one that finds it asleep a `futex_wake` in the waker and an OS wakeup. The spin is
 //! wall-clock time (clock read every `CLOCK_EVERY` spin hints; a spin-hint count would mean
 //! ~49 µs on the AMD EPYC VM below — the old default of 2 000 — and a few µs on older Intel),
@@ -33,7 +33,7 @@
 //! latency stops improving there, at the CPU of spin 0), while each longer spin only adds
 //! CPU to every long-gap wake (last row) for the few gaps it newly covers.
 //!
-//! Timer precision (issue #20): a task in `sleep` is woken by its worker's timer, which an
+//! Timer precision: a task in `sleep` is woken by its worker's timer, which an
 //! idle worker waits for in its futex sleep (the timeout is the next deadline). Two things
 //! made that wakeup late. The kernel's timer slack lets a normal thread's timed sleep end up
 //! to 50 µs late to merge wakeups: worker threads set theirs to 1 ns (`PR_SET_TIMERSLACK`).

@@ -239,7 +239,7 @@ pub(crate) fn put_prev(
                     "sched/schedule: put_prev leaves a blocked task delayed"
                 );
                 // Release: a waker that reads it (Acquire) knows the task passed its block
-                // decision (spec §7.10, step 1).
+                // decision.
                 prev_t.sched_delayed.store(true, Ordering::Release);
                 w.stats.inc_owned(&w.stats.delayed_dequeues);
             }

@@ -14,7 +14,8 @@
 
 use super::{Condvar, Mutex};
 
-/// A barrier for `n` tasks or threads (module doc).
+/// A barrier for `n` tasks or threads, with `std::sync::Barrier`'s API: each generation
+/// releases exactly `n` waiters, once, and exactly one of them leads.
 pub struct Barrier {
     n: usize,
     state: Mutex<(usize, u64)>,

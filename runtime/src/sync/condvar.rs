@@ -41,7 +41,9 @@ impl WaitTimeoutResult {
     }
 }
 
-/// A condition variable for tasks and threads (module doc).
+/// A condition variable for tasks and threads, with `std::sync::Condvar`'s API: a notify that
+/// comes after a waiter released its mutex in `wait` wakes that waiter (or another one, for
+/// `notify_one`); waits may also return spuriously, as std's.
 ///
 /// ```
 /// use std::sync::Arc;

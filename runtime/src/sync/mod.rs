@@ -53,9 +53,9 @@
 //! compiles with either `Instant` imported. (Being generic, the parameter cannot infer the
 //! target of an `.into()`: pass the `Instant` itself.)
 //!
-//! Every primitive blocks on one waiter queue (`waiters.rs`), whose module doc holds the
-//! protocol they share: who parks, who wakes, what re-checks what. Each primitive's module
-//! doc adds its own state and how it hands off.
+//! Every primitive blocks on one waiter queue, whose protocol they share (who parks, who wakes,
+//! what re-checks what; in the source, `sync/waiters.rs`, checked by the loom model
+//! `waiters`), and each item's documentation says how it hands off.
 
 mod barrier;
 mod condvar;

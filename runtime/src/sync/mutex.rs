@@ -215,8 +215,16 @@ impl RawMutex {
     }
 }
 
-/// A mutual-exclusion lock for tasks and threads, with `std::sync::Mutex`'s API (module doc:
-/// the hand-off, the spin, what std's would do to a worker).
+/// A mutual-exclusion lock for tasks and threads, with `std::sync::Mutex`'s API and
+/// poisoning.
+///
+/// A contended `lock` spins briefly while the holder runs on another worker, then blocks the
+/// calling task (its worker runs others meanwhile; on a plain thread, the thread). An unlock
+/// wakes the front waiter to compete for the lock; a waiter that was woken once and lost is
+/// handed the lock the next time (as the kernel's mutex does), so a holder that re-locks at
+/// once cannot starve it, and a slow waiter does not hold up running lockers. Unlike
+/// `std::sync::Mutex`, whose contended lock blocks the whole worker thread and every task
+/// queued on it, this one may be held across blocking calls in a task.
 ///
 /// ```
 /// use std::sync::Arc;

@@ -68,7 +68,10 @@ struct RawRwLock {
     queue: WaitQueue,
 }
 
-/// A reader-writer lock for tasks and threads (module doc).
+/// A reader-writer lock for tasks and threads, with `std::sync::RwLock`'s API and poisoning (a
+/// writer's panic poisons, a reader's does not). Writer-fair: once someone waits, newcomers
+/// queue behind it, so a stream of readers cannot starve a writer; an unlock hands the lock
+/// to the front waiter (a writer, or every reader up to the first writer).
 ///
 /// ```
 /// use lagom::sync::{RwLock, RwLockWriteGuard};

@@ -26,7 +26,10 @@ use super::waiters::{Wait, WaitQueue};
 use crate::locking::atomic::{AtomicUsize, Ordering};
 use crate::time::Instant;
 
-/// A counting semaphore for tasks and threads (module doc).
+/// A counting semaphore for tasks and threads (std has none; tokio's shape, blocking).
+/// Waiters are served first come, first served; an acquirer that finds enough permits free
+/// takes them even while a larger request waits, so a stream of small acquires can delay a
+/// big one.
 ///
 /// ```
 /// use lagom::sync::Semaphore;

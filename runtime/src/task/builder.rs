@@ -223,7 +223,7 @@ where
     let name = b.name.unwrap_or_default();
     // The task's allocation comes first: the packet goes in it when it fits (`tcb/completion.rs`),
     // and the closure needs the packet's address. Built in place: `Arc::new(Task::new(..))`
-    // compiled to a ~270-byte copy from the stack (issue #5). A spawn by a task takes its
+    // compiled to a ~270-byte copy from the stack. A spawn by a task takes its
     // worker's spare allocation if there is one (`recycle.rs`).
     // SAFETY: `wt` is the calling worker, whose spare this thread is the one to touch.
     let spare = local.and_then(|wt| unsafe { wt.worker().tasks.take_spare() });

@@ -121,7 +121,7 @@ pub(crate) const TICK: u64 = 50_000;
 /// milliseconds it also runs the periodic load balance, which may pull tasks to this worker.
 /// Long compute loops call it. Outside tasks it does nothing.
 ///
-/// Most calls cost one read of the scheduler clock and three loads (issue #20): a call
+/// Most calls cost one read of the scheduler clock and three loads: a call
 /// within 50 µs (`TICK`) of the last full tick, before the worker's next timer, with no
 /// need-resched and an empty wakelist, returns at once. Every wakeup that asks for this CPU
 /// sets need-resched or queues on the wakelist, and a timer bounds the tick, so what waits
@@ -131,7 +131,7 @@ pub(crate) const TICK: u64 = 50_000;
 /// eligible, a protected slice), the next full tick waits its 50 µs rather than repeating the
 /// lock, drain and pick at every call.
 ///
-/// Why a clock read and not a flag that a ticker sets (issue #20; `benches/sched_call.rs`
+/// Why a clock read and not a flag that a ticker sets (`benches/sched_call.rs`
 /// on a 2-vCPU VM shared with builds, load 7–9): the call with nothing due measured 23.5 ns,
 /// of which the TSC read alone is 22 ns there (`clock/rdtsc`), while a relaxed load of a flag
 /// is 1.6 ns, so a flag would bring the call to a few ns and meet the issue's 5 ns. But
@@ -160,7 +160,7 @@ pub fn cond_resched() {
 /// the same check (need-resched, set by the tick once the slice is used up or by a wakeup),
 /// so a task that spawns in a loop gives its worker up when its request is used up, and the
 /// children queued behind it run (and, if they block, end) meanwhile instead of all waiting
-/// for the spawner's next blocking call (issue #15: 10 000 sleepers spawned from one task
+/// for the spawner's next blocking call (10 000 sleepers spawned from one task
 /// were all alive at once, every stack cold, until the spawning ended).
 #[inline]
 pub(crate) fn spawn_point() {

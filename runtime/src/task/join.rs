@@ -14,7 +14,7 @@ use crate::worker::{Packet, TaskRef};
 /// or the panic that ended it as a [`JoinError`].
 pub struct JoinHandle<T> {
     /// The task's packet, kept alive by `task`, whose `completion` owns it (`tcb/completion.rs`):
-    /// an `Arc` here would cost two more locked read-modify-writes per spawn (issue #5).
+    /// an `Arc` here would cost two more locked read-modify-writes per spawn.
     pub(crate) packet: NonNull<Packet<T>>,
     pub(crate) id: u64,
     pub(crate) task: TaskRef,

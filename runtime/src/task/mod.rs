@@ -1,18 +1,17 @@
-//! Tasks: spawning them, joining them, and the calls a task makes — the user-facing API of
-//! the threaded runtime, on top of the driver's layers (`ARCHITECTURE.md`).
+//! Tasks: spawning them, joining them, and the calls a task makes.
 //!
-//! * `builder.rs` — [`Builder`], [`spawn`]: the task control block built and enqueued;
-//! * `join.rs` — [`JoinHandle`], the joiner's side of the join packet;
-//! * `park.rs` — [`park`], [`park_timeout`], [`Unparker`], [`current_unparker`], and the one
-//!   function that arms a worker's timer for them (`arm_timer`);
-//! * `current.rs` — [`current`], [`cpu_time`], [`yield_now`], [`cond_resched`], [`sleep`],
-//!   [`sleep_until`];
-//! * `local.rs` — [`task_local!`](crate::task_local), [`LocalKey`]: storage that follows the task;
-//! * `recycle.rs` — a joined task's allocation kept for its worker's next spawn;
-//! * `cancel.rs` — the cancellation points where a shutdown unwinds a task;
-//! * `scope.rs` — [`scope`], [`join`]: tasks that borrow from their caller's stack;
-//! * `blocking.rs`, `pool.rs` — [`spawn_blocking`] and the process's pool of plain threads
-//!   it runs closures on.
+//! * [`spawn`] and [`Builder`] (name, nice level, slice, CPUs, the migration opt-in), and
+//!   [`JoinHandle`] to join the task;
+//! * [`park`], [`park_timeout`], [`Unparker`], [`current_unparker`]: blocking until woken;
+//! * [`current`], [`cpu_time`], [`sched_info`], [`yield_now`], [`cond_resched`], [`sleep`],
+//!   [`sleep_until`]: the calling task's identity, time and scheduling calls;
+//! * [`task_local!`](crate::task_local), [`LocalKey`]: storage that follows the task;
+//! * [`scope`], [`join`]: tasks that borrow from their caller's stack;
+//! * [`spawn_blocking`] and the process's pool of plain threads it runs closures on
+//!   ([`configure_blocking_pool`], [`blocking_pool_stats`]).
+//!
+//! A joined task's allocation is kept for its worker's next spawn; a shutdown cancels a
+//! blocked task by unwinding it from its blocking call ([`crate::runtime`] says when).
 
 mod blocking;
 mod builder;

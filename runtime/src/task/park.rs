@@ -53,11 +53,11 @@ impl Unparker {
         crate::wake::unpark(&self.inner, lagom_policy::WakeFlags::NONE);
     }
 
-    /// [`unpark`](Unparker::unpark) from a task that is about to block (the kernel's
-    /// `WF_SYNC`: a pipe's hand-off, a send followed by a receive): the wakee may be placed
-    /// on the caller's CPU (sync `wake_affine`) and preempt the caller only if its deadline
-    /// is earlier (`preempt_sync`, spec §6.3). Only a hint: the wakeup is the same, and from
-    /// outside a task it is a plain `unpark`.
+    /// [`unpark`](Unparker::unpark) from a task that is about to block (the kernel's `WF_SYNC`:
+    /// a pipe's hand-off, a send followed by a receive): the wakee may be placed on the
+    /// caller's CPU (sync `wake_affine`) and preempt the caller only if its deadline is earlier
+    /// (`preempt_sync`, with the run time since the caller was picked). Only a hint: the wakeup
+    /// is the same, and from outside a task it is a plain `unpark`.
     ///
     /// ```
     /// let rt = lagom::Runtime::builder().build()?;

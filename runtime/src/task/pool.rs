@@ -10,7 +10,7 @@
 //!
 //! ## The protocol
 //!
-//! One lock (`sync/lock.rs`) guards the queue of jobs and four counts — threads, idle
+//! One lock (`locking/lock.rs`) guards the queue of jobs and four counts — threads, idle
 //! threads, wakeups sent to idle threads and not yet taken, and the bound — and a futex word
 //! `seq` sits beside it.
 //!

@@ -1,4 +1,4 @@
-//! Recycling a joined task's allocation for the next spawn on the same worker (issue #5: a
+//! Recycling a joined task's allocation for the next spawn on the same worker (a
 //! `malloc` and a `free` of the task control block cost ~150 instructions per spawn+join).
 //!
 //! Invariant: *a worker's spare is a task that nothing else refers to: dead, freed by its

@@ -1,5 +1,5 @@
 //! `Completion`: how a task reaches its join packet, kept in the task's own allocation when
-//! it fits (issue #5: one allocation fewer per spawn).
+//! it fits (one allocation fewer per spawn).
 //!
 //! A task owns its packet (`join.rs`): the packet lives exactly as long as the task, and the
 //! join handle and the task's closure reach it through plain pointers that the task keeps

@@ -25,7 +25,7 @@
 //! The claim `BLOCKED → WAKING` is a compare-exchange, so exactly one waker wins; it replaces
 //! the kernel's `pi_lock`. The transition functions return `#[must_use]` results.
 //!
-//! ## The flags (spec §7.1, §7.5)
+//! ## The flags
 //!
 //! * `on_rq` — queued on the runqueue of worker `cpu` (possibly delayed). Written only under
 //!   that runqueue's lock; `false` is stored with **Release** after the entity was saved back
@@ -166,7 +166,7 @@ pub(crate) struct Task<R: 'static> {
     pub(crate) cancel: AtomicU32,
     /// The task sleeps queued as delayed (DELAY_DEQUEUE). Set with Release by the worker
     /// that delayed it (under its lock), cleared under the lock when the delay ends; a
-    /// waker reads it with Acquire (TTWU_QUEUE_DELAYED, spec §7.10).
+    /// waker reads it with Acquire (TTWU_QUEUE_DELAYED: the RFC's ordering argument).
     pub(crate) sched_delayed: AtomicBool,
     /// The wakelist entry is a delayed wakeup (TTWU_QUEUE_DELAYED): the owner finishes the
     /// dequeue and selects a CPU. Written by the claiming waker before the push.

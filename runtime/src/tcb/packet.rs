@@ -6,7 +6,7 @@
 //!
 //! ## The protocol
 //!
-//! One state word and three cells, each owned by one side at a time (no lock: issue #5, the
+//! One state word and three cells, each owned by one side at a time (no lock: the
 //! lock was taken three or four times per spawn+join, two locked instructions each):
 //!
 //! | state | meaning | owner of `waiter` | owner of `outcome` |
@@ -223,7 +223,7 @@ impl<T: Send, W: Send> Complete<W> for Packet<T, W> {
 }
 
 /// The task's pointer to its packet's value cell, for [`Packet::set_value`]: a plain pointer,
-/// not an `Arc` clone (two locked read-modify-writes per spawn, issue #5). The task's
+/// not an `Arc` clone (two locked read-modify-writes per spawn). The task's
 /// `completion` owns the same packet (in the task or as an `Arc`, `completion.rs`) and is
 /// dropped only with the task, which outlives its closure.
 pub(crate) struct ValueSlot<T, W>(*const Packet<T, W>);

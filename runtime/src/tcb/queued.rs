@@ -1,5 +1,5 @@
 //! `QueuedTask`: the runqueue's payload, a pointer to a queued task that borrows the reference
-//! its registry holds instead of owning one (issue #5: an `Arc` clone on every enqueue and its
+//! its registry holds instead of owning one (an `Arc` clone on every enqueue and its
 //! drop on every dequeue are two locked read-modify-writes per spawn).
 //!
 //! The lifetime argument: a task is inserted into its registry (`registry.rs`) before its

@@ -13,11 +13,11 @@
 //! it is. It has three parts:
 //!
 //! * **own** — the tasks spawned on the worker itself, by a task it runs. Only the worker's
-//!   own thread touches these slots, without a lock (issue #5: the lock taken at spawn and
+//!   own thread touches these slots, without a lock (the lock taken at spawn and
 //!   again at the free cost four locked instructions per spawn+join): it inserts at spawn, and
 //!   removes when one of these tasks dies on this worker (`sched/exit.rs`, `put_dead`) or when it
 //!   reaps its dead list.
-//! * **dead** — a lock-free list (`sync/llist.rs`) of own tasks that died on *another* worker
+//! * **dead** — a lock-free list (`locking/llist.rs`) of own tasks that died on *another* worker
 //!   (moved there by balancing or a wakeup). That worker pushes the task, through the task's
 //!   wakelist link, which a dead task no longer uses (it is on no wakelist: only a claimed,
 //!   blocked task is pushed on one, and a dead task can no longer be claimed), with its fiber
@@ -30,7 +30,7 @@
 //!   tasks ended, and the pool's high-water mark is its own spawns', `arch/pool.rs`) and
 //!   removes the slot; until then the dead tasks still count as live. A push onto
 //!   an empty list kicks the home, and the idle re-check counts a non-empty list as work
-//!   (the kick protocol, `sync/kick.rs`), so an idle home does not sleep on dead tasks.
+//!   (the kick protocol, `locking/kick.rs`), so an idle home does not sleep on dead tasks.
 //! * **foreign** — tasks spawned from outside the runtime's workers (`Runtime::spawn`), behind
 //!   a lock, since the spawning thread is not the home's; whichever worker frees such a task
 //!   takes that lock.

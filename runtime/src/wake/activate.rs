@@ -77,7 +77,7 @@ pub(crate) fn check_preempt(
     wf: WakeFlags,
     now: u64,
 ) {
-    // Already asked to reschedule: nothing to decide (spec §6.1 step 1). Set and cleared
+    // Already asked to reschedule: nothing to decide. Set and cleared
     // under this runqueue's lock, which the caller holds.
     if w.need_resched.load(Ordering::Relaxed) {
         return;

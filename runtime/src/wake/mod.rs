@@ -1,11 +1,11 @@
-//! The wakeup protocol: `try_to_wake_up` (spec §7.2, DESIGN.md "The wakeup protocol") and
-//! what it hands tasks to — the target's wakelist and its drain, and `activate` with the
-//! wakeup-preemption check.
+//! The wakeup protocol: `try_to_wake_up` (the book's `docs/src/design/wakeup.md` tells it in
+//! prose) and what it hands tasks to — the target's wakelist and its drain, and `activate` with
+//! the wakeup-preemption check.
 //!
 //! Invariant: *a blocked task that is woken becomes runnable exactly once, on exactly one
 //! runqueue, and never before the worker it blocked on has finished switching away from it.*
 //!
-//! Steps, with the ordering each relies on (spec §7.5):
+//! Steps, with the ordering each relies on:
 //!
 //! 1. The caller has published its wakeup condition and issued `fence(SeqCst)` (for park:
 //!    the token swap, then the fence in `unpark_task`); the state load that follows pairs
@@ -13,7 +13,7 @@
 //! 2. **Claim** `BLOCKED → WAKING` (compare-exchange, Acquire). Losing means the task is
 //!    running, already being woken, or dead: return. Only one waker wins (loom model 2,
 //!    mutant `ttwu_no_claim`). This replaces the kernel's `pi_lock`.
-//! 3. **Runnable wakeup** (`ttwu_runnable`, §7.3): if `on_rq` (Acquire, O1) the task has not
+//! 3. **Runnable wakeup** (`ttwu_runnable`): if `on_rq` (Acquire, O1) the task has not
 //!    been dequeued (it is still running towards `schedule()`, or delayed). Lock the runqueue
 //!    of `cpu`, re-check that `cpu` did not change (a balancer may have moved it: retry, O4)
 //!    and that `on_rq` still holds; requeue a delayed entity in place (`requeue_delayed`, then
@@ -26,7 +26,7 @@
 //!    spin until `on_cpu` clears (Acquire: the saved context is visible). Either way no
 //!    worker switches the task in before its switch-out completed (loom model 6,
 //!    `on_cpu_handoff`; mutants `ttwu_on_cpu_wrong_cpu`, `ttwu_no_on_cpu_wait`).
-//! 5. **select_task_rq** (`select_task_rq_fair`, policy/select.rs) over the workers'
+//! 5. **select_task_rq** (`select_task_rq_fair`, `lab/policy/src/select.rs`) over the workers'
 //!    published load and the runtime's `CpuMap`, with the wakeup's `WF_SYNC`
 //!    (`Unparker::unpark_sync`); store the chosen `cpu` (this waker owns the task
 //!    exclusively now).
@@ -41,7 +41,7 @@
 //! The TTWU_QUEUE_ON_CPU hand-off (step 4) is gated by the same `ttwu_queue_cond`; a worker
 //! that does not take it spins on `on_cpu`.
 //!
-//! Delayed wakees (spec §7.10): with TTWU_QUEUE_DELAYED a waker that sees `on_rq` and
+//! Delayed wakees: with TTWU_QUEUE_DELAYED a waker that sees `on_rq` and
 //! `sched_delayed` (Acquire; set with Release when the task was delayed) for a task on another
 //! worker does not take that worker's lock: it records its own CPU in `wake_cpu`, marks the
 //! entry `wake_delayed` and pushes the task on the owner's wakelist; the owner finishes the

@@ -123,7 +123,7 @@ pub(super) unsafe fn queue_wakelist(shared: &Shared, cpu: usize, t: &TaskRef, fl
 /// Takes every wakelist entry of worker `me` and activates it on `rq` (the kernel's
 /// `sched_ttwu_pending`). The caller holds that runqueue's lock.
 ///
-/// A delayed wakeup (TTWU_QUEUE_DELAYED, `ttwu_delayed` of spec §7.10) is still queued here
+/// A delayed wakeup (TTWU_QUEUE_DELAYED, the RFC's `ttwu_delayed`) is still queued here
 /// unless a pick finished its dequeue meanwhile: its dequeue is finished now, a CPU is
 /// selected for it as for any wakeup (the waker's CPU recorded in `wake_cpu`), and it is
 /// activated here or forwarded to the chosen worker's wakelist (never under another lock:

@@ -1,7 +1,7 @@
 //! CPU selection for a wakeup or a spawn: the policy's `select_task_rq_fair`
 //! (`lagom_policy`'s `select.rs`: wake_affine, select_idle_sibling, WF_FORK's idlest CPU) over the
 //! workers' published runnable counts and wakelists and the runtime's `CpuMap` (its domains
-//! and priorities, `worker/layout.rs`), under the migration contract.
+//! and priorities, built by `lagom_topology::layout`), under the migration contract.
 //!
 //! ## The migration contract
 //!

@@ -80,7 +80,7 @@ fn ttwu<'a>(
     let shared: &Shared = &t.shared;
     let local_idx = local_wt.map(|wt| wt.index);
     if t.on_rq.load(Ordering::Acquire) {
-        // TTWU_QUEUE_DELAYED (spec §7.10): a delayed task on another worker is handed to
+        // TTWU_QUEUE_DELAYED: a delayed task on another worker is handed to
         // that worker's wakelist instead of taking its lock; `sched_delayed` (Acquire) proves
         // the task passed its block decision there. The owner finishes the dequeue and
         // selects a CPU (`wake::drain`).
@@ -117,7 +117,7 @@ fn ttwu<'a>(
         // Never spin or kick under a runqueue lock.
         drop(held.take());
         let cpu = t.cpu.load(Ordering::Relaxed);
-        // Gated by the rule of any remote wakeup (`ttwu_queue_cond`, spec §7.6 rule 4: the
+        // Gated by the rule of any remote wakeup (`ttwu_queue_cond`'s last rule: the
         // wakee was already subtracted from its CPU's runnable count). TTWU_QUEUE_ON_CPU
         // alone switches the hand-off on or off, as before: NO_TTWU_QUEUE does not (the
         // kernel's hand-off would also need TTWU_QUEUE; lagom keeps the two apart, so that

@@ -1,4 +1,4 @@
-//! The task clock (issue #20): what a running task is charged, with the time its worker
+//! The task clock: what a running task is charged, with the time its worker
 //! thread spent off its CPU left out, as the kernel's `rq_clock_task` leaves out the time a
 //! CPU spent on interrupts or lost to a hypervisor (steal time).
 //!

@@ -61,7 +61,7 @@ pub(crate) type RqGuard<'a> = crate::locking::lock::LockGuard<'a, RunQueue<Queue
 /// The part of a worker that other threads reach: runqueue, wakelist, kick word, counters.
 ///
 /// The layout follows who writes what, so that a cross-worker wakeup moves as few cache
-/// lines as it can (issue #5, remote wake to a busy worker). The first line holds what a
+/// lines as it can (remote wake to a busy worker). The first line holds what a
 /// waker on another worker touches and the owner polls at every runtime call (`wakelist`,
 /// `kick`, `need_resched`) and the published load that CPU selection reads: a remote
 /// wakeup pulls that one line from the owner and hands it back, which is the signal itself.

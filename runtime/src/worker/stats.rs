@@ -1,4 +1,5 @@
-//! Per-worker counters in the spirit of `/proc/schedstat` (DESIGN.md "Observability"), and the
+//! Per-worker counters in the spirit of `/proc/schedstat` (wakeups, placements,
+//! balancing, switches; the names are `lagom_trace::sched_counters!`), and the
 //! snapshot [`Stats`] that `Runtime::stats()` returns, printable as a table.
 //!
 //! Each counter is written by one or a few threads with Relaxed increments and read at any time;

@@ -52,7 +52,7 @@ pub(crate) struct WorkerThread {
 /// another, and the compiler treats a native TLS address as fixed within a function, so it
 /// may reuse one computed before a switch after it (the old worker's slot). With an inlined
 /// `thread_local!` read, `finish_task_switch` read another worker's `prev` after a migration
-/// and a storm test hung in `try_to_wake_up`'s `on_cpu` wait (issue #5, second pass).
+/// and a storm test hung in `try_to_wake_up`'s `on_cpu` wait.
 ///
 /// So the read is never inlined ([`LocalSlot::get`]): each call computes the slot's address
 /// afresh on the thread that runs it, and no caller can reuse one across a switch (the

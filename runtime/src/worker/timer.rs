@@ -54,7 +54,7 @@ impl Timers {
     /// Takes out the earliest entry if its deadline is at or before `now`. Expiry pops one at
     /// a time (`sched/timer.rs`), so that firing needs no allocation: collecting the due
     /// entries in a fresh `Vec` cost a malloc, its growth and a free per firing (about 7 % of
-    /// the instructions of `sleepers`, issue #15).
+    /// the instructions of `sleepers`).
     pub(crate) fn pop_due(&mut self, now: u64) -> Option<TaskRef> {
         if self.next_deadline()? <= now {
             self.heap.pop().map(|e| e.0.task)

@@ -1,4 +1,4 @@
-//! A tiny round-robin driver over fibers, standing in for the threaded runtime (issue #5)
+//! A tiny round-robin driver over fibers, standing in for the threaded runtime
 //! in these tests: one thread, its own stack as the idle context, tasks yield back to it.
 #![allow(dead_code)]
 

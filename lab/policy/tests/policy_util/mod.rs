@@ -234,7 +234,7 @@ impl Sim {
     }
 }
 
-/// Spec §11.3 P6, loosely: a saved lag never exceeds the clamp for the largest possible
+/// Loosely: a saved lag never exceeds the clamp for the largest possible
 /// slice, `calc_delta_fair(100 ms + tick)`.
 pub fn assert_lag_clamped(se: &SchedEntity, tick: u64) {
     let limit = lagom_policy::calc_delta_fair(lagom_policy::MAX_CUSTOM_SLICE + tick, se.weight);

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The fixture directory: `$LAGOM_FIXTURES`, else `shared/fixtures/sysfs` beside the
-/// repository (`../shared` from its root; found from any of its crates, which sit at different
-/// depths, by walking up from the crate's directory). `None` (after printing why) when it is
+/// repository's root (found from any of its crates, which sit at different depths, by walking
+/// up from the crate's directory). `None` (after printing why) when it is
 /// missing outside CI; under `CI=true` a missing directory fails the test.
 pub fn fixtures_dir() -> Option<PathBuf> {
     let beside = |a: &Path| a.join("shared/fixtures/sysfs");

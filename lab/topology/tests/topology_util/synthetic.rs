@@ -20,12 +20,13 @@ pub fn small_machine(n: usize) -> Tree {
     t
 }
 
-/// A Ryzen 9 7950X as seed 001 describes it: 16 cores / 32 threads (siblings n and n+16), two
-/// CCDs of 8 cores each with its own 32 MiB L3, amd-pstate with preferred cores, ITMT on.
+/// A Ryzen 9 7950X as the preferred-core stall report describes it: 16 cores / 32 threads
+/// (siblings n and n+16), two CCDs of 8 cores each with its own 32 MiB L3, amd-pstate with
+/// preferred cores, ITMT on.
 ///
-/// Rankings: CPUs 4-7 are 211, 216, 231, 221 (seed 001); the other cores' values are
+/// Rankings: CPUs 4-7 are 211, 216, 231, 221 (as reported); the other cores' values are
 /// invented, all below 231 so that CPU 6 (and its sibling 22) is the most preferred.
-/// `amd_pstate_highest_perf` is 166 everywhere (seed 001), and so is
+/// `amd_pstate_highest_perf` is 166 everywhere (as reported), and so is
 /// `acpi_cppc/highest_perf` here, so that a reader preferring CPPC over the ranking fails.
 pub const RYZEN_RANKINGS: [u32; 16] = [
     186, 191, 196, 201, 211, 216, 231, 221, 146, 151, 156, 161, 166, 171, 176, 181,
