@@ -14,8 +14,8 @@
 //!   that loops on `cond_resched()`: every wake crosses workers (wakelist or remote lock, no
 //!   futex since the target is running) and the wakee runs only once the busy task reaches
 //!   `cond_resched()` with its need-resched flag set by wakeup preemption, or its slice ends.
-//!   The figure is a mean, and rare stalls dominate it: in a 20 000 round-trip run about
-//!   0.2 % of round trips took 0.1–24 ms while the median was about 0.9 µs. Up to one slice
+//!   The figure is a mean, and rare stalls dominate it (the book's `docs/src/lab/peers.md`,
+//!   "Remote wakes to a busy worker", has a run's spread). Up to one slice
 //!   (1.4 ms with two workers) that is EEVDF as designed: RUN_TO_PARITY protects the busy
 //!   task's request, or the wakee is not yet eligible. Longer stalls are the host taking a
 //!   worker thread's CPU away (in 4 ms steps here), which wall-clock charging also turns into

@@ -20,26 +20,9 @@
 //! (its *stint*): EEVDF with RUN_TO_PARITY protects the running request up to its deadline,
 //! at most one slice (1.4 ms for two CPUs) after the pick.
 //!
-//! What it showed (2-vCPU VM shared with other builds): stalls are 0.1–0.5 % of
-//! wakes and most of the wake time. Those up to the slice are EEVDF as designed: the
-//! wakee's wakeup-preemption check runs at the hog's next `cond_resched` (the wakelist is
-//! drained there) and says no because the hog is eligible and inside its protected request
-//! (RUN_TO_PARITY: up to its deadline, ≤ 1.4 ms), or the wakee is not yet eligible; the
-//! kernel decides the same. A 100 µs custom slice for A and B caps those waits at about
-//! 100 µs (RUN_TO_PARITY then protects the hog for one minimum slice only) but does not
-//! remove them. Everything longer — the 4, 8, 12 ms stalls — is Linux taking a worker
-//! thread's CPU (the VM's 4 ms tick quanta), directly or through the debt it leaves: the
-//! task that was current meanwhile is charged the lost wall time and waits at its next
-//! wakeups until the hog has run that debt off.
+//! What it showed, and why those waits are EEVDF's own: the book's `docs/src/lab/peers.md`
+//! ("Remote wakes to a busy worker").
 //!
-//! Why those waits add up to about half of all wake time whatever the slice: lag is kept
-//! across sleeps (PLACE_LAG, and DELAY_ZERO's clamp when a delayed wakee is requeued), so a
-//! wakee earns no credit while it sleeps and competes with the hog only while queued. While
-//! queued it runs δ (its own run, its `unpark`, its `park`) and the hog gets the rest; at
-//! equal weights EEVDF evens that out, so on average the wakee waits about as long as it runs
-//! per wake, in rare slice-long waits. A background hog (`--hog-nice 19`, weight 15 against
-//! 1024) shrinks that wait to δ·15/1024, and what is left is the cost of the wakeup path
-//! itself. tokio's `yield_now` loop is a FIFO without fairness, so it has no such waits.
 //! `--hog-yield` makes the hogs loop on lagom's `yield_now()` as tokio's do: each yield gives
 //! up the rest of the hog's request, so the wakee runs at the hog's next yield.
 //!

@@ -11,9 +11,8 @@
 # the other dependencies are built once for all mutants; each mutant rebuilds lagom and one
 # model. The builds are incremental (CARGO_INCREMENTAL=1, although the profile is release):
 # a mutant's cfg changes one or two functions, so rustc reuses the rest of lagom's and the
-# model's compiled code, and a mutant costs one to two seconds instead of a full release
-# build of lagom and the model (13 to 15 s on a 2-core machine; 40 rows made this the
-# longest step of CI).
+# model's compiled code instead of a full release build of lagom and the model per row
+# (docs/src/lab/tooling.md has the times).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

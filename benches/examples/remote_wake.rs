@@ -4,12 +4,11 @@
 //! tokio ÷ lagom.
 //!
 //! Why pairs: on a shared VM the cost of moving a cache line between the two vCPUs changes
-//! several-fold from minute to minute (the host places them nearer or further apart: here a
-//! line round trip took about 65 ns or about 330 ns), and criterion's case-after-case runs can
-//! put lagom and tokio in different phases. A pair of samples a few milliseconds apart shares
-//! the phase. After each pair the program times a bare cache-line round trip between two
-//! threads on the same CPUs, and reports the pairs of each phase apart: "near" (within twice
-//! the cheapest line cost seen in the run) and "far".
+//! several-fold from minute to minute (the host places them nearer or further apart), and
+//! criterion's case-after-case runs can put lagom and tokio in different phases. A pair of
+//! samples a few milliseconds apart shares the phase. After each pair the program times a bare
+//! cache-line round trip between two threads on the same CPUs, and reports the pairs of each
+//! phase apart: "near" (within twice the cheapest line cost seen in the run) and "far".
 //!
 //! Each lagom kind is set against the same tokio case (two current-thread runtimes on the two
 //! CPUs, each with a task looping on `yield_now().await` beside its player):

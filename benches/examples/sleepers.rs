@@ -8,11 +8,8 @@
 //! neither is timed just after another side's idle stretch. The std threads round leaves the
 //! CPUs mostly idle for about a second (10 000 threads asleep), and the first ~20 ms of work
 //! after an idle stretch run markedly slower on a virtual machine (the host's CPU state, not
-//! the runtime's): with a 0.5 s pause before each round, lagom's median went from 15 to 20 ms
-//! and tokio's from 8.5 to 12–14 ms (2-vCPU guest, 2026-12-07). Without the untimed rounds,
-//! the side that ran right after the std threads round (lagom) paid that alone, and its ratio
-//! to tokio read 2.0–2.5 where `--no-threads` (each side after the other's busy round) read
-//! 1.8.
+//! the runtime's). Without the untimed rounds, the side that ran right after the std threads
+//! round (lagom) paid that alone (the figures: the book's `docs/src/lab/peers.md`).
 //!
 //! ```text
 //! cargo run --release -p lagom-benches --example sleepers -- [-n N] [-r ROUNDS] [--json]

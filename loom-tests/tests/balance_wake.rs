@@ -22,8 +22,8 @@
 //! round to T's, the first: it pulls T, delayed or just requeued, and, the imbalance being
 //! one weight, nothing else. The model asserts that it did (`balance_periodic` 1, U still on worker 0),
 //! so a change in the balancer that stops it from pulling T fails the model instead of
-//! leaving its race unexplored, as happened once (CI, 2026-12-02, when `can_migrate` began
-//! to skip ineligible tasks and the one tick the model then played pulled an eligible V).
+//! leaving its race unexplored, as happened once (when `can_migrate` began to skip
+//! ineligible tasks, the one tick the model then played pulled an eligible V).
 //!
 //! The race: the waker's requeue of T under worker 0's lock (and its `sched_delayed`,
 //! `state` stores), or under worker 1's when it follows T there, against the balancer's

@@ -19,7 +19,7 @@
 //! The return-address predictor must stay in step: on x86_64 the switch is an inlined
 //! `asm!` block that resumes the other context with a `jmp` and neither calls nor returns, so
 //! it pushes and pops no return-stack entry; on aarch64 it is a function entered with `bl` and
-//! left with `ret`. The x86_64 module doc says why, with the measured alternatives.
+//! left with `ret`. The x86_64 module doc says why.
 //!
 //! The FP control state (MXCSR and the x87 control word on x86_64, FPCR on aarch64) is
 //! callee-saved in both ABIs. How a switch treats it is the running context's [`FpControl`]
@@ -35,9 +35,8 @@
 //!   the common case where all contexts run in the default environment.
 //! * [`FpControl::AssumeDefault`] is a promise that the context's state is the default
 //!   whenever it switches away; the switch neither reads nor writes the registers, and debug
-//!   builds check the promise at every switch. On an AMD EPYC (Zen) VM a round trip takes
-//!   12.7 ns in `Preserve` and 2.4 ns in `AssumeDefault`, as corosensei's does
-//!   (`benches/switch.rs`).
+//!   builds check the promise at every switch. A round trip then costs what corosensei's
+//!   does (`benches/switch.rs`; the figures are in the book, `docs/src/lab/mechanism.md`).
 //!
 //! A new context starts with its creator's control state (status flags cleared), as a new
 //! thread inherits its parent's, in either mode. See [`FpControl`] for the contract and

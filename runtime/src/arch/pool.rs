@@ -17,9 +17,8 @@
 //!   lines of the stack the following `get` will hand out, where the new fiber writes its
 //!   closure and first frame: in a burst of spawns from a deep pool every stack is cold (not
 //!   in the caches, its page not in the TLB), and the miss then overlaps the rest of one
-//!   spawn instead of stalling the next (`sleepers --phases`, 10 000 spawns from one task on
-//!   a loaded 2-vCPU VM: the spawn phase's median went from 25–38 ms to 20–28 ms, side by
-//!   side in four alternating runs).
+//!   spawn instead of stalling the next (`sleepers --phases` shows it on 10 000 spawns from
+//!   one task: `docs/src/lab/mechanism.md`).
 //! * **Returns memory when idle.** [`trim`](StackPool::trim), which the worker calls once it
 //!   has been idle for a while (`sched/idle.rs`: [`TRIM_AFTER`]), unmaps the idle stacks
 //!   beyond the pool's `capacity` (the floor it keeps however long it idles) and gives the

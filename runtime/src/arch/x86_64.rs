@@ -38,21 +38,18 @@
 //! own state back; a context suspended by `switch_assume_default` compares nothing when
 //! resumed. The frame keeps the same shape in both paths, so the trampoline's CFI holds for
 //! either. With `debug_assertions`, the path first reads the registers to check the promise.
-//! (Writing the default words into the slot instead, two immediate stores, cost ~0.6 ns of a
-//! ~3 ns round trip on AMD Zen; the constant is a hidden symbol, so code that inlines the
-//! switch must be linked into the same executable or shared object as lagom, as Rust code
-//! statically linked is.)
+//! (Writing the default words into the slot instead, two immediate stores, costs a
+//! noticeable share of a round trip; the constant is a hidden symbol, so code that inlines
+//! the switch must be linked into the same executable or shared object as lagom, as Rust
+//! code statically linked is.)
 //!
-//! Measured round trips (`benches/switch.rs`, and a C copy of its variants on an Intel Xeon):
-//! the loads are what is slow on Intel when the control state really changes (~190 ns per
-//! round trip instead of ~7 ns), so they must not run when nothing changed; reading (`stmxcsr`)
-//! is what is slow on AMD Zen (~7 ns of a ~10 ns round trip, the loads being nearly free
-//! there), and comparing costs ~2 ns more there than reloading blindly. Reading cannot be
-//! avoided without giving up exactness: a context may change MXCSR at any time, and nothing
-//! but `stmxcsr` tells the switch what it is now — hence the opt-in promise. With it, on an
-//! AMD EPYC VM (fastest of interleaved rounds): `Preserve` 12.7 ns, `AssumeDefault` 2.4 ns
-//! (through `switch`, which branches on the mode, or called directly alike), corosensei
-//! 2.4 ns, no FP control handling and no slot at all 2.2 ns.
+//! Why two paths: the loads are what is slow on Intel when the control state really changes,
+//! so they must not run when nothing changed; reading (`stmxcsr`) is what is slow on AMD Zen,
+//! where the loads are nearly free. Reading cannot be avoided without giving up exactness: a
+//! context may change MXCSR at any time, and nothing but `stmxcsr` tells the switch what it
+//! is now — hence the opt-in promise, with which a round trip costs what corosensei's does.
+//! The round trips of each variant (`benches/switch.rs`) are in the book,
+//! `docs/src/lab/mechanism.md`.
 //!
 //! Rust itself assumes the default FP environment wherever Rust code runs (`_mm_setcsr`
 //! documents changing it as undefined behaviour), so in a program that keeps to that rule

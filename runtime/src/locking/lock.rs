@@ -26,13 +26,11 @@
 //! runqueue are other workers (pinned, so normally on a CPU) in a newly idle or periodic
 //! pull, which detaches up to 32 entities under the lock; a sleep instead costs
 //! the waiter a `futex_wait` and the holder a `futex_wake`, and the waiter then waits for
-//! the OS to run its thread again, tens of µs on a virtual machine. The spin used to be 100
-//! hints (about 1 µs): in `sleepers` (10 000 tasks that each sleep 1 ms, 2 workers) the
-//! busy worker slept on its own runqueue lock behind the other worker's newly idle pulls,
-//! futex waits and wakes were about 4 % of the profile, and the round took 15.2 ms (median
-//! of five alternating runs' medians) against 13.9 ms with the 20 µs spin (50 µs measured
-//! the same; 2026-12-07, 2-vCPU guest). A holder whose thread the OS took off its CPU costs a
-//! waiter at most those 20 µs of spinning before it sleeps.
+//! the OS to run its thread again, tens of µs on a virtual machine. A spin of about 1 µs
+//! made a busy worker sleep on its own runqueue lock behind the other worker's newly idle
+//! pulls (the figures: the book's `docs/src/lab/mechanism.md`); 20 µs outlasts such a pull. A
+//! holder whose thread the OS took off its CPU costs a waiter at most those 20 µs of spinning
+//! before it sleeps.
 //!
 //! Checked by the loom model `rq_lock` in `loom-tests/`; mutant `lock_relaxed_unlock` makes the
 //! unlocking swap Relaxed.

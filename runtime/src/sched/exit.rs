@@ -27,16 +27,14 @@
 //!
 //! The hook returns the context instead of switching itself so that the switch is made from
 //! `fiber_main`, one call deep on the task's stack as the fiber's old switch to its parent
-//! was. Made from inside the hook, one call deeper, the switch measured ~20 ns slower per
-//! spawn+join, probably return mispredictions: the profile's new hot spots were the
-//! instructions after the resumed joiner's calls into `park`.
+//! was: made from inside the hook, one call deeper, the switch made every spawn+join slower,
+//! by return mispredictions as far as the profile tells (`docs/src/lab/mechanism.md`).
 //!
-//! The outcome is delivered after the dequeue, not before it: delivering first (then one lock
-//! round trip fewer, when `try_to_wake_up` took the lock itself) measured ~15 ns *slower* per
-//! spawn+join (`examples/spawn_join`), probably because the joiner then re-enters the tree
-//! while the ending task is still queued, which makes the ending task's dequeue dearer (the
-//! profile shows its delayed dequeue being finished). So the order is dequeue → wake joiner →
-//! pick, in one lock section in the usual (same-worker) case.
+//! The outcome is delivered after the dequeue, not before it: delivering first saves a lock
+//! round trip but made spawn+join slower (`examples/spawn_join`), because the joiner then
+//! re-enters the tree while the ending task is still queued, which makes the ending task's
+//! dequeue dearer (the profile shows its delayed dequeue being finished). So the order is
+//! dequeue → wake joiner → pick, in one lock section in the usual (same-worker) case.
 //!
 //! On the next context, `finish_task_switch` clears the dead task's `on_cpu` as for any
 //! previous task and then calls [`put_dead`], which takes the fiber out of the task, gives the

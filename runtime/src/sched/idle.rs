@@ -10,53 +10,26 @@
 //! waker sees IDLE and wakes the sleeper (loom model 4, `idle_kick`). The sleep times out at
 //! the next timer of this worker.
 //!
-//! Idle spin: a wake that finds the worker spinning costs a cache-line transfer,
-//! one that finds it asleep a `futex_wake` in the waker and an OS wakeup. The spin is
-//! wall-clock time (clock read every `CLOCK_EVERY` spin hints; a spin-hint count would mean
-//! ~49 µs on the AMD EPYC VM below — the old default of 2 000 — and a few µs on older Intel),
-//! cut short at the next timer. `examples/idle_spin.rs` on a 2-vCPU VM shared with builds
-//! (load ~10; 3 runs; A wakes B, parked on idle worker 1, after gaps uniform in
-//! [I/2, 3I/2]), median of the runs' p50 wake latency µs / worker 1's CPU µs per wake:
+//! Idle spin: a wake that finds the worker spinning costs a cache-line transfer, one that
+//! finds it asleep a `futex_wake` in the waker and an OS wakeup. The spin is wall-clock time
+//! (a clock read every `CLOCK_EVERY` spin hints: a count of hints means very different times
+//! on different CPUs), cut short at the next timer. Spinning about as long as a sleep and
+//! wakeup cost catches every wake that comes sooner for no more CPU than sleeping, and at
+//! most doubles the cost of one that comes later (the ski-rental bound): hence
+//! `DEFAULT_IDLE_SPIN`, 30 µs, which catches the 10–30 µs gaps of request/response and
+//! ping-pong wakeups. The curve it was chosen from is in the book's lab,
+//! `docs/src/lab/idle.md`.
 //!
-//! | I \ spin | 0     | 10    | 20    | 30    | 50    | 100    | 200    |
-//! |----------|-------|-------|-------|-------|-------|--------|--------|
-//! | 20 µs    | 19/21 | 20/30 | 16/28 | 1/22  | 1/23  | 1/23   | 1/24   |
-//! | 50 µs    | 21/27 | 21/35 | 17/40 | 20/52 | 16/59 | 1/54   | 1/56   |
-//! | 100 µs   | 25/27 | 23/34 | 21/43 | 20/52 | 20/72 | 16/102 | 1/106  |
-//! | 500 µs   | 32/33 | 32/42 | 30/50 | 34/64 | 36/85 | 38/134 | 39/234 |
-//!
-//! A wake within the spin takes ~1 µs instead of ~20–35; sleeping is not free either (worker
-//! 1 spends ~20–35 µs of CPU per futex sleep and wakeup). Spinning as long as a sleep costs
-//! catches every wake that comes sooner for no more CPU than sleeping, and at most doubles
-//! the cost of one that comes later (the ski-rental bound). Hence `DEFAULT_IDLE_SPIN` = 30
-//! µs: it catches the 10–30 µs gaps of request/response and ping-pong wakeups (first row:
-//! latency stops improving there, at the CPU of spin 0), while each longer spin only adds
-//! CPU to every long-gap wake (last row) for the few gaps it newly covers.
-//!
-//! Timer precision: a task in `sleep` is woken by its worker's timer, which an
-//! idle worker waits for in its futex sleep (the timeout is the next deadline). Two things
-//! made that wakeup late. The kernel's timer slack lets a normal thread's timed sleep end up
-//! to 50 µs late to merge wakeups: worker threads set theirs to 1 ns (`PR_SET_TIMERSLACK`).
-//! And the OS wakeup itself takes tens of µs on a virtual machine: an idle worker whose next
-//! timer is within `timer_spin` (`Builder::timer_spin`, default 100 µs) spins to it instead
-//! of sleeping, and a longer futex sleep ends `timer_spin` early. `examples/latency.rs -n 0
-//! -s 2` (a 1 ms periodic sleeper alone on an idle worker; 2-vCPU VM shared with builds, load
-//! 5–6; median of 3 runs), lateness p50 / p90 in µs and the process's CPU seconds per 2 s:
-//!
-//! | slack, spin           | p50   | p90   | CPU s |
-//! |-----------------------|-------|-------|-------|
-//! | 50 µs (default), 0    | 95–110| —     | —     |
-//! | 1 ns, 0               | 52.8  | 74.3  | 0.12  |
-//! | 1 ns, 20 µs           | 35.3  | 56.5  | 0.12  |
-//! | 1 ns, 50 µs           | 4.1   | 32.2  | 0.13  |
-//! | 1 ns, 100 µs          | 2.3   | 3.0   | 0.21  |
-//!
-//! (p99 and max were host noise at that load: 0.3–4.5 ms in every row.) The OS wakeup here
-//! is about 50–80 µs late, so a spin shorter than that only halves the lateness, and 100 µs
-//! takes p90 from 74 µs to 3 µs for about 40 µs of CPU per timed wakeup (4 % of a CPU for a
-//! 1 kHz sleeper): the default. `Duration::ZERO` restores plain futex timeouts. A worker with
-//! work never sleeps: it fires timers at every scheduling call, and `cond_resched` bounds its
-//! tick by the next timer (`task/current.rs`).
+//! Timer precision: a task in `sleep` is woken by its worker's timer, which an idle worker
+//! waits for in its futex sleep (the timeout is the next deadline). Two things make that
+//! wakeup late: the kernel's timer slack (up to 50 µs, to merge wakeups), which worker threads
+//! set to 1 ns (`PR_SET_TIMERSLACK`); and the OS wakeup itself, tens of µs on a virtual
+//! machine, so an idle worker whose next timer is within `timer_spin` (`Builder::timer_spin`,
+//! default 100 µs, longer than that wakeup) spins to it instead of sleeping, and a longer
+//! futex sleep ends `timer_spin` early. `Duration::ZERO` restores plain futex timeouts (the
+//! lateness and CPU of each setting: `docs/src/lab/idle.md`). A worker with work never
+//! sleeps: it fires timers at every scheduling call, and `cond_resched` bounds its tick by
+//! the next timer (`task/current.rs`).
 //!
 //! Newly idle balance (`balance.rs`): before sleeping, the worker pulls one runnable task
 //! that is neither running nor being switched away nor delayed, and may run here, from the

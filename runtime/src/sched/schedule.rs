@@ -78,7 +78,8 @@ pub(crate) fn pick(w: &Worker, rq: &mut RunQueue<QueuedTask>, now: u64) -> *cons
 
 /// Lines at and below a task's saved context that [`prefetch_upcoming`] fetches: the fiber's
 /// bookkeeping and the frames of a task parked a few calls deep (about 1 KiB from the top of
-/// the stack for a task blocked in `sleep`). 48 measured no better.
+/// the stack for a task blocked in `sleep`); more lines did not help (the book's
+/// `docs/src/lab/mechanism.md`).
 const RESUME_PREFETCH_LINES: usize = 16;
 
 /// The runqueue length above which [`prefetch_upcoming`] gives its hints.
@@ -94,14 +95,11 @@ const RESUME_PREFETCH_MIN_QUEUED: usize = 16;
 ///
 /// The prediction is the pick's own rule on the tree as it stands (the running entity left
 /// out: it is the one about to switch away), so only what is enqueued before the next pick
-/// can change it. It used to be the leftmost entity, the earliest deadline; in `sleepers`
-/// (10 000 tasks that each sleep 1 ms) that was the next pick 10 % of the time, the pick's
-/// rule 85 %, and the 10 000-task round on one worker fell from 32 to 23 ms (medians of eight
-/// alternating runs; 25 to 22 ms on two workers).
+/// can change it. The leftmost entity (the earliest deadline) would be cheaper to find but
+/// is the next pick far less often when many sleepers wake (`docs/src/lab/mechanism.md`).
 ///
 /// Only on a runqueue of more than [`RESUME_PREFETCH_MIN_QUEUED`] entities: the stacks of a few
-/// tasks stay in the caches, and the hints would only cost (a same-worker ping-pong measured
-/// about 100 instructions more per round trip with them).
+/// tasks stay in the caches, and the hints would only cost instructions.
 #[inline]
 fn prefetch_upcoming(rq: &RunQueue<QueuedTask>) {
     use lagom_policy::hint::{prefetch, prefetch_line, prefetch_lines_below};

@@ -131,21 +131,15 @@ pub(crate) const TICK: u64 = 50_000;
 /// eligible, a protected slice), the next full tick waits its 50 µs rather than repeating the
 /// lock, drain and pick at every call.
 ///
-/// Why a clock read and not a flag that a ticker sets (`benches/sched_call.rs`
-/// on a 2-vCPU VM shared with builds, load 7–9): the call with nothing due measured 23.5 ns,
-/// of which the TSC read alone is 22 ns there (`clock/rdtsc`), while a relaxed load of a flag
-/// is 1.6 ns, so a flag would bring the call to a few ns and meet the 5 ns. But
-/// something must set the flag every `TICK`: a ticker thread sleeping to 50 µs absolute
-/// deadlines (timer slack 1 ns, missed ticks skipped) used 36–44 % of a CPU on that machine
-/// (about 25 µs per wakeup) and still woke 37–70 µs late on average, which costs far more
-/// than it saves (a hog would have to call `cond_resched` some 20 million times a second
-/// before the saving paid for it), and a per-worker interval timer would be a signal every
-/// 50 µs into whatever the task is doing (interrupted system calls included). Reading the clock only every Nth call instead
-/// would make the lateness of a due tick grow with the time between calls, without bound
-/// when a loop slows down. So each call reads the clock: the 5 ns target is not met here
-/// (the clock read alone exceeds it), and the cost a hog pays is what the bench's hog loop
-/// prints (with ~5 ns of work per iteration the loop runs at a third of its speed; with
-/// ~0.35 µs of work it loses about 5 %).
+/// Each call reads the clock rather than a flag that a ticker sets: the clock read is nearly
+/// the whole cost of a call with nothing due, but something would have to set the flag every
+/// `TICK`, and a ticker thread doing so costs a large share of a CPU and still wakes late,
+/// while a per-worker interval timer would be a signal every 50 µs into whatever the task is
+/// doing (interrupted system calls included). Reading the clock only every Nth call would
+/// make the lateness of a due tick grow with the time between calls, without bound when a
+/// loop slows down. What a call costs, and what a tight loop loses by calling it every
+/// iteration, is measured by `benches/sched_call.rs` (the book's
+/// `docs/src/lab/sched-call.md`).
 ///
 /// Past half of a shutdown's timeout, a task in `cond_resched` is cancelled: the call
 /// unwinds ([`crate::Runtime::shutdown_timeout`]).
@@ -160,8 +154,7 @@ pub fn cond_resched() {
 /// the same check (need-resched, set by the tick once the slice is used up or by a wakeup),
 /// so a task that spawns in a loop gives its worker up when its request is used up, and the
 /// children queued behind it run (and, if they block, end) meanwhile instead of all waiting
-/// for the spawner's next blocking call (10 000 sleepers spawned from one task
-/// were all alive at once, every stack cold, until the spawning ended).
+/// for the spawner's next blocking call, all alive at once with every stack cold.
 #[inline]
 pub(crate) fn spawn_point() {
     // Mutant `spawn_no_preempt_point` (runtime/tests/mutants.sh): a spawn never switches.
