@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Every commit subject since the project's new era is at most 72 characters; the story goes in
+# the body. Checks the commits after BASE (f03da4d, the first commit held to the rule) up to
+# HEAD, merges included, and lists each subject that is too long.
+#
+#   bash .ci/commit_subjects.sh [REV]    # the commits after BASE up to REV (default HEAD)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export LC_ALL=C.UTF-8 # count characters, not bytes
+
+base=f03da4d
+max=72
+rev=${1:-HEAD}
+
+if ! git rev-parse --verify -q "$base^{commit}" >/dev/null; then
+    echo "$0: commit $base is not in this clone's history; a shallow clone? fetch the whole" \
+        "history (git fetch --unshallow) and run again" >&2
+    exit 2
+fi
+if ! git merge-base --is-ancestor "$base" "$rev"; then
+    echo "$0: $rev does not descend from $base; nothing to check against" >&2
+    exit 2
+fi
+
+n=0
+long=0
+while IFS= read -r -d '' entry; do
+    hash=${entry%% *}
+    subject=${entry#* }
+    n=$((n + 1))
+    if [ ${#subject} -gt $max ]; then
+        long=$((long + 1))
+        echo "too long (${#subject} > $max): $hash $subject"
+    fi
+done < <(git log -z --format='%h %s' "$base..$rev")
+
+if [ $long -gt 0 ]; then
+    echo "$long of $n commit subjects since $base are longer than $max characters: shorten the" \
+        "subject (git rebase -i, reword) and put the story in the body"
+    exit 1
+fi
+echo "commit subjects: $n since $base, none longer than $max characters"
