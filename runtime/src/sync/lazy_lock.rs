@@ -25,8 +25,10 @@ enum Data<T, F> {
     Poisoned,
 }
 
-/// A value initialised on first access, as `std::sync::LazyLock` (module doc). Its
-/// dereference blocks the calling task, not its worker, while another caller initialises it.
+/// A value initialised on first access by the function it was built with, as
+/// `std::sync::LazyLock`, with its poisoning (a panicking function poisons it, and every later
+/// access panics). Its dereference blocks the calling task, not its worker, while another
+/// caller initialises it.
 ///
 /// ```
 /// use std::collections::HashMap;

@@ -35,7 +35,7 @@
 //! | `LazyLock` | [`LazyLock`] | as `Once` |
 //! | `ONCE_INIT` (deprecated since 1.38) | none | `Once::new()` is `const` |
 //! | `mpsc::{channel, sync_channel, Sender, SyncSender, Receiver, …}` | [`mpsc`] | `Receiver` is `Clone` and `Sync` (multi-consumer: several receivers share one channel), and so its `Iter` and `TryIter` are `Send` and `Sync`; `SyncSender::send_timeout` is stable; `recv_deadline` (unstable in std) takes either kind of `Instant`, below |
-//! | `LockResult`, `PoisonError`, `TryLockError`, `TryLockResult` | the same | poisoning needs the `std` feature, which can see a panic (`poison.rs`) |
+//! | `LockResult`, `PoisonError`, `TryLockError`, `TryLockResult` | the same | poisoning needs the `std` feature, which can see a panic |
 //! | (none; tokio's `Semaphore`) | [`Semaphore`], [`SemaphorePermit`] | blocking, not async; `new` is `const` |
 //! | (std's `oneshot` is unstable; tokio's) | [`oneshot`] | blocking, not async; tokio's shape (`&self` receives), with `recv_timeout` and `recv_deadline` |
 //!

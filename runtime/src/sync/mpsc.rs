@@ -15,8 +15,8 @@
 //! ## The protocol
 //!
 //! The buffer (a `VecDeque`), the bound, and the sender and receiver counts sit behind one
-//! short internal lock. Two waiter queues (`waiters.rs`) hold the blocked: receivers waiting
-//! for a message, senders waiting for room.
+//! short internal lock. Two waiter queues (the one kind every primitive of `lagom::sync` blocks
+//! on) hold the blocked: receivers waiting for a message, senders waiting for room.
 //!
 //! * **send**: under the lock, push (or, full, go to wait for room with `validate` =
 //!   "still full and still a receiver", taken under the buffer's lock); after the lock, if a
@@ -29,10 +29,10 @@
 //!   re-check and see the disconnection.
 //!
 //! The look at "does anyone wait?" skips the waiter queue's lock: right because `validate`
-//! takes the buffer's lock, which the sender's push also holds (`waiters.rs`, "`len`").
-//! A woken waiter that finds its condition false again (another receiver took the message
-//! first, as `try_recv` may) waits again; every push wakes one waiter, so a message never sits
-//! in the buffer while every receiver sleeps.
+//! takes the buffer's lock, which the sender's push also holds (the queue's `len`, read after
+//! taking that lock). A woken waiter that finds its condition false again (another receiver
+//! took the message first, as `try_recv` may) waits again; every push wakes one waiter, so a
+//! message never sits in the buffer while every receiver sleeps.
 //!
 //! The rendezvous sender's wakeup of the receiver is the one `sync` hand-off (`WF_SYNC`): it
 //! blocks right after. Every other wakeup is plain.

@@ -101,8 +101,10 @@ fn reentrant() -> ! {
     )
 }
 
-/// A primitive for one-time initialisation, as `std::sync::Once` (module doc). Waiters block
-/// the calling task, not its worker.
+/// A primitive for one-time initialisation, as `std::sync::Once`, with its poisoning: at most
+/// one initialiser runs at a time and, once one has returned normally, none runs again. Waiters
+/// block the calling task, not its worker (the initialiser among the tasks it runs); an
+/// initialiser that waits for its own `Once` panics, saying so, where std's deadlocks.
 ///
 /// ```
 /// use lagom::sync::Once;

@@ -7,11 +7,12 @@
 //! ## The protocol
 //!
 //! The slot (the value, whether the sender or receiver is gone) sits behind a short internal
-//! lock, the blocked receiver on a waiter queue (`waiters.rs`). **send** fills the slot under
-//! the lock and, after it, wakes the receiver if it waits; **recv** takes the value under the
-//! lock or queues with `validate` = "still empty and the sender still there" (which takes the
-//! slot's lock, so the send either comes before it and is seen, or after it and wakes the
-//! queued receiver). The sender's drop without a send marks the slot and wakes the receiver.
+//! lock, the blocked receiver on a waiter queue (the kind every primitive of `lagom::sync`
+//! blocks on). **send** fills the slot under the lock and, after it, wakes the receiver if it
+//! waits; **recv** takes the value under the lock or queues with `validate` = "still empty and
+//! the sender still there" (which takes the slot's lock, so the send either comes before it and
+//! is seen, or after it and wakes the queued receiver). The sender's drop without a send marks
+//! the slot and wakes the receiver.
 
 use alloc::sync::Arc;
 use core::fmt;
