@@ -161,3 +161,9 @@ mod tests {
         assert_eq!(cpus_json(&set).to_string(), "[0,1,2,8]");
     }
 }
+
+// The README's program compiles and runs as a doctest of this unpublished package
+// (`cargo test --doc -p lagom-examples`), where the README's path holds in every build.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

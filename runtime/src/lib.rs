@@ -142,8 +142,3 @@ pub use graph::{GraphError, TaskGraph};
 pub use join_error::JoinError;
 pub use runtime::Runtime;
 pub use task::{Scope, ScopedJoinHandle, join, scope};
-
-// The README's program compiles and runs as a doctest (`cargo test --doc -p lagom`).
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-struct ReadmeDoctests;
