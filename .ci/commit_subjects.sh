@@ -11,6 +11,11 @@ export LC_ALL=C.UTF-8 # count characters, not bytes
 base=f03da4d
 max=72
 rev=${1:-HEAD}
+# Commits already on main when this check came, whose subjects cannot be reworded any more.
+# Nothing is added here: a new commit rewords its subject instead.
+exempt=(
+    65fb775 # lagom::sync: Arc, Weak, atomic re-exported; … (80 characters)
+)
 
 if ! git rev-parse --verify -q "$base^{commit}" >/dev/null; then
     echo "$0: commit $base is not in this clone's history; a shallow clone? fetch the whole" \
@@ -28,11 +33,13 @@ while IFS= read -r -d '' entry; do
     hash=${entry%% *}
     subject=${entry#* }
     n=$((n + 1))
-    if [ ${#subject} -gt $max ]; then
-        long=$((long + 1))
-        echo "too long (${#subject} > $max): $hash $subject"
-    fi
-done < <(git log -z --format='%h %s' "$base..$rev")
+    [ ${#subject} -gt $max ] || continue
+    for e in "${exempt[@]}"; do
+        [[ $hash == "$e"* ]] && continue 2
+    done
+    long=$((long + 1))
+    echo "too long (${#subject} > $max): ${hash:0:12} $subject"
+done < <(git log -z --format='%H %s' "$base..$rev")
 
 if [ $long -gt 0 ]; then
     echo "$long of $n commit subjects since $base are longer than $max characters: shorten the" \
