@@ -35,6 +35,8 @@ MUTANTS=(
     "lock_short_spin           lagom         lib              locking::lock::tests::a_waiter_spins_through_a_short_hold"
     "rwlock_downgrade_unlock   lagom         sync_rwlock      test_downgrade_atomic::tasks_1_worker"
     "asym_prefer_tie_by_index  lagom-policy  policy_cpumap    itmt_ignores_equal_priorities"
+    "try_no_preempt_point      lagom         sync_spin        a_sender_spinning_until_the_receiver_left_lets_it_leave"
+    "try_no_preempt_point      lagom         sync_spin        every_failing_attempt_is_a_preemption_point"
 )
 
 export CARGO_TARGET_DIR=${MUTANTS_TARGET_DIR:-target/mutants}

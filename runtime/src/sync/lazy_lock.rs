@@ -81,7 +81,7 @@ impl<T, F: FnOnce() -> T> LazyLock<T, F> {
     #[inline]
     #[track_caller]
     pub fn force(this: &LazyLock<T, F>) -> &T {
-        if !this.once.is_completed() {
+        if !this.once.completed() {
             this.initialize();
         }
         // SAFETY: complete (Acquire, in `is_completed` or the `Once`'s wait): the data is the
@@ -138,7 +138,7 @@ impl<T, F: FnOnce() -> T> LazyLock<T, F> {
 impl<T, F> LazyLock<T, F> {
     /// The value, if computed (for `Debug`).
     fn get(&self) -> Option<&T> {
-        if !self.once.is_completed() {
+        if !self.once.completed() {
             return None;
         }
         // SAFETY: as in `force`.

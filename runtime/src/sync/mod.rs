@@ -53,6 +53,18 @@
 //! compiles with either `Instant` imported. (Being generic, the parameter cannot infer the
 //! target of an `.into()`: pass the `Instant` itself.)
 //!
+//! **Calls that do not block are preemption points.** A failing attempt — `try_lock`,
+//! `try_read`, `try_write`, `try_recv` (and so the end of a `try_iter`), `try_send`,
+//! `try_acquire`, `try_acquire_many`, a `Once::is_completed` or `OnceLock::get` that says
+//! not yet —, a timed wait whose time was up before it slept, and every `send` of an
+//! unbounded channel (which never blocks) run `task::cond_resched`'s check
+//! inside a task, without its cancellation point (none of them ever unwinds with a
+//! shutdown's cancellation): a task that spins on one gives its worker up once its request is
+//! used up, a wakeup asks for the CPU or a timer is due, so the task it waits for runs even on
+//! the same worker. std's channel tests that spin on `try_recv` or on `send` pass on one
+//! worker. (Like any call that may switch, they must not be made while holding a lock of
+//! std's that another task of the worker may take.) A successful attempt is no such point.
+//!
 //! Every primitive blocks on one waiter queue, whose protocol they share (who parks, who wakes,
 //! what re-checks what; in the source, `sync/waiters.rs`, checked by the loom model
 //! `waiters`), and each item's documentation says how it hands off.

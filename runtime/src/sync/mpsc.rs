@@ -358,14 +358,20 @@ impl<T> core::panic::UnwindSafe for Receiver<T> {}
 impl<T> core::panic::RefUnwindSafe for Receiver<T> {}
 
 impl<T> Sender<T> {
-    /// Sends `t` (never blocks).
+    /// Sends `t` (never blocks). Inside a task every send is also a preemption point (as a
+    /// `cond_resched` without its cancellation: `sync`'s module doc): a loop that only sends
+    /// would otherwise never give its worker up, and the receivers queued behind it on that
+    /// worker would never run while the buffer grows (std's channel tests spin so).
     ///
     /// # Errors
     /// `t` back if every receiver is gone.
     pub fn send(&self, t: T) -> Result<(), SendError<T>> {
-        self.chan
+        let r = self
+            .chan
             .send(t, None)
-            .map_err(|e| SendError(e.into_inner()))
+            .map_err(|e| SendError(e.into_inner()));
+        crate::task::try_point();
+        r
     }
 }
 
@@ -380,12 +386,17 @@ impl<T> SyncSender<T> {
             .map_err(|e| SendError(e.into_inner()))
     }
 
-    /// Sends `t` if there is room now (a rendezvous: if a receiver waits).
+    /// Sends `t` if there is room now (a rendezvous: if a receiver waits). Inside a task, an
+    /// error is also a preemption point (`sync`'s module doc).
     ///
     /// # Errors
     /// `Full(t)` or `Disconnected(t)`.
     pub fn try_send(&self, t: T) -> Result<(), TrySendError<T>> {
-        self.chan.try_send(t)
+        let r = self.chan.try_send(t);
+        if r.is_err() {
+            crate::task::try_point();
+        }
+        r
     }
 
     /// As [`send`](Self::send), giving up after `timeout` (std has it unstable).
@@ -406,16 +417,20 @@ impl<T> Receiver<T> {
         self.chan.recv(None).map_err(|_| RecvError)
     }
 
-    /// Receives a message if one is there now.
+    /// Receives a message if one is there now. Inside a task, an error is also a preemption
+    /// point (`sync`'s module doc), so a task that spins on `try_recv` (or on `try_iter`,
+    /// which ends with one) lets the senders run, even on its own worker.
     ///
     /// # Errors
     /// `Empty`, or `Disconnected` once empty with every sender gone.
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
-        match self.chan.take() {
-            Ok(Some(t)) => Ok(t),
-            Ok(None) => Err(TryRecvError::Empty),
-            Err(RecvError) => Err(TryRecvError::Disconnected),
-        }
+        let e = match self.chan.take() {
+            Ok(Some(t)) => return Ok(t),
+            Ok(None) => TryRecvError::Empty,
+            Err(RecvError) => TryRecvError::Disconnected,
+        };
+        crate::task::try_point();
+        Err(e)
     }
 
     /// As [`recv`](Self::recv), giving up after `timeout` (on the worker's timer in a task).

@@ -38,9 +38,9 @@
 //! `notified` store (Release), which the woken waiter's load (Acquire) reads.
 //!
 //! A task must not hold a `std::sync::Mutex` across a blocking call (or a call that may
-//! switch: `yield_now`, `cond_resched`, a spawn), nor block on one that a task of its own
-//! worker holds: std's block the worker thread, so the holder may never run
-//! again. Every lock of `lagom::sync` blocks only the task.
+//! switch: `yield_now`, `cond_resched`, a spawn, a failing `try_*`, an unbounded `send`), nor
+//! block on one that a task of its own worker holds: std's block the worker thread, so the
+//! holder may never run again. Every lock of `lagom::sync` blocks only the task.
 
 use core::cell::UnsafeCell;
 use core::fmt;
@@ -316,11 +316,24 @@ impl<T: ?Sized> Mutex<T> {
         self.poison.map(self.guard())
     }
 
-    /// Takes the lock if it is free now.
+    /// Takes the lock if it is free now. Inside a task, a `WouldBlock` is also a preemption
+    /// point (as a `cond_resched` without its cancellation: `sync`'s module doc), so a task
+    /// that spins on `try_lock` lets the holder run, even on its own worker.
     ///
     /// # Errors
     /// `WouldBlock` if it is held; the guard inside `Poisoned` if a holder panicked.
     pub fn try_lock(&self) -> TryLockResult<MutexGuard<'_, T>> {
+        let r = self.try_lock_now();
+        if matches!(r, Err(TryLockError::WouldBlock)) {
+            crate::task::try_point();
+        }
+        r
+    }
+
+    /// [`try_lock`](Self::try_lock) without its preemption point (for `Debug`, which may run
+    /// while the caller holds a lock of std's: a switch there could let another task of the
+    /// worker take it on the same thread).
+    fn try_lock_now(&self) -> TryLockResult<MutexGuard<'_, T>> {
         if self.raw.try_lock() {
             Ok(self.poison.map(self.guard())?)
         } else {
@@ -406,7 +419,7 @@ impl<T: ?Sized + fmt::Display> fmt::Display for MutexGuard<'_, T> {
 impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Mutex");
-        match self.try_lock() {
+        match self.try_lock_now() {
             Ok(g) => d.field("data", &&*g),
             Err(TryLockError::Poisoned(e)) => d.field("data", &&**e.get_ref()),
             Err(TryLockError::WouldBlock) => d.field("data", &format_args!("<locked>")),

@@ -202,7 +202,7 @@ impl Once {
     /// deadlocks), since that would wait for itself forever.
     #[track_caller]
     pub fn call_once<F: FnOnce()>(&self, f: F) {
-        if self.is_completed() {
+        if self.completed() {
             return;
         }
         let mut f = Some(f);
@@ -221,7 +221,7 @@ impl Once {
     /// initialiser.
     #[track_caller]
     pub fn call_once_force<F: FnOnce(&OnceState)>(&self, f: F) {
-        if self.is_completed() {
+        if self.completed() {
             return;
         }
         let mut f = Some(f);
@@ -233,9 +233,22 @@ impl Once {
     }
 
     /// Whether an initialiser has completed (not: started, or panicked). After `true`, what
-    /// it wrote is visible.
+    /// it wrote is visible. Inside a task, a `false` is also a preemption point (as a
+    /// `cond_resched` without its cancellation: `sync`'s module doc), so a task that polls it
+    /// lets the initialiser run, even on its own worker; [`wait`](Self::wait) blocks instead.
     #[inline]
     pub fn is_completed(&self) -> bool {
+        let done = self.completed();
+        if !done {
+            crate::task::try_point();
+        }
+        done
+    }
+
+    /// [`is_completed`](Self::is_completed) without its preemption point, for the fast paths
+    /// of the `Once`, `OnceLock` and `LazyLock` (and `Debug`).
+    #[inline]
+    pub(crate) fn completed(&self) -> bool {
         self.state.load(Ordering::Acquire) == COMPLETE
     }
 
@@ -247,7 +260,7 @@ impl Once {
     /// if called from its own initialiser.
     #[track_caller]
     pub fn wait(&self) {
-        if !self.is_completed() {
+        if !self.completed() {
             self.wait_inner(false);
         }
     }
@@ -258,7 +271,7 @@ impl Once {
     /// If called from its own initialiser.
     #[track_caller]
     pub fn wait_force(&self) {
-        if !self.is_completed() {
+        if !self.completed() {
             self.wait_inner(true);
         }
     }

@@ -67,10 +67,24 @@ impl<T> OnceLock<T> {
         }
     }
 
-    /// The value, or `None` if it is not written yet (or being written). Never blocks.
+    /// The value, or `None` if it is not written yet (or being written). Never blocks; inside
+    /// a task, a `None` is a preemption point (as a `cond_resched` without its cancellation:
+    /// `sync`'s module doc), so a task that polls it lets the writer run, even on its own
+    /// worker ([`wait`](Self::wait) blocks instead).
     #[inline]
     pub fn get(&self) -> Option<&T> {
-        if self.once.is_completed() {
+        let v = self.get_now();
+        if v.is_none() {
+            crate::task::try_point();
+        }
+        v
+    }
+
+    /// [`get`](Self::get) without its preemption point (the cell's own fast paths, `Debug`,
+    /// `Clone`, `PartialEq`).
+    #[inline]
+    fn get_now(&self) -> Option<&T> {
+        if self.once.completed() {
             // SAFETY: complete (Acquire): the value was written before, and nobody writes it
             // through `&self` again.
             unsafe { (*self.value.get()).as_ref() }
@@ -122,7 +136,7 @@ impl<T> OnceLock<T> {
     #[inline]
     #[track_caller]
     pub fn get_or_init<F: FnOnce() -> T>(&self, f: F) -> &T {
-        if let Some(v) = self.get() {
+        if let Some(v) = self.get_now() {
             return v;
         }
         match self.initialize(|| Ok::<T, Infallible>(f())) {
@@ -170,7 +184,7 @@ impl<T> OnceLock<T> {
 
     /// The value of a cell whose `Once` is complete.
     fn get_completed(&self) -> &T {
-        self.get()
+        self.get_now()
             .expect("a completed OnceLock holds its value (module invariant)")
     }
 }
@@ -185,7 +199,7 @@ impl<T> Default for OnceLock<T> {
 impl<T: fmt::Debug> fmt::Debug for OnceLock<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_tuple("OnceLock");
-        match self.get() {
+        match self.get_now() {
             Some(v) => d.field(v),
             None => d.field(&format_args!("<uninit>")),
         };
@@ -196,7 +210,7 @@ impl<T: fmt::Debug> fmt::Debug for OnceLock<T> {
 impl<T: Clone> Clone for OnceLock<T> {
     /// A new cell holding a clone of the value, if there is one now.
     fn clone(&self) -> OnceLock<T> {
-        match self.get() {
+        match self.get_now() {
             Some(v) => OnceLock::from(v.clone()),
             None => OnceLock::new(),
         }
@@ -216,7 +230,7 @@ impl<T> From<T> for OnceLock<T> {
 impl<T: PartialEq> PartialEq for OnceLock<T> {
     /// Equal if both are empty, or both hold equal values.
     fn eq(&self, other: &OnceLock<T>) -> bool {
-        self.get() == other.get()
+        self.get_now() == other.get_now()
     }
 }
 

@@ -158,16 +158,19 @@ impl<T> Receiver<T> {
         self.recv_until(None).map_err(|_| RecvError)
     }
 
-    /// The value if it is there now.
+    /// The value if it is there now. Inside a task, an error is also a preemption point
+    /// (`sync`'s module doc), so a task that spins on `try_recv` lets the sender run.
     ///
     /// # Errors
     /// `Empty`, or `Disconnected` if the sender is gone without a value for it.
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
-        match self.take() {
-            Ok(Some(t)) => Ok(t),
-            Ok(None) => Err(TryRecvError::Empty),
-            Err(RecvError) => Err(TryRecvError::Disconnected),
-        }
+        let r = match self.take() {
+            Ok(Some(t)) => return Ok(t),
+            Ok(None) => TryRecvError::Empty,
+            Err(RecvError) => TryRecvError::Disconnected,
+        };
+        crate::task::try_point();
+        Err(r)
     }
 
     /// Waits for the value for at most `timeout`.

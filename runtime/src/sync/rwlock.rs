@@ -346,11 +346,22 @@ impl<T: ?Sized> RwLock<T> {
         self.poison.map(self.write_guard())
     }
 
-    /// A shared hold if one is free now.
+    /// A shared hold if one is free now. Inside a task, a `WouldBlock` is also a preemption
+    /// point (`sync`'s module doc).
     ///
     /// # Errors
     /// `WouldBlock`, or the guard inside `Poisoned`.
     pub fn try_read(&self) -> TryLockResult<RwLockReadGuard<'_, T>> {
+        let r = self.try_read_now();
+        if matches!(r, Err(TryLockError::WouldBlock)) {
+            crate::task::try_point();
+        }
+        r
+    }
+
+    /// [`try_read`](Self::try_read) without its preemption point (for `Debug`, as
+    /// `Mutex::try_lock_now`).
+    fn try_read_now(&self) -> TryLockResult<RwLockReadGuard<'_, T>> {
         if self.try_read_raw() {
             Ok(self.poison.map(self.read_guard())?)
         } else {
@@ -358,7 +369,8 @@ impl<T: ?Sized> RwLock<T> {
         }
     }
 
-    /// The exclusive hold if it is free now.
+    /// The exclusive hold if it is free now. Inside a task, a `WouldBlock` is also a
+    /// preemption point (`sync`'s module doc).
     ///
     /// # Errors
     /// `WouldBlock`, or the guard inside `Poisoned`.
@@ -366,6 +378,7 @@ impl<T: ?Sized> RwLock<T> {
         if self.try_write_raw() {
             Ok(self.poison.map(self.write_guard())?)
         } else {
+            crate::task::try_point();
             Err(TryLockError::WouldBlock)
         }
     }
@@ -479,7 +492,7 @@ impl<T: ?Sized> Drop for RwLockWriteGuard<'_, T> {
 impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("RwLock");
-        match self.try_read() {
+        match self.try_read_now() {
             Ok(g) => d.field("data", &&*g),
             Err(TryLockError::Poisoned(e)) => d.field("data", &&**e.get_ref()),
             Err(TryLockError::WouldBlock) => d.field("data", &format_args!("<locked>")),

@@ -131,16 +131,19 @@ impl Semaphore {
         }
     }
 
-    /// One permit if one is free now.
+    /// One permit if one is free now. Inside a task, a `None` is also a preemption point
+    /// (`sync`'s module doc).
     pub fn try_acquire(&self) -> Option<SemaphorePermit<'_>> {
         self.try_acquire_many(1)
     }
 
-    /// `n` permits if that many are free now.
+    /// `n` permits if that many are free now. Inside a task, a `None` is also a preemption
+    /// point (`sync`'s module doc).
     pub fn try_acquire_many(&self, n: usize) -> Option<SemaphorePermit<'_>> {
         if self.try_take(n) {
             Some(SemaphorePermit { sem: self, n })
         } else {
+            crate::task::try_point();
             None
         }
     }

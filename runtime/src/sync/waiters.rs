@@ -61,6 +61,10 @@
 //! passes what it was handed on (`undo`: unlock the mutex, return the permits), so a
 //! cancelled waiter never swallows a release that another waiter needs.
 //!
+//! **A timed wait that never slept** (its deadline had passed when it looked: a zero
+//! timeout) returns `TimedOut` through `task::try_point`, the preemption point of a call that
+//! did not block (`sync`'s module doc), so that a loop of such waits gives its worker up.
+//!
 //! **Why nobody unparks under the queue's lock.** Nothing that can block or switch runs under
 //! the queue's lock: `validate`, the state update and the list operations are a few loads and
 //! stores. So a task holding it is never switched away while a task of the same worker spins
@@ -328,6 +332,7 @@ impl WaitQueue {
             armed: true,
         };
         before_sleep();
+        let mut parked = false;
         loop {
             let n = node.notified.load(Ordering::Acquire);
             if n != 0 {
@@ -341,6 +346,7 @@ impl WaitQueue {
                 break;
             }
             park_as(&node.unparker, deadline);
+            parked = true;
         }
         // The deadline passed: take the node out unless a releaser took it first.
         guard.armed = false;
@@ -356,6 +362,11 @@ impl WaitQueue {
             None => outcome(node.notified.load(Ordering::Acquire)),
         };
         drop(q);
+        if r == Wait::TimedOut && !parked {
+            // A timed wait that was over before it slept (a zero or past timeout) is a
+            // spin's step: the preemption point of a call that did not block (module doc).
+            crate::task::try_point();
+        }
         r
     }
 

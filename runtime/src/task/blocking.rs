@@ -123,9 +123,14 @@ impl<T> BlockingHandle<T> {
         self.id
     }
 
-    /// Whether the closure has ended.
+    /// Whether the closure has ended. Inside a task, a `false` is also a preemption point
+    /// (as [`JoinHandle::is_finished`](super::JoinHandle::is_finished)).
     pub fn is_finished(&self) -> bool {
-        self.packet.is_done()
+        let done = self.packet.is_done();
+        if !done {
+            super::current::try_point();
+        }
+        done
     }
 
     /// Waits for the closure's value; from a task (it parks) or a plain thread (it sleeps).

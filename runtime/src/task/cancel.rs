@@ -7,7 +7,9 @@
 //! switched (a `cond_resched` that does not switch is no point: its fast path stays one
 //! look at the worker's flags, and a shutdown that wants a running task to stop sets
 //! need-resched on every worker). A spawn is no point even when its preemption point
-//! switches (`task/current.rs`, `spawn_point`): a spawn never unwinds. A task's start is no
+//! switches (`task/current.rs`, `spawn_point`): a spawn never unwinds; nor is a call that
+//! returned without blocking (a failing `try_*`, an unbounded `send`: `try_point`), for the
+//! same reason. A task's start is no
 //! point either (it would cost every
 //! spawn a look-up of its worker): a task that first runs during a shutdown meets its first
 //! point at its first call into lagom.

@@ -162,6 +162,29 @@ pub(crate) fn spawn_point() {
     resched_point(false);
 }
 
+/// The preemption point of a call into lagom that returns without blocking, where a loop of
+/// such calls would otherwise never give its worker up: a failing attempt (`try_lock`,
+/// `try_read`, `try_write`, `try_recv`, `try_send`, `try_acquire`, a `try_iter` that ends),
+/// a timed wait whose deadline had passed before it slept (`recv_timeout`, `send_timeout`,
+/// `wait_timeout`, `park_timeout`, `sleep` with a zero or past time), an unbounded channel's
+/// `send` (which never blocks), and an `is_finished` that says no. It is [`cond_resched`]'s
+/// check without its cancellation point, as [`spawn_point`]: a spin on any of them gives the
+/// worker up once the spinner's request is used up, a wakeup asks for the CPU or a timer is
+/// due, so the task it waits for runs even on one worker; and the call never unwinds with a
+/// shutdown's cancellation (a `try_lock` that could unwind would surprise every caller).
+///
+/// The kernel's analogue is the return to user space: every system call, one that fails with
+/// `EAGAIN` included, leaves through the need-resched check, and the tick preempts a thread
+/// that spins in user space on a lock word. lagom has no tick interrupt, so the attempt itself
+/// is the check.
+#[inline]
+pub(crate) fn try_point() {
+    // Mutant `try_no_preempt_point` (runtime/tests/mutants.sh): a failing attempt never
+    // switches, and std's spinning channel tests hang on one worker.
+    #[cfg(not(lagom_mutant = "try_no_preempt_point"))]
+    resched_point(false);
+}
+
 /// [`cond_resched`], with or without its cancellation point (`cancel`).
 #[inline(always)]
 fn resched_point(cancel: bool) {
@@ -218,16 +241,23 @@ pub fn sleep(d: Duration) {
 /// Sleeps until `deadline` — a `std::time::Instant`, as std's `thread::sleep_until` takes
 /// (with the `std` feature), or a [`crate::time::Instant`] (always; the only kind without
 /// `std`), both points on the monotonic clock: the task blocks and its worker's timer wakes
-/// it. Outside tasks the calling OS thread sleeps. A deadline in the past returns at once. An
-/// `unpark` of the task during the sleep does not end it (the task parks again until the
-/// deadline), but it is consumed.
+/// it. Outside tasks the calling OS thread sleeps. A deadline in the past returns at once,
+/// after a preemption point (a loop of zero sleeps gives its worker up as a loop of
+/// `cond_resched` does, without the cancellation). An `unpark` of the task during the sleep
+/// does not end it (the task parks again until the deadline), but it is consumed.
 pub fn sleep_until(deadline: impl Into<crate::time::Instant>) {
     let deadline = deadline.into().as_nanos();
+    let mut slept = false;
     loop {
         let now = crate::sys::time::monotonic_ns();
         if now >= deadline {
+            if !slept {
+                // A sleep that is over before it began is a spin's step (`try_point`).
+                try_point();
+            }
             return;
         }
+        slept = true;
         match (local(), worker::current_task()) {
             (Some(wt), Some(t)) => {
                 super::park::arm_timer(wt, deadline, t);

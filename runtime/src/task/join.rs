@@ -71,9 +71,15 @@ impl<T> JoinHandle<T> {
         super::Unparker::for_task(Arc::clone(&self.task))
     }
 
-    /// Whether the task has ended (its outcome is ready).
+    /// Whether the task has ended (its outcome is ready). Inside a task, a `false` is also a
+    /// preemption point (as a `cond_resched` without its cancellation), so a task that
+    /// polls `is_finished` in a loop lets the task it waits for run, even on its own worker.
     pub fn is_finished(&self) -> bool {
-        self.packet().is_done()
+        let done = self.packet().is_done();
+        if !done {
+            super::current::try_point();
+        }
+        done
     }
 
     /// Waits for the task to end; from a task (it blocks, the worker runs others) or from a

@@ -29,6 +29,7 @@ pub(crate) use blocking::run_job;
 pub use blocking::{BlockingHandle, blocking_pool_stats, configure_blocking_pool, spawn_blocking};
 pub(crate) use builder::spawn_inner;
 pub use builder::{Builder, spawn};
+pub(crate) use current::try_point;
 pub use current::{
     CurrentTask, SchedInfo, cond_resched, cpu_time, current, sched_info, sleep, sleep_until,
     yield_now,

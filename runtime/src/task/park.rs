@@ -101,17 +101,21 @@ pub fn park() {
 
 /// As [`park`], but returns at the latest once `d` has passed (or spuriously, or after an
 /// unpark): the caller re-checks its condition and the clock. Inside a task the worker's
-/// timer wakes it; outside tasks the calling OS thread sleeps on its futex with a timeout.
+/// timer wakes it; outside tasks the calling OS thread sleeps on its futex with a timeout. A
+/// zero timeout returns at once, after a preemption point (`cond_resched`'s check without
+/// its cancellation), so a loop of them gives the worker up.
 pub fn park_timeout(d: Duration) {
     park_until(crate::time::Instant::now().add_saturating(d).as_nanos());
 }
 
 /// [`park_timeout`] to an absolute deadline on the monotonic clock (`sys::time::monotonic_ns`).
-/// A deadline in the past returns at once (an unpark pending is then left pending).
+/// A deadline in the past returns at once (an unpark pending is then left pending), after the
+/// preemption point of a call that did not block (`current.rs`, `try_point`).
 pub(crate) fn park_until(deadline: u64) {
     match (worker::local(), worker::current_task()) {
         (Some(wt), Some(t)) => {
             if crate::sys::time::monotonic_ns() >= deadline {
+                super::current::try_point();
                 return;
             }
             arm_timer(wt, deadline, t);
