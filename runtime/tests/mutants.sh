@@ -37,6 +37,8 @@ MUTANTS=(
     "asym_prefer_tie_by_index  lagom-policy  policy_cpumap    itmt_ignores_equal_priorities"
     "try_no_preempt_point      lagom         sync_spin        a_sender_spinning_until_the_receiver_left_lets_it_leave"
     "try_no_preempt_point      lagom         sync_spin        every_failing_attempt_is_a_preemption_point"
+    "unwinding_task_switches   lagom         runtime_unwind   no_task_sees_another_tasks_unwinding"
+    "unwinding_task_raised     lagom         runtime_unwind   a_shutdown_never_raises_inside_a_destructor_that_runs_during_a_panic"
 )
 
 export CARGO_TARGET_DIR=${MUTANTS_TARGET_DIR:-target/mutants}

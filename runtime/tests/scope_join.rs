@@ -287,7 +287,30 @@ impl Drop for SetOnDrop<'_> {
 
 #[test]
 fn a_cancelled_scope_does_not_leave_before_its_children_stopped() {
-    let rt = runtime();
+    cancelled_scope(runtime());
+}
+
+/// On one worker the owner and its children share a thread, and a task that unwinds keeps
+/// its thread (`sched/unwind.rs`): the owner's wait is no cancellation point, so it waits
+/// without unwinding while its children are cancelled and end, and unwinds after them.
+/// (With a cancellable wait the owner unwound first and then waited for children that could
+/// not run: the shutdown had to abandon them all.)
+#[test]
+fn a_cancelled_scope_on_one_worker_unwinds_after_its_children() {
+    cancelled_scope(one_worker());
+}
+
+/// A runtime with one worker.
+fn one_worker() -> Runtime {
+    Runtime::builder()
+        .worker_cpus([runtime_util::two_cpus()[0]])
+        .build()
+        .unwrap()
+}
+
+/// A task owns a scope whose two children and whose body block for good; the shutdown must
+/// cancel them all, the children before the owner leaves the scope, and abandon nothing.
+fn cancelled_scope(rt: Runtime) {
     let order_ok = Arc::new(AtomicU64::new(0));
     let ok = Arc::clone(&order_ok);
     let entered = Arc::new(AtomicUsize::new(0));
@@ -331,6 +354,60 @@ fn a_cancelled_scope_does_not_leave_before_its_children_stopped() {
         order_ok.load(Ordering::Acquire),
         1,
         "the scope left before its children"
+    );
+    assert_eq!((stats.live_tasks, stats.shutdown.abandoned), (0, 0));
+}
+
+/// `join` on one worker at shutdown: `a` and `b` both block for good. The caller's wait for
+/// `b`'s task is no cancellation point: it waits while `b` is cancelled and unwinds, then
+/// resumes the cancellation itself. Nothing is abandoned.
+#[test]
+fn a_cancelled_join_on_one_worker_unwinds_after_b() {
+    let rt = one_worker();
+    let entered = Arc::new(AtomicUsize::new(0));
+    let e2 = Arc::clone(&entered);
+    let b_stopped = Arc::new(AtomicBool::new(false));
+    let bs = Arc::clone(&b_stopped);
+    let order_ok = Arc::new(AtomicU64::new(0));
+    let ok = Arc::clone(&order_ok);
+    let h = rt.spawn(move || {
+        /// Checks, as the caller's frame unwinds past it, that `b` stopped.
+        struct Check(Arc<AtomicBool>, Arc<AtomicU64>);
+        impl Drop for Check {
+            fn drop(&mut self) {
+                let stopped = self.0.load(Ordering::Acquire);
+                self.1.store(if stopped { 1 } else { 2 }, Ordering::Release);
+            }
+        }
+        let _check = Check(Arc::clone(&bs), ok);
+        let (e_a, e_b) = (&e2, &e2);
+        lagom::join(
+            || {
+                e_a.fetch_add(1, Ordering::Relaxed);
+                loop {
+                    task::park();
+                }
+            },
+            || {
+                let _g = SetOnDrop(&bs);
+                e_b.fetch_add(1, Ordering::Relaxed);
+                loop {
+                    task::park();
+                }
+            },
+        )
+    });
+    let t0 = Instant::now();
+    while entered.load(Ordering::Relaxed) < 2 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "a and b never ran");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let stats = rt.shutdown_timeout(Duration::from_secs(4));
+    assert!(h.join().unwrap_err().is_cancelled());
+    assert_eq!(
+        order_ok.load(Ordering::Acquire),
+        1,
+        "the join left before b stopped"
     );
     assert_eq!((stats.live_tasks, stats.shutdown.abandoned), (0, 0));
 }

@@ -34,8 +34,10 @@
 //! 2. **FORCE**, at `d / 2`: every task still alive is cancelled at its next call into lagom
 //!    (`cond_resched`, `yield_now`, a blocking call), whatever runs elsewhere.
 //! 3. **EXIT**, at `3d / 4`: a task still alive — one that caught the cancellation and went
-//!    on — is **abandoned** at its next call into lagom: it blocks for good. Workers leave
-//!    their loops once they have nothing runnable.
+//!    on, or one whose destructor blocks for good while it unwinds — is **abandoned** at its
+//!    next call into lagom: it blocks for good. Workers leave their loops once they have
+//!    nothing runnable (a worker whose abandoned task was unwinding leaves at once: its
+//!    thread runs no task again, `sched/unwind.rs`).
 //! 4. At `d` the shutting-down thread stops waiting: it joins every worker thread that has
 //!    stopped, then frees every task that has not ended (abandoned, or stranded on a queue):
 //!    never resumed, its stack unmapped without running the destructors of what is on it
@@ -44,6 +46,11 @@
 //!    nothing can stop it, so its thread is detached and left running, and the runtime's
 //!    memory (which it uses) is not freed. Both are reported: [`Stats::shutdown`] and a line
 //!    on stderr.
+//!
+//! Two waits are no cancellation points and end only when what they wait for has ended: a
+//! scope's owner's and `join`'s caller's (`task/cancel.rs`). A
+//! task that unwinds already is never cancelled again, and keeps its worker's thread while
+//! it unwinds (`sched/unwind.rs`).
 //!
 //! The shutdown returns as soon as no task is left, so with nothing running it is quick.
 //! Without the `std` feature nothing can unwind a task: there is no sweep and no FORCE

@@ -44,8 +44,9 @@
 //! Shutdown (`lagom::runtime`'s module doc): during DRAIN and FORCE an idle worker sweeps its
 //! registry for blocked tasks to cancel (`shutdown.rs`) and sleeps at most
 //! `shutdown::SWEEP_EVERY` at a time; in EXIT, a worker whose runqueue and wakelist are empty
-//! leaves the loop. After the loop, the worker frees its own state and says so
-//! (`Worker::exited`).
+//! leaves the loop, and so does, whatever it still holds, a worker whose thread an abandoned
+//! task left unwinding (`WorkerThread::stranded`, `unwind.rs`). After the loop, the worker
+//! frees its own state and says so (`Worker::exited`).
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
@@ -106,6 +107,11 @@ fn idle_loop(wt: &WorkerThread) {
                 // Back on the idle task: a task scheduled to idle or ended (`exit.rs`) with
                 // nothing runnable (curr is null, prev is set; a dead task is freed here).
                 finish_task_switch();
+                // An abandoned task that unwinds left the thread's panic count raised: it
+                // runs no task again (`unwind.rs`).
+                if wt.stranded.get() {
+                    return;
+                }
             }
             IdleStep::Again => {}
             IdleStep::Exit => return,

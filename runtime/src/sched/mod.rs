@@ -13,6 +13,8 @@
 //! * `idle.rs` — the worker thread's loop (its idle task), the idle/kick sleep;
 //! * `balance.rs` — newly idle and periodic load balancing (moving tasks between workers);
 //! * `shutdown.rs` — a worker's part of a shutdown: cancelling the blocked tasks it finds;
+//! * `unwind.rs` — a task that unwinds keeps its worker's thread (no other task may see its
+//!   panic count): its blocks wait on the thread;
 //! * `timer.rs` — firing the timers of `sleep`.
 
 mod balance;
@@ -21,6 +23,7 @@ mod idle;
 mod schedule;
 mod shutdown;
 mod timer;
+mod unwind;
 
 #[cfg(loom)]
 pub(crate) use balance::periodic_balance;
@@ -36,3 +39,4 @@ pub(crate) use schedule::{Reason, block_current, finish_task_switch, schedule};
 pub(crate) use schedule::{
     finish_task_switch_on, pick, prepare_switch, schedule_prepare, schedule_prepare_at,
 };
+pub(crate) use unwind::thread_unwinding;

@@ -275,8 +275,17 @@ pub(crate) fn schedule(reason: Reason) {
 }
 
 /// [`schedule`] on the calling worker thread `wt`, which the caller has just looked up (and
-/// not across a switch: a task may resume on another worker).
+/// not across a switch: a task may resume on another worker). A task that unwinds does not
+/// switch: it holds the thread (`unwind.rs`).
 fn schedule_on(wt: &WorkerThread, reason: Reason) {
+    if super::unwind::thread_unwinding() {
+        return super::unwind::hold(wt, reason);
+    }
+    schedule_switching(wt, reason);
+}
+
+/// [`schedule_on`] for a task that does not unwind: steps 1–6 of the module doc.
+pub(super) fn schedule_switching(wt: &WorkerThread, reason: Reason) {
     let Some((prev_t, to)) = schedule_prepare(wt, reason) else {
         return;
     };
@@ -394,6 +403,34 @@ pub(crate) fn clear_on_cpu(t: &Task) {
     t.on_cpu.store(false, Ordering::Release);
     #[cfg(lagom_mutant = "finish_relaxed_on_cpu")]
     t.on_cpu.store(false, Ordering::Relaxed);
+}
+
+/// The running task of `wt`, which unwinds and which the shutdown abandons (`unwind.rs`),
+/// leaves the worker's thread for good: it is dequeued as a blocked task and the thread
+/// switches to its idle context, marked stranded, where the idle loop ends (`idle.rs`): the
+/// thread's panic count stays raised, so it runs no task again. The shutdown frees what is
+/// left on this worker without unwinding it.
+pub(crate) fn strand(wt: &WorkerThread) -> ! {
+    let prev = wt.curr.get();
+    assert!(!prev.is_null(), "lagom: strand from the idle task");
+    // SAFETY: the running task, alive in its registry while it runs.
+    let prev_t = unsafe { &*prev };
+    wt.stranded.set(true);
+    let w = wt.worker();
+    let now = crate::sys::time::sched_clock();
+    let mut rq = w.rq.lock();
+    rq.update_curr(now);
+    let _ = put_prev(w, &mut rq, prev_t, Reason::Block, now);
+    w.publish(&rq);
+    wt.clear_signal_task();
+    trace::switch(wt, Some(prev_t), None, Reason::Block);
+    wt.prev.set(prev);
+    wt.curr.set(ptr::null());
+    drop(rq);
+    // SAFETY: `prev_t.ctx` is the running task's own context; the idle context is this
+    // thread's, suspended in its loop.
+    unsafe { switch(prev_t.ctx, wt.idle_ctx()) };
+    unreachable!("lagom: a stranded task was resumed")
 }
 
 /// The running task blocks (its state is set): schedule away until woken. `wt` is the

@@ -4,9 +4,9 @@
 //! over unchanged.
 //!
 //! "Panicking" is `std::thread::panicking()` of the OS thread the guard is dropped on. A task
-//! that unwinds runs its destructors on its worker thread without switching (unless a
-//! destructor blocks), so the answer is the task's own. Without the `std` feature a panic
-//! cannot be observed (nor caught), and nothing is ever poisoned.
+//! that unwinds keeps its worker's thread until its panic is caught, even where a destructor
+//! blocks (`sched/unwind.rs`), so the answer is always the task's own. Without the `std`
+//! feature a panic cannot be observed (nor caught), and nothing is ever poisoned.
 
 use core::fmt;
 

@@ -9,33 +9,43 @@
 //! need-resched on every worker). A spawn is no point even when its preemption point
 //! switches (`task/current.rs`, `spawn_point`): a spawn never unwinds; nor is a call that
 //! returned without blocking (a failing `try_*`, an unbounded `send`: `try_point`), for the
-//! same reason. A task's start is no
-//! point either (it would cost every
-//! spawn a look-up of its worker): a task that first runs during a shutdown meets its first
-//! point at its first call into lagom.
+//! same reason. Nor are two waits that must not end before what they wait for has stopped
+//! touching the waiter's frame, and that end on their own once it has (`task/park.rs`,
+//! `park_uncancelled`): a scope's owner waiting for its children and `join`'s caller waiting
+//! for `b` (`scope.rs`). A cancellation requested meanwhile stays pending for the task's next
+//! point. A task's start is no point either (it would cost every spawn a look-up of its
+//! worker): a task that first runs during a shutdown meets its first point at its first call
+//! into lagom.
 //!
-//! At a point a task finds its own `cancel` word and the runtime's phase:
+//! At a point a task finds its own `cancel` word, the runtime's phase, and whether its
+//! thread is unwinding (std's panic count: the task's own, since a task that unwinds keeps
+//! its thread, `sched/unwind.rs`):
 //!
-//! | `cancel` \ phase | RUN, DRAIN | FORCE | EXIT |
-//! |---|---|---|---|
-//! | NONE | go on | raise | abandon |
-//! | REQUESTED | raise | raise | abandon |
-//! | RAISED | go on; `park` yields instead of sleeping | same | abandon |
+//! | task \ phase | RUN | DRAIN | FORCE | EXIT |
+//! |---|---|---|---|---|
+//! | NONE | go on | go on | raise | abandon |
+//! | REQUESTED | raise | raise | raise | abandon |
+//! | unwinding (its own panic, or RAISED and still unwinding) | go on | go on | go on | abandon |
+//! | RAISED, not unwinding (it caught the cancellation) | go on; `park` yields instead of sleeping | same | same | abandon |
 //!
 //! * **Raise** (with `std`): store RAISED, count it, and unwind with
 //!   `std::panic::resume_unwind` and the crate's private [`Cancelled`] payload — no panic
 //!   hook runs, so nothing is printed — through the task's frames to the fiber's
 //!   `catch_unwind`, which hands it to the joiner as a cancelled `JoinError`. Destructors
 //!   run and guards are released on the way. The blocking call does not return normally.
-//! * **RAISED** tasks are unwinding (a destructor that blocks) or caught the cancellation and
-//!   went on. They are not raised again (a second panic while one unwinds would abort the
-//!   process), and they never sleep: `park` yields to the other tasks of the worker and
-//!   returns at once (a spurious return, which its contract allows), so that a destructor
-//!   that joins another cancelled task lets that task run, and no sweep is needed to wake
-//!   them.
+//! * **Unwinding** tasks (a destructor that blocks during a panic, whether the panic is the
+//!   cancellation or the task's own) are never raised: a second unwind out of a destructor
+//!   that runs during the first aborts the process. Their `park` sleeps as usual, which
+//!   holds their worker's thread (`sched/unwind.rs`): a real wakeup ends it, and the
+//!   shutdown's give-up point abandons the task there.
+//! * **RAISED** tasks that are no longer unwinding caught the cancellation and went on. They
+//!   are not raised again, and they never sleep: `park` yields to the other tasks of the
+//!   worker and returns at once (a spurious return, which its contract allows), so that no
+//!   sweep is needed to wake them; the give-up point abandons them.
 //! * **Abandon**: the task blocks with nobody to wake it (a timer's spurious wakeup finds it
 //!   here again), its worker runs out of work and stops, and the shutdown frees the task
-//!   without unwinding it.
+//!   without unwinding it. A task that unwinds leaves its thread's panic count raised: that
+//!   thread runs no task again (`sched/unwind.rs`, `strand`).
 //!
 //! Without `std` nothing can unwind a task: no sweep requests a cancellation and FORCE
 //! raises nothing, so blocked tasks are abandoned (`lagom::runtime`).
@@ -82,6 +92,13 @@ fn slow(c: u32, phase: u32) -> Point {
     if phase == PHASE_EXIT {
         return Point::Abandon;
     }
+    // A task that unwinds already — from the cancellation, or from a panic of its own — is
+    // never raised: a second unwind out of a destructor that runs during the first aborts
+    // the process.
+    // Mutant `unwinding_task_raised` (runtime/tests/mutants.sh): the process aborts.
+    if crate::sched::thread_unwinding() && !cfg!(lagom_mutant = "unwinding_task_raised") {
+        return Point::Unwinding;
+    }
     match c {
         CANCEL_RAISED => Point::Unwinding,
         CANCEL_REQUESTED => Point::Raise,
@@ -102,13 +119,16 @@ pub(crate) fn point(t: &Task) {
 }
 
 /// `park`'s cancellation point, at the top of each round: `true` if `park` must return now
-/// without sleeping (the task is unwinding: it yielded instead, module doc).
+/// without sleeping (the task caught the cancellation and went on: it yielded instead,
+/// module doc). A task that unwinds sleeps as usual: its sleep holds its worker's thread
+/// (`sched/unwind.rs`), and the shutdown's give-up point ends it.
 #[inline]
 pub(crate) fn park_point(t: &Task) -> bool {
     match check(t) {
         Point::Go => false,
         Point::Raise => raise(t),
         Point::Abandon => abandon(t),
+        Point::Unwinding if crate::sched::thread_unwinding() => false,
         Point::Unwinding => {
             #[cfg(feature = "std")]
             schedule(Reason::Yield);
@@ -145,8 +165,8 @@ fn abandon(t: &Task) -> ! {
 
 /// Resumes a panic `payload` that a scope or a `join` caught in one of its tasks (or in its
 /// own body) once they all ended (`scope.rs`). A shutdown's cancellation goes on as one: the
-/// calling task is marked RAISED first, as [`raise`] marks it, so that a destructor that
-/// blocks while it unwinds yields instead of raising a second time (which would abort). A
+/// calling task is marked RAISED first, as [`raise`] marks it (a destructor that blocks
+/// while it unwinds is never raised a second time, which would abort, in any case). A
 /// plain thread is never cancelled (its runtime cannot shut down while it owns a scope, which
 /// borrows the runtime), so there a cancellation payload becomes a panic with a message.
 #[cfg(feature = "std")]

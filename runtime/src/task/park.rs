@@ -93,8 +93,33 @@ pub(crate) fn current_waiter() -> Waiter {
 ///
 /// At shutdown a task blocked here is cancelled: `park` does not return but unwinds (see
 /// [`crate::Runtime::shutdown_timeout`]); so do `sleep` and `JoinHandle::join`, which park.
+/// A task that is unwinding already (a destructor that parks during a panic) is never
+/// cancelled a second time; its park holds its worker's thread until it is unparked (no other
+/// task may run there while it unwinds: `sched/unwind.rs`).
 pub fn park() {
     if worker::with_current(park_task).is_none() {
+        thread_parker().park();
+    }
+}
+
+/// As [`park`], without the cancellation point: a shutdown's cancellation is neither raised
+/// nor abandoned here but stays pending for the task's next point. For the waits that must
+/// not end before what they wait for has stopped touching the caller's frame — a scope's
+/// owner waiting for its children, `join` for its `b` (`scope.rs`) — and which end on their
+/// own once it has: unwinding out of them would free what is still borrowed, and a task that
+/// unwinds may not let the tasks it waits for run on its worker (`sched/unwind.rs`).
+pub(crate) fn park_uncancelled() {
+    let parked = worker::with_current(|wt, t| {
+        let mut wt = Some(wt);
+        loop {
+            match prepare_park(t) {
+                ParkStep::Return => return,
+                ParkStep::Retry => {}
+                ParkStep::Sleep => block_current(wt.take()),
+            }
+        }
+    });
+    if parked.is_none() {
         thread_parker().park();
     }
 }

@@ -67,18 +67,22 @@
 //!    delivered its outcome — its closure returned or its panic was caught, so it touches
 //!    nothing of the frame any more (the join packet's protocol orders it before the owner's
 //!    Acquire); or after the caller won `b`'s claim, when the task never touches the frame;
-//! 2. **it unwinds**: the body's and `a`'s panics are caught, so the only unwinding that
-//!    crosses the wait is a shutdown's cancellation raised inside it (`task/cancel.rs`). A
-//!    guard (`WaitGuard`, `JoinWait`) then waits again in its `Drop`. The task is
-//!    `CANCEL_RAISED` by then, so its `park` yields instead of sleeping and never raises a
-//!    second time: the guard waits on while the children run, are cancelled in their turn and
-//!    unwind (their panics, the cancellation included, are caught in the child and reach the
-//!    owner as results). Without `std` nothing unwinds;
-//! 3. **never**: past the shutdown's give-up point (`EXIT`) a waiting owner is abandoned — it
-//!    blocks for good and is freed without unwinding once every worker thread has stopped,
-//!    when no child can run any more either. A child still running then is a worker thread
-//!    stuck in a task that never calls into lagom: the runtime then frees no task at all
-//!    (`Runtime::shutdown_timeout`), so the owner's stack stays mapped.
+//! 2. **it unwinds**: the body's and `a`'s panics are caught, and the wait itself is no
+//!    cancellation point (`park_uncancelled`, `task/cancel.rs`): a shutdown that cancels the
+//!    owner while it waits leaves the request pending; the owner waits on while its children
+//!    run, are cancelled in their turn and end (their panics, the cancellation included, are
+//!    caught in the child and reach the owner as results), and only then resumes the first
+//!    child's cancellation or meets its own at its next point. (A cancellable wait would
+//!    unwind the owner first and make it wait again while unwinding: a task that unwinds
+//!    keeps its worker's thread, `sched/unwind.rs`, so children on the owner's worker could
+//!    never run.) So nothing unwinds across the wait; a guard (`WaitGuard`, `JoinWait`) that
+//!    waits again in its `Drop` stays as a safety net should a bug of lagom's unwind out of
+//!    it. Without `std` nothing unwinds;
+//! 3. **never**: past the shutdown's give-up point (`EXIT`) a waiting owner whose children
+//!    do not end waits for good, and is freed without unwinding once every worker thread has
+//!    stopped, when no child can run any more either. A child still running then is a worker
+//!    thread stuck in a task that never calls into lagom: the runtime then frees no task at
+//!    all (`Runtime::shutdown_timeout`), so the owner's stack stays mapped.
 //!
 //! A child that never ran and is freed at shutdown has its `'static` closure dropped: that
 //! drops only a raw pointer (`Erased`), so the real closure, which may hold references into
@@ -102,7 +106,7 @@ use core::ptr;
 
 use super::builder::{Builder, spawn_inner};
 use super::join::JoinHandle;
-use super::park::{current_waiter, park};
+use super::park::{current_waiter, park_uncancelled};
 use crate::locking::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use crate::locking::cell::UnsafeCell;
 use crate::worker::{Shared, Waiter, WorkerThread, local};
@@ -231,10 +235,11 @@ impl ScopeData {
         }
     }
 
-    /// Parks until every child is done.
+    /// Parks until every child is done; no cancellation point (module doc, "Why it is
+    /// sound").
     fn wait(&self) {
         while self.running.load(Ordering::Acquire) != 0 {
-            park();
+            wait_park();
         }
     }
 
@@ -248,6 +253,18 @@ impl Drop for ScopeData {
     fn drop(&mut self) {
         drop(self.take_panic());
     }
+}
+
+/// The park of a scope's owner and of `join`'s caller: no cancellation point (module doc,
+/// "Why it is sound").
+fn wait_park() {
+    // Mutant `scope_wait_cancellable` (runtime/tests/mutants.sh): the owner unwinds out of
+    // its wait and waits again while unwinding, holding its thread (`sched/unwind.rs`): on
+    // one worker its children can then never run, and the shutdown abandons them all.
+    #[cfg(lagom_mutant = "scope_wait_cancellable")]
+    super::park::park();
+    #[cfg(not(lagom_mutant = "scope_wait_cancellable"))]
+    park_uncancelled();
 }
 
 /// Waits for a scope's children if the owner's wait is unwound by a cancellation (module
@@ -615,7 +632,7 @@ impl JoinWait {
             if let Some(r) = h.try_take(current_waiter) {
                 break r;
             }
-            park();
+            wait_park();
         };
         if let Some(h) = self.handle.take() {
             super::recycle::recycle(h.task);

@@ -46,6 +46,9 @@ pub(crate) struct WorkerThread {
     /// The host-stall meter of [`TaskClock::OnCpu`](super::TaskClock::OnCpu) (`None` with
     /// the wall clock; `worker/clock.rs`).
     stall: Option<StallMeter>,
+    /// A task abandoned while it unwound left this thread's panic count raised: the thread
+    /// runs no task again and its idle loop ends (`sched/unwind.rs`).
+    pub(crate) stranded: Cell<bool>,
 }
 
 /// The calling thread's worker pointer. A task can suspend on one worker and resume on
@@ -188,6 +191,7 @@ impl WorkerThread {
             next_balance: Cell::new(0),
             next_tick: Cell::new(0),
             stall,
+            stranded: Cell::new(false),
         }
     }
 
