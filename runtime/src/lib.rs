@@ -142,3 +142,48 @@ pub use graph::{GraphError, TaskGraph};
 pub use join_error::JoinError;
 pub use runtime::Runtime;
 pub use task::{Scope, ScopedJoinHandle, join, scope};
+/// Tests that need a runtime and a primitive's private state at once: the root is in no layer
+/// (`ARCHITECTURE.md`), so it may name both. (Full paths, no `use`: `tests/layers.rs` reads
+/// the root's `use`s as its re-exports.)
+#[cfg(all(test, feature = "std", not(loom)))]
+mod tests {
+    /// A `Barrier` waiter that a shutdown cancels unwinds out of the barrier's condvar wait
+    /// without the barrier's lock, and leaves that lock to whoever holds it now (here this OS
+    /// thread). Before the fix its guard's drop released the lock under this thread.
+    #[test]
+    fn a_cancelled_barrier_waiter_never_unlocks_the_barriers_lock() {
+        let rt = crate::Runtime::builder().build().unwrap();
+        let b = alloc::sync::Arc::new(crate::sync::Barrier::new(2));
+        let b2 = alloc::sync::Arc::clone(&b);
+        let h = rt.spawn(move || {
+            b2.wait();
+        });
+        // The task counted itself under the lock, which it gives up only once it is queued
+        // on the condvar: holding it with the count at 1 means the task waits.
+        let t0 = std::time::Instant::now();
+        let held = loop {
+            let g = b.lock_for_test().lock().unwrap();
+            if g.0 == 1 {
+                break g;
+            }
+            drop(g);
+            assert!(
+                t0.elapsed() < core::time::Duration::from_secs(10),
+                "the task never waited"
+            );
+            std::thread::sleep(core::time::Duration::from_millis(1));
+        };
+        let stats = rt.shutdown_timeout(core::time::Duration::from_secs(2));
+        assert!(h.join().unwrap_err().is_cancelled());
+        assert_eq!(stats.shutdown.abandoned, 0);
+        assert!(
+            matches!(
+                b.lock_for_test().try_lock(),
+                Err(crate::sync::TryLockError::WouldBlock)
+            ),
+            "the cancelled waiter released the barrier's lock this thread holds"
+        );
+        drop(held);
+        assert!(b.lock_for_test().try_lock().is_ok());
+    }
+}

@@ -347,7 +347,11 @@ fn root_names(tree: &Tree) -> (BTreeSet<String>, BTreeMap<String, String>) {
         let joined = joined.join(" ");
         let l = joined.as_str();
         let l = l.strip_prefix("pub ").unwrap_or(l);
-        if let Some(m) = l.strip_prefix("mod ") {
+        // `mod name { … }` inline in the root is its own test module (which, as the root,
+        // is in no layer), not a layered module; its body uses full paths, no `use`.
+        if let Some(m) = l.strip_prefix("mod ")
+            && !m.contains('{')
+        {
             modules.insert(m.trim().to_string());
         }
         if let Some(rest) = l.strip_prefix("use ") {

@@ -37,6 +37,8 @@ MUTANTS=(
     "asym_prefer_tie_by_index  lagom-policy  policy_cpumap    itmt_ignores_equal_priorities"
     "try_no_preempt_point      lagom         sync_spin        a_sender_spinning_until_the_receiver_left_lets_it_leave"
     "try_no_preempt_point      lagom         sync_spin        every_failing_attempt_is_a_preemption_point"
+    "condvar_cancel_unlocks    lagom         sync_condvar     a_cancelled_waiter_never_unlocks_a_mutex_it_does_not_hold"
+    "condvar_cancel_unlocks    lagom         lib              tests::a_cancelled_barrier_waiter_never_unlocks_the_barriers_lock"
     "unwinding_task_switches   lagom         runtime_unwind   no_task_sees_another_tasks_unwinding"
     "unwinding_task_raised     lagom         runtime_unwind   a_shutdown_never_raises_inside_a_destructor_that_runs_during_a_panic"
 )

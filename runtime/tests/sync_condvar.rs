@@ -133,3 +133,54 @@ fn wait_timeout_fires_and_notify_beats_it() {
     assert!(!timed_out);
     assert!(took < Duration::from_secs(10), "{took:?}");
 }
+
+/// A waiter that a shutdown cancels unwinds out of `wait` without the mutex: its guard must
+/// not unlock it on the way, for by then another holder — here this OS thread — may have it.
+/// (The waiter gave the mutex up inside `wait`, and the cancellation unwinds before it takes
+/// it again.) Before the fix the guard's drop unlocked and poisoned the mutex under this
+/// thread, and a second `try_lock` succeeded: two holders.
+#[test]
+fn a_cancelled_waiter_never_unlocks_a_mutex_it_does_not_hold() {
+    let (rt, _) = rt2();
+    let pair = Arc::new((Mutex::new(false), Condvar::new()));
+    let p2 = Arc::clone(&pair);
+    let h = rt.spawn(move || {
+        let (m, cv) = &*p2;
+        let mut waiting = m.lock().unwrap();
+        *waiting = true;
+        // Never notified: only the shutdown's cancellation ends this wait.
+        let _g = cv.wait_while(waiting, |_| true).unwrap();
+    });
+    let (m, _) = &*pair;
+    // The flag is set under the mutex, which the task gives up only once it is queued on the
+    // condvar: holding it with the flag set means the task waits.
+    let t0 = Instant::now();
+    let held = loop {
+        let g = m.lock().unwrap();
+        if *g {
+            break g;
+        }
+        drop(g);
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the task never waited"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let stats = rt.shutdown_timeout(Duration::from_secs(2));
+    assert!(h.join().unwrap_err().is_cancelled());
+    assert_eq!(stats.shutdown.abandoned, 0, "{stats}");
+    assert!(
+        matches!(m.try_lock(), Err(lagom::sync::TryLockError::WouldBlock)),
+        "the cancelled waiter released the mutex this thread holds"
+    );
+    assert!(
+        !m.is_poisoned(),
+        "the cancelled waiter's guard poisoned the mutex"
+    );
+    drop(held);
+    assert!(
+        m.try_lock().is_ok(),
+        "the mutex is free once its holder let go"
+    );
+}

@@ -11,6 +11,10 @@
 //! others wait until the generation they arrived in is over. The generation, not the count,
 //! is what a waiter re-checks, so a spurious wakeup, or the next generation's arrivals, cannot
 //! release it early or twice.
+//!
+//! A waiter that a shutdown cancels unwinds out of the condvar wait without the lock (the
+//! condvar's "Cancellation") and stays counted as arrived: taking the lock again to uncount
+//! itself could wait for a task that cannot run while it unwinds.
 
 use super::{Condvar, Mutex};
 
@@ -73,5 +77,14 @@ impl core::fmt::Debug for Barrier {
         f.debug_struct("Barrier")
             .field("n", &self.n)
             .finish_non_exhaustive()
+    }
+}
+
+impl Barrier {
+    /// The lock over (arrived, generation), for the crate's root tests (`lib.rs`), which
+    /// hold it from outside while a waiter is cancelled.
+    #[cfg(all(test, feature = "std", not(loom)))]
+    pub(crate) fn lock_for_test(&self) -> &Mutex<(usize, u64)> {
+        &self.state
     }
 }

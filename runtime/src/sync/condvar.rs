@@ -22,6 +22,20 @@
 //!
 //! A woken waiter re-takes the mutex through its ordinary `lock` (a `notify_all` wakes every
 //! waiter, which then queue on the mutex in turn; no requeueing onto the mutex's queue).
+//!
+//! ## Cancellation
+//!
+//! A shutdown's cancellation unwinds a waiter out of its park (or out of the `lock` that
+//! takes the mutex again): at that point the waiter does not hold the mutex, which another
+//! task or thread may hold. Its guard is kept in a `ManuallyDrop` across the wait and only a
+//! normal return hands it back, so an unwinding waiter forgets it instead of dropping it: it
+//! never unlocks (nor poisons) a mutex it does not hold. It does not take the mutex again
+//! first, as a cancelled pthread waiter does: while a task unwinds no other task runs on its
+//! worker (`sched/unwind.rs`), so a re-lock could wait for ever for a holder of the same
+//! worker. A waiter that was notified and then cancelled passes the notification on
+//! (`notify_one`), as the other primitives pass on what a cancelled waiter was handed.
+//! (Test `sync_condvar::a_cancelled_waiter_never_unlocks_a_mutex_it_does_not_hold`, mutant
+//! `condvar_cancel_unlocks`.)
 
 use core::time::Duration;
 
@@ -77,15 +91,38 @@ impl Condvar {
         }
     }
 
-    /// One wait: queue, unlock, park until notified or `deadline`, lock again. Returns
-    /// whether it timed out.
-    fn wait_once<T: ?Sized>(&self, guard: &MutexGuard<'_, T>, deadline: Option<u64>) -> bool {
+    /// One wait: queue, unlock, park until notified or `deadline`, lock again; returns the
+    /// guard and whether it timed out (module doc, "Cancellation").
+    ///
+    /// The guard is held in a `ManuallyDrop` across the wait: if a shutdown's cancellation
+    /// unwinds out of it — out of the park, or out of the `lock` that takes the mutex
+    /// again — the mutex is not held, so the guard must not be dropped (its drop would unlock
+    /// the mutex under whoever holds it now, and poison it). Only a normal return hands the
+    /// guard back.
+    fn wait_once<'a, T: ?Sized>(
+        &self,
+        guard: MutexGuard<'a, T>,
+        deadline: Option<u64>,
+    ) -> (MutexGuard<'a, T>, bool) {
+        let guard = core::mem::ManuallyDrop::new(guard);
+        // Mutant `condvar_cancel_unlocks` (runtime/tests/mutants.sh): the guard is an
+        // ordinary local again, dropped (unlocking) when a cancellation unwinds the wait.
+        #[cfg(lagom_mutant = "condvar_cancel_unlocks")]
+        let guard = core::mem::ManuallyDrop::into_inner(guard);
         let raw = guard.raw();
-        let r = self
-            .queue
-            .wait(0, deadline, || true, || raw.unlock(), |_| {}, |_| {});
+        let r = self.queue.wait(
+            0,
+            deadline,
+            || true,
+            || raw.unlock(),
+            |_| {},
+            // Notified, then cancelled: the notification may be another waiter's.
+            |_| self.notify_one(),
+        );
         raw.lock();
-        r == Wait::TimedOut
+        #[cfg(not(lagom_mutant = "condvar_cancel_unlocks"))]
+        let guard = core::mem::ManuallyDrop::into_inner(guard);
+        (guard, r == Wait::TimedOut)
     }
 
     /// Blocks the calling task until notified, releasing the mutex meanwhile; takes it again
@@ -95,7 +132,7 @@ impl Condvar {
     /// # Errors
     /// The guard inside a `PoisonError` if the mutex was poisoned when it was taken again.
     pub fn wait<'a, T: ?Sized>(&self, guard: MutexGuard<'a, T>) -> LockResult<MutexGuard<'a, T>> {
-        self.wait_once(&guard, None);
+        let (guard, _) = self.wait_once(guard, None);
         guard.poison().map(guard)
     }
 
@@ -109,7 +146,7 @@ impl Condvar {
         mut condition: F,
     ) -> LockResult<MutexGuard<'a, T>> {
         while condition(&mut *guard) {
-            self.wait_once(&guard, None);
+            guard = self.wait_once(guard, None).0;
         }
         guard.poison().map(guard)
     }
@@ -124,7 +161,7 @@ impl Condvar {
         dur: Duration,
     ) -> LockResult<(MutexGuard<'a, T>, WaitTimeoutResult)> {
         let deadline = Instant::now().add_saturating(dur).as_nanos();
-        let timed_out = self.wait_once(&guard, Some(deadline));
+        let (guard, timed_out) = self.wait_once(guard, Some(deadline));
         let poisoned = guard.poison().get();
         let r = (guard, WaitTimeoutResult(timed_out));
         if poisoned {
@@ -152,7 +189,7 @@ impl Condvar {
                 timed_out = true;
                 break;
             }
-            timed_out = self.wait_once(&guard, Some(deadline));
+            (guard, timed_out) = self.wait_once(guard, Some(deadline));
         }
         let timed_out = timed_out && condition(&mut *guard);
         let poisoned = guard.poison().get();

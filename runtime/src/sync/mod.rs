@@ -28,8 +28,8 @@
 //! | `Arc`, `Weak`, `atomic` | [`Arc`], [`Weak`], [`atomic`] | the same items (`alloc::sync`, `core::sync::atomic`), re-exported |
 //! | `Mutex`, `MutexGuard` | [`Mutex`], [`MutexGuard`] | hands the lock to a waiter that was overtaken once (fair); std's never hands off |
 //! | `RwLock`, `RwLockReadGuard`, `RwLockWriteGuard` (with `downgrade`) | [`RwLock`], [`RwLockReadGuard`], [`RwLockWriteGuard`] | writer-fair: readers queue behind a parked writer (std leaves the policy to the OS); a `downgrade` lets in the readers queued at the front with it |
-//! | `Condvar`, `WaitTimeoutResult` | [`Condvar`], [`WaitTimeoutResult`] | |
-//! | `Barrier`, `BarrierWaitResult` | [`Barrier`], [`BarrierWaitResult`] | |
+//! | `Condvar`, `WaitTimeoutResult` | [`Condvar`], [`WaitTimeoutResult`] | a waiter cancelled by a shutdown unwinds without the mutex (below) |
+//! | `Barrier`, `BarrierWaitResult` | [`Barrier`], [`BarrierWaitResult`] | a waiter cancelled by a shutdown counts as arrived |
 //! | `Once`, `OnceState` | [`Once`], [`OnceState`] | an initialiser that waits for its own `Once` panics with a message saying so (std's deadlocks, "unspecified"); larger: a waiter queue and the runner's identity (64 bytes on x86_64) where std's has a futex word (4) |
 //! | `OnceLock` | [`OnceLock`] | as `Once` (an initialiser that reads its own cell panics; larger); the value is an `Option<T>` (a discriminant more where `T` has no niche) where std's is a `MaybeUninit<T>` whose drop needs the unstable `#[may_dangle]` |
 //! | `LazyLock` | [`LazyLock`] | as `Once` |
@@ -64,6 +64,16 @@
 //! the same worker. std's channel tests that spin on `try_recv` or on `send` pass on one
 //! worker. (Like any call that may switch, they must not be made while holding a lock of
 //! std's that another task of the worker may take.) A successful attempt is no such point.
+//!
+//! **Shutdown.** A task blocked in one of these primitives is cancelled by a shutdown like
+//! any blocked task (`Runtime::shutdown_timeout`): its blocking call unwinds, and what it was
+//! handed in the meantime — a mutex's lock, permits, a notification, a message's turn — is
+//! passed on to the next waiter. A [`Condvar`] waiter unwinds *without* taking its mutex
+//! again (pthreads re-acquire it before a cancelled waiter's cleanup): the re-lock could wait
+//! for a task that cannot run while this one unwinds (a task that unwinds keeps its worker's
+//! thread, `sched/unwind.rs`). Its guard, which no longer holds the lock, is forgotten rather
+//! than dropped: no unlock under whoever holds the mutex now, and no poison (the data was
+//! consistent when the waiter let the mutex go).
 //!
 //! Every primitive blocks on one waiter queue, whose protocol they share (who parks, who wakes,
 //! what re-checks what; in the source, `sync/waiters.rs`, checked by the loom model
