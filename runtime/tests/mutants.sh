@@ -41,6 +41,10 @@ MUTANTS=(
     "condvar_cancel_unlocks    lagom         lib              tests::a_cancelled_barrier_waiter_never_unlocks_the_barriers_lock"
     "unwinding_task_switches   lagom         runtime_unwind   no_task_sees_another_tasks_unwinding"
     "unwinding_task_raised     lagom         runtime_unwind   a_shutdown_never_raises_inside_a_destructor_that_runs_during_a_panic"
+    "scope_wait_cancellable    lagom         scope_join       a_scope_owner_asked_to_unwind_while_waiting_on_one_worker_waits_for_its_child"
+    "scope_wait_cancellable    lagom         scope_join       a_join_asked_to_unwind_while_waiting_on_one_worker_waits_for_b"
+    "blocking_uncounted_early  lagom         task_blocking    a_shutdown_that_gives_up_while_the_closure_runs_leaks_the_stack_it_borrows"
+    "blocking_wait_cancellable lagom         task_blocking    a_shutdown_lets_the_closure_end_and_then_cancels_the_task"
 )
 
 export CARGO_TARGET_DIR=${MUTANTS_TARGET_DIR:-target/mutants}

@@ -411,3 +411,101 @@ fn a_cancelled_join_on_one_worker_unwinds_after_b() {
     );
     assert_eq!((stats.live_tasks, stats.shutdown.abandoned), (0, 0));
 }
+
+/// A shutdown that asks a scope's owner to unwind while it waits for a child of its own
+/// worker whose `task::blocking` closure still runs. The owner's wait is no cancellation
+/// point: it waits on, the closure ends (released well after the shutdown's sweep), the child
+/// runs and ends, and the owner leaves the scope and is cancelled at its next point. Had the
+/// wait unwound, the owner would wait again while unwinding, holding the worker's thread
+/// (`sched/unwind.rs`): the child could never run, and the shutdown would abandon both.
+#[test]
+fn a_scope_owner_asked_to_unwind_while_waiting_on_one_worker_waits_for_its_child() {
+    let rt = one_worker();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let started = Arc::new(AtomicBool::new(false));
+    let left = Arc::new(AtomicBool::new(false));
+    let (s2, l2) = (Arc::clone(&started), Arc::clone(&left));
+    let h = rt.spawn(move || {
+        lagom::scope(|s| {
+            s.spawn(move || {
+                task::blocking(move || {
+                    s2.store(true, Ordering::Release);
+                    release_rx.recv().unwrap();
+                })
+            });
+        });
+        l2.store(true, Ordering::Release);
+        loop {
+            task::park();
+        }
+    });
+    shutdown_while_blocked(rt, &started, release_tx, h, &left);
+}
+
+/// As above for `join`, whose caller waits for `b`'s task.
+#[test]
+fn a_join_asked_to_unwind_while_waiting_on_one_worker_waits_for_b() {
+    let rt = one_worker();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let started = Arc::new(AtomicBool::new(false));
+    let left = Arc::new(AtomicBool::new(false));
+    let (s2, l2) = (Arc::clone(&started), Arc::clone(&left));
+    let h = rt.spawn(move || {
+        lagom::join(
+            // `a` yields until `b`'s task has started, so that the caller waits for it.
+            || {
+                while !s2.load(Ordering::Acquire) {
+                    task::yield_now();
+                }
+            },
+            || {
+                task::blocking(|| {
+                    s2.store(true, Ordering::Release);
+                    let release_rx = release_rx;
+                    release_rx.recv().unwrap();
+                })
+            },
+        );
+        l2.store(true, Ordering::Release);
+        loop {
+            task::park();
+        }
+    });
+    shutdown_while_blocked(rt, &started, release_tx, h, &left);
+}
+
+/// Once the closure started, shuts `rt` down, releasing the closure 300 ms in (the sweep that
+/// asks the waiting tasks to unwind comes within a millisecond); `h` must have left its scope
+/// or join (`left`) and been cancelled, with nothing abandoned.
+fn shutdown_while_blocked(
+    rt: Runtime,
+    started: &AtomicBool,
+    release: std::sync::mpsc::Sender<()>,
+    h: lagom::task::JoinHandle<()>,
+    left: &AtomicBool,
+) {
+    let t0 = Instant::now();
+    while !started.load(Ordering::Acquire) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the closure never started"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        release.send(()).unwrap();
+    });
+    let stats = rt.shutdown_timeout(Duration::from_secs(8));
+    releaser.join().unwrap();
+    assert!(h.join().unwrap_err().is_cancelled());
+    assert!(
+        left.load(Ordering::Acquire),
+        "the owner unwound out of its wait"
+    );
+    assert_eq!(
+        (stats.live_tasks, stats.shutdown.abandoned),
+        (0, 0),
+        "{stats}"
+    );
+}

@@ -175,6 +175,7 @@ impl Model {
                 allow_migration,
                 task_clock: crate::worker::TaskClock::Wall,
                 next_outside: AtomicUsize::new(0),
+                blocking_borrows: AtomicUsize::new(0),
                 trace: None,
             }),
         }

@@ -393,6 +393,7 @@ impl Builder {
             allow_migration: self.allow_migration,
             task_clock: self.task_clock,
             next_outside: AtomicUsize::new(0),
+            blocking_borrows: AtomicUsize::new(0),
             trace,
         });
         let mut rt = Runtime {

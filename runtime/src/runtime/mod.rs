@@ -44,11 +44,12 @@
 //!    (they leak, as a `mem::forget` would), its join completed as cancelled. A worker
 //!    thread that has not stopped by then is running a task that never calls into lagom:
 //!    nothing can stop it, so its thread is detached and left running, and the runtime's
-//!    memory (which it uses) is not freed. Both are reported: [`Stats::shutdown`] and a line
-//!    on stderr.
+//!    memory (which it uses) is not freed. A closure of `task::blocking` still running on the
+//!    pool may borrow from its task's stack: then no stack is unmapped (they leak). All are
+//!    reported: [`Stats::shutdown`] and a line on stderr.
 //!
-//! Two waits are no cancellation points and end only when what they wait for has ended: a
-//! scope's owner's and `join`'s caller's (`task/cancel.rs`). A
+//! Three waits are no cancellation points and end only when what they wait for has ended: a
+//! scope's owner's, `join`'s caller's, `task::blocking`'s caller's (`task/cancel.rs`). A
 //! task that unwinds already is never cancelled again, and keeps its worker's thread while
 //! it unwinds (`sched/unwind.rs`).
 //!

@@ -119,14 +119,26 @@ impl Runtime {
             }
         }
         self.shutdown.stuck_workers = stuck;
+        // Closures of `task::blocking` still running may borrow from the tasks' stacks
+        // (`task/blocking.rs`): then none is unmapped.
+        let borrows = shared.blocking_borrows.load(Ordering::Acquire);
+        self.shutdown.blocking_borrows = borrows;
         if stuck == 0 {
-            self.shutdown.abandoned = self.free_leftovers();
+            self.shutdown.abandoned = self.free_leftovers(borrows == 0);
         }
         if stuck > 0 || self.shutdown.abandoned > 0 {
+            let kept = if borrows > 0 {
+                alloc::format!(
+                    "; {borrows} closure(s) of task::blocking still running may borrow from \
+                     their tasks' stacks, so the abandoned tasks' stacks are leaked"
+                )
+            } else {
+                alloc::string::String::new()
+            };
             let msg = alloc::format!(
                 "lagom: shutdown did not finish within {timeout:?}: {} task(s) abandoned \
                  without unwinding, {stuck} worker thread(s) left running a task that never \
-                 calls into lagom (detached; the runtime's memory is leaked)\n",
+                 calls into lagom (detached; the runtime's memory is leaked){kept}\n",
                 self.shutdown.abandoned
             );
             crate::sys::signal::write_stderr(msg.as_bytes());
@@ -139,8 +151,16 @@ impl Runtime {
     }
 
     /// With every worker stopped and joined, frees every task that has not ended (module
-    /// doc); returns how many there were.
-    fn free_leftovers(&mut self) -> usize {
+    /// doc), unmapping their stacks if `unmap` (else leaking them: a closure of
+    /// `task::blocking` may still borrow from one); returns how many there were.
+    fn free_leftovers(&mut self, unmap: bool) -> usize {
+        // No wakeup may reach a task left from here on: the joins completed below, a
+        // `task::blocking` closure that ends later or an outside unparker would otherwise
+        // claim it and queue it on a runqueue about to be replaced.
+        for w in &self.shared.workers {
+            // SAFETY: every worker has stopped and been joined.
+            unsafe { w.tasks.for_each_stopped(Task::retire) };
+        }
         for w in &self.shared.workers {
             // Wakelist entries borrow their registry's reference (`wake::queue_wakelist`):
             // empty the lists before the registries free the tasks they point to.
@@ -156,10 +176,14 @@ impl Runtime {
                 let fiber = unsafe { t.sched(|s| s.fiber.take()) };
                 // A task that still has its fiber never ended: its outcome was not delivered.
                 let Some(f) = fiber else { return false };
-                // SAFETY: the fiber is suspended and will never be resumed; nothing refers
-                // into its stack any more (every worker stopped, its wait nodes are
-                // unreachable).
-                drop(unsafe { f.into_stack_abandoned() });
+                if unmap {
+                    // SAFETY: the fiber is suspended and will never be resumed; nothing
+                    // refers into its stack any more (every worker stopped, its wait nodes
+                    // are unreachable, and no borrowing blocking closure runs).
+                    drop(unsafe { f.into_stack_abandoned() });
+                } else {
+                    core::mem::forget(f);
+                }
                 if let Some(joiner) = t.completion.cancel() {
                     crate::wake::unpark(&joiner, lagom_policy::WakeFlags::NONE);
                 }

@@ -75,6 +75,9 @@
 //! than dropped: no unlock under whoever holds the mutex now, and no poison (the data was
 //! consistent when the waiter let the mutex go).
 //!
+//! For blocking code that is not a primitive of these — a system call, a library that
+//! blocks — see `task::blocking` (which may borrow from the task) and `task::spawn_blocking`.
+//!
 //! Every primitive blocks on one waiter queue, whose protocol they share (who parks, who wakes,
 //! what re-checks what; in the source, `sync/waiters.rs`, checked by the loom model
 //! `waiters`), and each item's documentation says how it hands off.

@@ -9,10 +9,11 @@
 //! need-resched on every worker). A spawn is no point even when its preemption point
 //! switches (`task/current.rs`, `spawn_point`): a spawn never unwinds; nor is a call that
 //! returned without blocking (a failing `try_*`, an unbounded `send`: `try_point`), for the
-//! same reason. Nor are two waits that must not end before what they wait for has stopped
+//! same reason. Nor are three waits that must not end before what they wait for has stopped
 //! touching the waiter's frame, and that end on their own once it has (`task/park.rs`,
 //! `park_uncancelled`): a scope's owner waiting for its children and `join`'s caller waiting
-//! for `b` (`scope.rs`). A cancellation requested meanwhile stays pending for the task's next
+//! for `b` (`scope.rs`), and `task::blocking`'s caller waiting for its closure
+//! (`blocking.rs`). A cancellation requested meanwhile stays pending for the task's next
 //! point. A task's start is no point either (it would cost every spawn a look-up of its
 //! worker): a task that first runs during a shutdown meets its first point at its first call
 //! into lagom.

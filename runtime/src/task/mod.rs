@@ -7,7 +7,8 @@
 //!   [`sleep_until`]: the calling task's identity, time and scheduling calls;
 //! * [`task_local!`](crate::task_local), [`LocalKey`]: storage that follows the task;
 //! * [`scope`], [`join`]: tasks that borrow from their caller's stack;
-//! * [`spawn_blocking`] and the process's pool of plain threads it runs closures on
+//! * [`spawn_blocking`], and [`blocking`], its form whose closure may borrow from the waiting
+//!   task, and the process's pool of plain threads they run closures on
 //!   ([`configure_blocking_pool`], [`blocking_pool_stats`]).
 //!
 //! A joined task's allocation is kept for its worker's next spawn; a shutdown cancels a
@@ -26,7 +27,9 @@ mod scope;
 
 #[cfg(loom)]
 pub(crate) use blocking::run_job;
-pub use blocking::{BlockingHandle, blocking_pool_stats, configure_blocking_pool, spawn_blocking};
+pub use blocking::{
+    BlockingHandle, blocking, blocking_pool_stats, configure_blocking_pool, spawn_blocking,
+};
 pub(crate) use builder::spawn_inner;
 pub use builder::{Builder, spawn};
 pub(crate) use current::try_point;

@@ -105,8 +105,9 @@ pub fn park() {
 /// As [`park`], without the cancellation point: a shutdown's cancellation is neither raised
 /// nor abandoned here but stays pending for the task's next point. For the waits that must
 /// not end before what they wait for has stopped touching the caller's frame — a scope's
-/// owner waiting for its children, `join` for its `b` (`scope.rs`) — and which end on their
-/// own once it has: unwinding out of them would free what is still borrowed, and a task that
+/// owner waiting for its children, `join` for its `b` (`scope.rs`), a task waiting for its
+/// borrowing closure on the blocking pool (`blocking.rs`) — and which end on their own once
+/// it has: unwinding out of them would free what is still borrowed, and a task that
 /// unwinds may not let the tasks it waits for run on its worker (`sched/unwind.rs`).
 pub(crate) fn park_uncancelled() {
     let parked = worker::with_current(|wt, t| {

@@ -82,7 +82,9 @@
 //!    do not end waits for good, and is freed without unwinding once every worker thread has
 //!    stopped, when no child can run any more either. A child still running then is a worker
 //!    thread stuck in a task that never calls into lagom: the runtime then frees no task at
-//!    all (`Runtime::shutdown_timeout`), so the owner's stack stays mapped.
+//!    all (`Runtime::shutdown_timeout`), so the owner's stack stays mapped; or a child
+//!    waiting for its `task::blocking` closure, which may borrow from the owner's frame: the
+//!    runtime then unmaps no stack (`blocking.rs`).
 //!
 //! A child that never ran and is freed at shutdown has its `'static` closure dropped: that
 //! drops only a raw pointer (`Erased`), so the real closure, which may hold references into

@@ -339,6 +339,24 @@ impl<R: 'static> Task<R> {
             .is_ok()
     }
 
+    /// A shutdown that frees the task without resuming it makes it unwakeable first: its
+    /// state becomes `DEAD`, unless a waker holds its claim (`WAKING`: that wakeup is in
+    /// flight), so that a later wakeup — a joiner's, a `task::blocking` closure's that ends
+    /// after the shutdown, an outside `Unparker`'s — finds it not blocked and touches no queue
+    /// of the stopped runtime (whose runqueues the shutdown replaces).
+    pub(crate) fn retire(&self) {
+        let mut s = self.state.load(Ordering::Relaxed);
+        while s != WAKING && s != DEAD {
+            match self
+                .state
+                .compare_exchange(s, DEAD, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(now) => s = now,
+            }
+        }
+    }
+
     /// A waker's claim: `BLOCKED → WAKING`. Acquire on success: the waker then reads `on_rq`
     /// and `cpu` written before the task blocked (O1).
     pub(crate) fn claim(&self) -> Claim {

@@ -247,6 +247,17 @@ impl<R: 'static> Registry<R> {
         }
     }
 
+    /// Calls `f` on every task of the own and foreign parts (a shutdown, before it frees the
+    /// tasks left: `Task::retire`).
+    ///
+    /// # Safety
+    /// Every worker has stopped and been joined.
+    pub(crate) unsafe fn for_each_stopped(&self, mut f: impl FnMut(&Task<R>)) {
+        // SAFETY: the caller's contract: nobody else touches the own part.
+        self.own.with(|p| unsafe { (*p).for_each(|t| f(t)) });
+        self.foreign.lock().for_each(|t| f(t));
+    }
+
     /// New references to the tasks of the own and foreign parts for which `pick` says yes
     /// (a shutdown's sweep, `sched/shutdown.rs`). The foreign part's lock is held only while
     /// they are collected.

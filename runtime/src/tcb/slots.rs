@@ -101,8 +101,7 @@ impl<T> Slots<T> {
             .collect()
     }
 
-    /// Calls `f` on every task held (a shutdown's sweep, which only `std` has).
-    #[cfg(feature = "std")]
+    /// Calls `f` on every task held (a shutdown's sweep, and its retiring of the tasks left).
     pub(crate) fn for_each(&self, mut f: impl FnMut(&T)) {
         for e in &self.entries {
             if let Entry::Taken(t) = e {

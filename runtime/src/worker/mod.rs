@@ -221,6 +221,13 @@ pub(crate) struct Shared {
     pub(crate) task_clock: TaskClock,
     /// Round-robin hint for spawns from outside.
     pub(crate) next_outside: AtomicUsize,
+    /// Closures of `task::blocking` that tasks of this runtime handed to the blocking pool
+    /// and that have not returned: they may borrow from their task's stack (and from what
+    /// that task borrows), so while any runs a shutdown unmaps no task's stack
+    /// (`task/blocking.rs`). Incremented by the task before it submits the closure,
+    /// decremented (Release) by the pool thread once the closure is done with everything it
+    /// borrowed; read (Acquire) by the shutdown once every worker has stopped.
+    pub(crate) blocking_borrows: AtomicUsize,
     /// The trace recorder, if tracing is on (`trace/`).
     pub(crate) trace: Option<alloc::boxed::Box<crate::trace::Recorder>>,
 }

@@ -194,6 +194,10 @@ pub struct ShutdownStats {
     /// never called into lagom again: detached and left running, with the runtime's memory
     /// (and the tasks' stacks) leaked, so that nothing they use is freed under them.
     pub stuck_workers: usize,
+    /// Closures of `task::blocking` still running on the blocking pool when the timeout ran
+    /// out. Each may borrow from its task's stack (and from what that task borrows), so the
+    /// abandoned tasks' stacks were leaked, not unmapped.
+    pub blocking_borrows: usize,
 }
 
 impl Stats {
@@ -237,11 +241,12 @@ impl fmt::Display for Stats {
             writeln!(f, "layout: flat ({why})")?;
         }
         let s = &self.shutdown;
-        if s.abandoned > 0 || s.stuck_workers > 0 {
+        if s.abandoned > 0 || s.stuck_workers > 0 || s.blocking_borrows > 0 {
             writeln!(
                 f,
-                "shutdown: {} task(s) abandoned, {} worker(s) stuck",
-                s.abandoned, s.stuck_workers
+                "shutdown: {} task(s) abandoned, {} worker(s) stuck, {} borrowing blocking \
+                 closure(s) still running",
+                s.abandoned, s.stuck_workers, s.blocking_borrows
             )?;
         }
         Ok(())
