@@ -322,10 +322,17 @@ pub fn task_hot(env: &MigrateEnv, c: Candidate) -> bool {
     if env.features.is_enabled(Feature::CacheHotBuddy) && env.dst_nr_running > 0 && c.next_buddy {
         return true;
     }
-    match env.migration_cost {
+    hot_by_time(env.now, c.exec_start, env.migration_cost)
+}
+
+/// `task_hot`'s time test: a task that last ran at `exec_start` is hot at `now` when it ran
+/// within `cost` ns (`sysctl_sched_migration_cost`); never with a cost of 0, always with
+/// [`MIGRATION_COST_ALWAYS_HOT`] (the kernel's −1).
+pub(crate) fn hot_by_time(now: u64, exec_start: u64, cost: u64) -> bool {
+    match cost {
         MIGRATION_COST_ALWAYS_HOT => true,
         0 => false,
-        cost => (env.now.wrapping_sub(c.exec_start) as i64) < cost as i64,
+        cost => (now.wrapping_sub(exec_start) as i64) < cost as i64,
     }
 }
 

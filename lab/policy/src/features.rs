@@ -64,11 +64,19 @@ pub enum Feature {
     TtwuQueue,
     /// A wakee still on a CPU is handed to that CPU's wakelist (the RFC).
     TtwuQueueOnCpu,
-    /// Delayed wakees are woken through their CPU's wakelist (the RFC).
+    /// Delayed wakees on another CPU are handed to that CPU's wakelist, whose owner finishes
+    /// the delayed dequeue and selects a CPU for the task with `WF_TTWU` alone (the waker's
+    /// CPU standing in for `this` CPU), activating it there or forwarding it with
+    /// `WF_MIGRATED`: the RFC's `ttwu_delayed` as its v2 (12/12, 2025-07-02) has it. v1's
+    /// 5/5 had the owner requeue the task in place instead; lagom models v2's behaviour, with
+    /// v1's default (off; v2 turned it on).
     TtwuQueueDelayed,
     /// The wakelist is used even towards a busy cache-sharing CPU (the RFC).
     TtwuQueueDefault,
-    /// A delayed wakee is dequeued and goes through CPU selection (the RFC thread's prototype).
+    /// A delayed wakee woken in place is dequeued instead and goes through CPU selection like
+    /// a sleeper (the prototype posted in the RFC's thread on 2025-06-16, in
+    /// `ttwu_runnable`; with TTWU_QUEUE_DELAYED, lagom's owner reselects as v2 does rather
+    /// than activating the task where it is, as v1 with the prototype would).
     TtwuDequeue,
     /// The idle-CPU scan is bounded by the LLC's utilisation.
     SisUtil,
@@ -330,11 +338,21 @@ pub struct UnknownFeature {
 
 impl fmt::Display for UnknownFeature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown scheduler feature `{}`; valid names are ",
-            self.name
-        )?;
+        // The name as given, on one line and of readable size: control characters escaped
+        // (a spec read from a file may hold a line break), cut after 64 characters.
+        f.write_str("unknown scheduler feature `")?;
+        for (i, c) in self.name.chars().enumerate() {
+            if i == 64 {
+                write!(f, "… ({} bytes in all)", self.name.len())?;
+                break;
+            }
+            if c.is_control() {
+                write!(f, "{}", c.escape_debug())?;
+            } else {
+                write!(f, "{c}")?;
+            }
+        }
+        f.write_str("`; valid names are ")?;
         for (i, v) in self.valid.iter().enumerate() {
             if i > 0 {
                 f.write_str(", ")?;

@@ -92,6 +92,7 @@ mod select;
 mod tree;
 pub mod vtime;
 mod wake_flags;
+mod wakee;
 mod weight;
 
 pub use balance::{
@@ -108,13 +109,14 @@ pub use features::{Feature, Features, UnknownFeature};
 pub use nohz::nohz_kick_target;
 pub use pick::Pick;
 pub use place::{EnqueueFlags, EnqueueKind};
-pub use preempt::Wakeup;
+pub use preempt::{COND_RESCHED_TICK, Wakeup, resched_point_due};
 pub use runqueue::{Handle, RunQueue};
 pub use select::{
-    CpuView, DelayedWake, DelayedWakeView, Placement, WakeCtx, curr_protection_left, delayed_wake,
-    idle_in_llc, select_task_rq, select_task_rq_fair, sis_util_scan, ttwu_queue_cond,
+    CpuView, DelayedWake, DelayedWakeView, Placement, Selection, WakeCtx, curr_protection_left,
+    delayed_wake, idle_in_llc, select_task_rq, select_task_rq_fair, sis_util_scan, ttwu_queue_cond,
 };
 pub use wake_flags::{ActivatePath, WakeFlags, activation_flags};
+pub use wakee::{WAKEE_FLIP_DECAY, WakeeState, record_wakee, wake_wide};
 pub use weight::{
     MAX_NICE, MIN_NICE, NICE_0_LOAD, SCHED_FIXEDPOINT_SHIFT, SCHED_PRIO_TO_WEIGHT,
     SCHED_PRIO_TO_WMULT, calc_delta_fair, clamp_nice, inv_weight_of_nice, weight_of_nice,

@@ -19,7 +19,7 @@ use super::runqueue::{Handle, RunQueue};
 use super::tree::NIL;
 use super::vtime::{vbefore, vmin};
 use super::wake_flags::WakeFlags;
-use super::weight::calc_delta_fair;
+use super::weight::{NICE_0_LOAD, calc_delta_fair};
 
 /// What a wakeup-preemption check decided.
 #[derive(Debug)]
@@ -153,4 +153,89 @@ impl<T> RunQueue<T> {
         self.update_curr(now);
         self.need_resched
     }
+
+    /// When the running entity's charge will next ask for a switch if nothing else happens
+    /// (the kernel's `hrtick_start_fair`, which arms a high-resolution timer for the end of
+    /// the running task's slice so that the tick need not find it): the scheduler-clock time
+    /// at which [`update_curr`](Self::update_curr) first returns `true`, i.e. at which its
+    /// vruntime reaches the end of its protected slice (`vprot`: its request's deadline, or
+    /// less under RUN_TO_PARITY) while others are queued. `None` when nothing runs, when it
+    /// runs alone (a charge then begins a new request in place and asks for nothing), or
+    /// when a switch is already asked for ([`need_resched`](Self::need_resched)). A time at
+    /// or before the last accounting point means the next charge asks.
+    ///
+    /// The real time is the virtual distance scaled back by the entity's weight, rounded up:
+    /// the least charge that reaches it (the charge rounds its virtual delta down). The
+    /// kernel's timer measures `slice − ran` in real time instead, which is the same point
+    /// for an entity that runs its whole request; lagom's is exact for its own charge, so a
+    /// driver that arms a timer for it is woken when the charge asks, not before.
+    ///
+    /// ```
+    /// use lagom_policy::{EnqueueFlags, EnqueueKind, Pick, RqConfig, RunQueue, SchedEntity};
+    /// let mut cfg = RqConfig::for_cpus(1);
+    /// cfg.base_slice = 3_000_000;
+    /// let mut rq = RunQueue::new(cfg);
+    /// let a = rq.enqueue(SchedEntity::new(0), (), EnqueueKind::Wakeup, EnqueueFlags::NONE, 0);
+    /// assert!(matches!(rq.pick_next(0), Pick::Run(h) if h == a));
+    /// assert_eq!(rq.curr_resched_at(), None, "alone: its charge never asks");
+    /// rq.enqueue(SchedEntity::new(0), (), EnqueueKind::Wakeup, EnqueueFlags::NONE, 0);
+    /// let at = rq.curr_resched_at().expect("another is queued");
+    /// assert!(!rq.update_curr(at - 1));
+    /// assert!(rq.update_curr(at));
+    /// ```
+    pub fn curr_resched_at(&self) -> Option<u64> {
+        let c = self.curr;
+        if c == NIL || self.nr_queued <= 1 || self.need_resched {
+            return None;
+        }
+        let se = self.se(c);
+        // `charge_by`: a switch once the vruntime reaches the deadline or the protected
+        // point, whichever comes first.
+        let target = vmin(se.vprot, se.deadline);
+        let left = target.wrapping_sub(se.vruntime) as i64;
+        if left <= 0 {
+            return Some(se.exec_start);
+        }
+        let left = left as u64;
+        let wall = if se.weight == NICE_0_LOAD {
+            left
+        } else {
+            let w = u128::from(se.weight);
+            let n = u128::from(NICE_0_LOAD);
+            u64::try_from((u128::from(left) * w).div_ceil(n)).unwrap_or(u64::MAX)
+        };
+        Some(se.exec_start.saturating_add(wall))
+    }
+}
+
+/// How long a running task's scheduling points (`cond_resched`, the point after a spawn) may
+/// go between two full ticks when nothing asks for the CPU: 50 µs. A full tick charges the
+/// running task (`task_tick`), fires due timers and runs the periodic balance; between full
+/// ticks a scheduling point only looks for a request to switch. lagom has no timer
+/// interrupt: this is its tick, for both drivers (the threaded runtime's `cond_resched`, the
+/// simulator's cooperative scheduling points).
+pub const COND_RESCHED_TICK: u64 = 50_000;
+
+/// Whether a scheduling point at `now` runs its full tick: the next full tick (`next_tick`,
+/// [`COND_RESCHED_TICK`] after the last one, sooner for a due timer, 0 right after a switch)
+/// is due, or something asks for the CPU — a request to switch (`need_resched`) or a wakeup
+/// waiting on the CPU's wakelist (`wakelist_pending`). Both drivers call it at every
+/// scheduling point, so that they tick alike.
+///
+/// ```
+/// use lagom_policy::{COND_RESCHED_TICK, resched_point_due};
+/// assert!(resched_point_due(0, 0, false, false), "right after a switch");
+/// assert!(!resched_point_due(10_000, COND_RESCHED_TICK, false, false));
+/// assert!(resched_point_due(10_000, COND_RESCHED_TICK, true, false));
+/// assert!(resched_point_due(10_000, COND_RESCHED_TICK, false, true));
+/// assert!(resched_point_due(COND_RESCHED_TICK, COND_RESCHED_TICK, false, false));
+/// ```
+#[inline]
+pub fn resched_point_due(
+    now: u64,
+    next_tick: u64,
+    need_resched: bool,
+    wakelist_pending: bool,
+) -> bool {
+    now >= next_tick || need_resched || wakelist_pending
 }

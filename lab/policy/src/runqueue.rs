@@ -327,8 +327,10 @@ impl<T> RunQueue<T> {
 
     // ----- slices ----------------------------------------------------------------------
 
-    /// Smallest slice among queued entities (`cfs_rq_min_slice`), `u64::MAX` if none.
-    pub(super) fn min_slice(&self) -> u64 {
+    /// Smallest slice among queued entities, the running one included (`cfs_rq_min_slice`),
+    /// `u64::MAX` if none: what the kernel gives a group entity as its slice, and what a
+    /// worker thread tells the kernel as its own (the runtime's host hints).
+    pub fn min_slice(&self) -> u64 {
         let mut s = self.tree.min_slice();
         if self.curr != NIL && self.se(self.curr).on_rq {
             s = s.min(self.se(self.curr).slice);

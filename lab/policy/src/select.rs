@@ -1,140 +1,245 @@
-//! `select_task_rq`: where a waking task should run, decided over a read-only view of the
-//! workers' state (the simple rule of this stage; a topology-aware search replaces its body
-//! later, behind the same signature).
+//! CPU selection at wakeup and fork (`select_task_rq`, `select_task_rq_fair`), decided over a
+//! read-only view of the CPUs ([`CpuView`]), the [`CpuMap`] (domains, flags, priorities), the
+//! task's affinity and the wakeup's context ([`WakeCtx`]): the rules of Linux v7.1's
+//! `kernel/sched/core.c` and `fair.c`, each step named after the kernel's function.
 //!
-//! The rule: the task's previous CPU if it is allowed and idle (cache-warm and free); else the
-//! waker's CPU if it is allowed (the wakee probably shares data with the waker); else the
-//! allowed CPU with the fewest runnable entities (ties: the lowest index). CPUs are worker
-//! indices here, not OS CPU numbers.
+//! * `select_task_rq`: a task that may use one CPU only (an affinity of one, or lagom's
+//!   migration contract for a started task) stays where it is, and nothing is recorded;
+//!   otherwise the fair class's selection runs and the wakeup gains `WF_RQ_SELECTED`.
+//! * `select_task_rq_fair`: a wakeup records its wakee in the waker's flips (`record_wakee`)
+//!   and is affine (`want_affine`) unless it is wide ([`wake_wide`]) or the waker's CPU is
+//!   not allowed; the waker's domains are walked bottom-up for the lowest one that is
+//!   `SD_WAKE_AFFINE` and spans the previous CPU, where `wake_affine` chooses between the two
+//!   CPUs with that domain's `imbalance_pct`; then `select_idle_sibling` searches the chosen
+//!   target's LLC. A fork walks the parent's domains for the highest one that is
+//!   `SD_BALANCE_FORK` and descends through its idlest groups (`sched_balance_find_dst_cpu`).
+//!
+//! Where lagom's inputs differ from the kernel's (it has no PELT averages), the item says so:
+//! `wake_affine_weight` and the fork's group types compare runnable counts and queued weights,
+//! and the idle-core hint is exact.
 
-/// What `select_task_rq` knows about one CPU (a snapshot; it may be stale by the time the
-/// choice is acted on, which only costs balance, never correctness).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct CpuView {
-    /// The CPU runs nothing and has nothing queued.
-    pub idle: bool,
-    /// Runnable entities queued there (the running one included).
-    pub nr_running: usize,
-}
-
-impl CpuView {
-    /// What selection reads of a CPU with `nr_running` runnable entities and a wakelist
-    /// that is (`pending`) or is not empty, as both drivers publish it: idle only when
-    /// nothing is runnable and nothing waits on the wakelist (the kernel's `idle_cpu` also
-    /// checks `ttwu_pending`), and a non-empty wakelist counts as one more runnable entity,
-    /// so that a burst of spawns does not pile onto a CPU that has not drained yet.
-    ///
-    /// ```
-    /// use lagom_policy::CpuView;
-    /// assert_eq!(CpuView::of(0, false), CpuView { idle: true, nr_running: 0 });
-    /// assert_eq!(CpuView::of(0, true), CpuView { idle: false, nr_running: 1 });
-    /// assert_eq!(CpuView::of(2, false), CpuView { idle: false, nr_running: 2 });
-    /// ```
-    pub fn of(nr_running: usize, pending: bool) -> CpuView {
-        CpuView {
-            idle: nr_running == 0 && !pending,
-            nr_running: nr_running + usize::from(pending),
-        }
-    }
-}
-
-/// Chooses the CPU (an index below `n`) for a waking task that last ran on `prev`, woken
-/// from `waker` (`None`: from outside the runtime). `view(i)` describes CPU `i`;
-/// `allowed(i)` says whether the task may run there; at least one CPU must be allowed. A
-/// task that must resume where it last ran (lagom's migration contract) is passed an
-/// affinity of one, `prev`, and is placed there.
-///
-/// ```
-/// use lagom_policy::{CpuView, select_task_rq};
-/// let busy = CpuView { idle: false, nr_running: 3 };
-/// let idle = CpuView { idle: true, nr_running: 0 };
-/// let light = CpuView { idle: false, nr_running: 1 };
-/// let cpus = [busy, idle, busy, light];
-/// let view = |i: usize| cpus[i];
-/// // The previous CPU wins when it is idle.
-/// assert_eq!(select_task_rq(4, view, 1, Some(0), |_| true), 1);
-/// // Else the waker's CPU.
-/// assert_eq!(select_task_rq(4, view, 2, Some(0), |_| true), 0);
-/// // Else the least loaded allowed CPU.
-/// assert_eq!(select_task_rq(4, view, 0, Some(0), |i| i != 0 && i != 1), 3);
-/// // From outside the runtime, a busy previous CPU loses to the least loaded one.
-/// assert_eq!(select_task_rq(4, view, 2, None, |_| true), 1);
-/// ```
-#[track_caller]
-pub fn select_task_rq(
-    n: usize,
-    view: impl Fn(usize) -> CpuView,
-    prev: usize,
-    waker: Option<usize>,
-    allowed: impl Fn(usize) -> bool,
-) -> usize {
-    if prev < n && allowed(prev) && view(prev).idle {
-        return prev;
-    }
-    if let Some(w) = waker.filter(|&w| w < n && allowed(w)) {
-        return w;
-    }
-    (0..n)
-        .filter(|&i| allowed(i))
-        .min_by_key(|&i| (view(i).nr_running, i != prev))
-        .expect("select_task_rq: the task is allowed on no CPU")
-}
-
-// ---------------------------------------------------------------------------------------
-// The fair class's selection over the topology.
-// ---------------------------------------------------------------------------------------
+use core::ops::Range;
 
 use super::cpumap::CpuMap;
 use super::features::{Feature, Features};
 use super::wake_flags::WakeFlags;
+use super::wakee::{WakeeState, record_wakee, wake_wide};
 
-/// How [`select_task_rq_fair`] chose its CPU (one counter each in the runtime's stats).
+/// What CPU selection knows about one CPU (a snapshot; it may be stale by the time the
+/// choice is acted on, which only costs balance, never correctness).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpuView {
+    /// Nothing runs or is queued there, and nothing waits on its wakelist (the kernel's
+    /// `available_idle_cpu`, whose `idle_cpu` also looks at `ttwu_pending`).
+    pub idle: bool,
+    /// Runnable entities queued there, the running one included (`nr_running`, delayed
+    /// entities not counted): a wakeup waiting on the wakelist is not counted until
+    /// activated, as the kernel's `nr_running` does not count it.
+    pub nr_running: usize,
+    /// Weight of everything queued there (lagom's stand-in for the kernel's `cpu_load`,
+    /// which is a decayed average).
+    pub load: u64,
+}
+
+impl CpuView {
+    /// What selection reads of a CPU with `nr_running` runnable entities, queued weight
+    /// `load` and a wakelist that is (`pending`) or is not empty, as both drivers publish
+    /// them: idle only when nothing is runnable and nothing waits on the wakelist.
+    ///
+    /// ```
+    /// use lagom_policy::CpuView;
+    /// assert_eq!(CpuView::of(0, 0, false), CpuView { idle: true, nr_running: 0, load: 0 });
+    /// assert_eq!(CpuView::of(0, 0, true), CpuView { idle: false, nr_running: 0, load: 0 });
+    /// assert_eq!(CpuView::of(2, 2048, false).nr_running, 2);
+    /// ```
+    pub fn of(nr_running: usize, load: u64, pending: bool) -> CpuView {
+        CpuView {
+            idle: nr_running == 0 && !pending,
+            nr_running,
+            load,
+        }
+    }
+}
+
+/// How [`select_task_rq`] chose its CPU (one counter each in the drivers' stats).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placement {
     /// The waker's CPU, chosen by `wake_affine` (and kept by `select_idle_sibling`).
     Affine,
     /// An idle CPU of the target's LLC other than the target and the previous CPU: the
-    /// recently used CPU or one found by the scan (`select_idle_sibling`).
+    /// recently used CPU, the previous CPU's idle SMT sibling, or one the scan found
+    /// (`select_idle_sibling`).
     IdleSibling,
-    /// The task's previous CPU.
+    /// The task's previous CPU (also the only CPU of a task that may use one).
     Prev,
     /// A new task's CPU, found by the idlest-group descent (`sched_balance_find_dst_cpu`).
     ForkIdlest,
 }
 
-/// What a wakeup or spawn tells [`select_task_rq_fair`] beyond the CPUs' state.
+/// What a wakeup or spawn tells [`select_task_rq`] beyond the CPUs' state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WakeCtx {
-    /// The CPU the task last ran on (a new task: its parent's CPU, or any for a spawn from
-    /// outside the runtime).
+    /// The CPU the task last ran on (a new task: its parent's CPU, or, for a spawn from
+    /// outside the runtime, the driver's choice).
     pub prev: usize,
-    /// The waker's CPU; `None` for a wakeup from outside the runtime (a plain thread).
+    /// The waker's CPU (a fork's: the parent's); `None` for a wakeup from outside the
+    /// runtime (a plain thread), which is never affine.
     pub waker: Option<usize>,
-    /// The task's `recent_used_cpu` (the previous CPU of its previous wakeup), if any.
+    /// The task's `recent_used_cpu`, if any.
     pub recent: Option<usize>,
-    /// `WF_SYNC`, `WF_FORK` (others are ignored).
+    /// `WF_TTWU` (a wakeup: records the wakee, may be affine), `WF_SYNC`, `WF_FORK`.
     pub flags: WakeFlags,
+    /// How many CPUs of the map the task may run on (`nr_cpus_allowed`; 1 for a task that
+    /// may not migrate). With 1, no selection runs.
+    pub nr_allowed: usize,
+    /// The wakee's id (nonzero; the driver's), for the waker's `last_wakee`.
+    pub wakee: u64,
+    /// The wakee's own flips ([`WakeeState::flips`]).
+    pub wakee_flips: u32,
+    /// The driver's clock (ns), for the flips' decay.
+    pub now: u64,
 }
 
-/// The kernel's `imbalance_pct` of an LLC (MC) domain, which `wake_affine_weight` halves
-/// as its bias towards the previous CPU.
-const WAKE_AFFINE_IMBALANCE_PCT: u64 = 117;
+impl WakeCtx {
+    /// A wakeup (`WF_TTWU`) of task `wakee` that last ran on `prev`, from `waker`, free to
+    /// run on `nr_allowed` CPUs, with nothing else known (no recent CPU, no flips, time 0).
+    pub fn wakeup(prev: usize, waker: Option<usize>, nr_allowed: usize, wakee: u64) -> WakeCtx {
+        WakeCtx {
+            prev,
+            waker,
+            recent: None,
+            flags: WakeFlags::TTWU,
+            nr_allowed,
+            wakee,
+            wakee_flips: 0,
+            now: 0,
+        }
+    }
 
-/// `select_task_rq_fair`: the CPU (an index of `map`) for a task woken (or, with
-/// `WF_FORK`, spawned) as `ctx` says, over the CPUs' state `view` and the task's affinity
-/// `allowed` (at least one CPU must be allowed; a task that may not move is passed an
-/// affinity of one CPU). The result is always allowed.
+    /// A fork (`WF_FORK`) from `parent`'s CPU, free to run on `nr_allowed` CPUs.
+    pub fn fork(parent: usize, nr_allowed: usize) -> WakeCtx {
+        WakeCtx {
+            prev: parent,
+            waker: Some(parent),
+            recent: None,
+            flags: WakeFlags::FORK,
+            nr_allowed,
+            wakee: 0,
+            wakee_flips: 0,
+            now: 0,
+        }
+    }
+}
+
+/// What [`select_task_rq`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Selection {
+    /// The CPU (always allowed).
+    pub cpu: usize,
+    /// How it was chosen.
+    pub how: Placement,
+    /// The flags the selection adds to the wakeup's: `WF_RQ_SELECTED` when the fair class's
+    /// selection ran (`select_task_rq`).
+    pub flags: WakeFlags,
+    /// The task's new `recent_used_cpu`, where the kernel writes it: `select_idle_sibling`
+    /// sets it to the previous CPU once past its target and previous-CPU answers, and a fork
+    /// starts with the parent's CPU; `None`: leave it as it is.
+    pub recent_used_cpu: Option<usize>,
+    /// `wake_wide` said wide: the wakeup was not affine because of it.
+    pub wide: bool,
+}
+
+/// `select_task_rq`: the CPU (an index of `map`) for a task woken (`WF_TTWU`) or forked
+/// (`WF_FORK`) as `ctx` says, over the CPUs' state `view` and the task's affinity `allowed`
+/// (at least one CPU allowed). `waker` is the waking task's wakee record, updated here when
+/// the fair class's selection runs for a wakeup (`record_wakee`); `None` when the waker is
+/// not a task (a thread outside the runtime, an idle CPU's timer).
 ///
-/// * **Fork** (`WF_FORK`): `sched_balance_find_dst_cpu` — from the top level down, the
-///   idlest group of the domain (most idle allowed CPUs, then fewest runnable entities per
-///   CPU; the parent's own group unless another is strictly idler), then its idlest CPU. A
-///   spawn from a task that runs is thus placed on an idle CPU when there is one.
-/// * **Wakeup**: when the waker runs on an allowed CPU other than `prev`, `wake_affine`
-///   chooses between the two (`wake_affine_idle`, then `wake_affine_weight` on runnable
-///   counts, with `WF_SYNC` discounting the waker); then `select_idle_sibling` looks for an
-///   idle CPU in the chosen target's LLC: the target, the previous CPU if it shares the LLC,
-///   the recently used CPU, an idle core (with SMT), an idle CPU — the last scan bounded by
-///   `SIS_UTIL` to a number of CPUs that shrinks as the LLC fills ([`sis_util_scan`]).
+/// With `ctx.nr_allowed <= 1` nothing is selected (the kernel's `select_task_rq` for a task
+/// of one allowed CPU or with migration disabled, which is what lagom's migration contract
+/// makes of a started task): the task stays on `prev` (or its one allowed CPU), no flag is
+/// added, nothing is recorded. Otherwise `select_task_rq_fair` runs and `WF_RQ_SELECTED` is
+/// added; a choice the affinity forbids falls back to `prev` if allowed, else the least
+/// loaded allowed CPU (`select_fallback_rq`).
+///
+/// ```
+/// use lagom_policy::{CpuMap, CpuView, Features, Placement, WakeCtx, WakeFlags, select_task_rq};
+/// let map = CpuMap::flat(4);
+/// let nr = [3, 0, 0, 1];
+/// let view = |i: usize| CpuView::of(nr[i], 1024 * nr[i] as u64, false);
+/// // A task free to move, woken from outside, its previous CPU busy: the idle CPU 1.
+/// let s = select_task_rq(&map, view, |_| true, Features::DEFAULT, WakeCtx::wakeup(0, None, 4, 7), None);
+/// assert_eq!((s.cpu, s.how), (1, Placement::IdleSibling));
+/// assert!(s.flags.contains(WakeFlags::RQ_SELECTED));
+/// // The same task pinned to CPU 0: it stays, and no selection ran.
+/// let s = select_task_rq(&map, view, |i| i == 0, Features::DEFAULT, WakeCtx::wakeup(0, None, 1, 7), None);
+/// assert_eq!((s.cpu, s.flags, s.recent_used_cpu), (0, WakeFlags::NONE, None));
+/// ```
+pub fn select_task_rq(
+    map: &CpuMap,
+    view: impl Fn(usize) -> CpuView,
+    allowed: impl Fn(usize) -> bool,
+    features: Features,
+    ctx: WakeCtx,
+    waker: Option<&mut WakeeState>,
+) -> Selection {
+    let n = map.len();
+    let prev = if ctx.prev < n { ctx.prev } else { 0 };
+    let fork = ctx.flags.contains(WakeFlags::FORK);
+    if ctx.nr_allowed <= 1 {
+        let cpu = if allowed(prev) {
+            prev
+        } else {
+            fallback(n, &view, &allowed, prev)
+        };
+        return Selection {
+            cpu,
+            how: Placement::Prev,
+            flags: WakeFlags::NONE,
+            recent_used_cpu: fork.then_some(prev),
+            wide: false,
+        };
+    }
+    let mut s = select_task_rq_fair(map, &view, &allowed, features, ctx, waker);
+    s.flags |= WakeFlags::RQ_SELECTED;
+    if !allowed(s.cpu) {
+        s.cpu = fallback(n, &view, &allowed, prev);
+        if s.cpu == prev {
+            s.how = Placement::Prev;
+        }
+    }
+    s
+}
+
+/// `select_fallback_rq`: `prev` if allowed, else the least loaded allowed CPU.
+fn fallback(
+    n: usize,
+    view: &impl Fn(usize) -> CpuView,
+    allowed: &impl Fn(usize) -> bool,
+    prev: usize,
+) -> usize {
+    if prev < n && allowed(prev) {
+        return prev;
+    }
+    (0..n)
+        .filter(|&i| allowed(i))
+        .min_by_key(|&i| view(i).nr_running)
+        .expect("select_task_rq: the task is allowed on no CPU")
+}
+
+/// `select_task_rq_fair`: the fair class's choice for a task that may use more than one CPU
+/// ([`select_task_rq`] calls it; its result may still be outside the affinity, which
+/// `select_task_rq` corrects).
+///
+/// * **Wakeup** (`WF_TTWU`): with a waker task (`waker`), `record_wakee` and then
+///   `want_affine = !wake_wide && waker's CPU allowed`. If affine, the waker's lowest domain
+///   that is `SD_WAKE_AFFINE` and spans `prev` is `wake_affine`'s domain (none: not
+///   affine): `wake_affine_idle`, then `wake_affine_weight` with that domain's
+///   `imbalance_pct`, over runnable counts (the kernel compares decayed loads; with
+///   `WF_SYNC` the waker's own entity is left out). Then `select_idle_sibling(prev,
+///   target)`.
+/// * **Fork** (`WF_FORK`): the highest domain of the parent's CPU that is `SD_BALANCE_FORK`
+///   (contiguous from the bottom), and `sched_balance_find_dst_cpu` down from it.
 ///
 /// As in mainline, priorities play no part; `WAKE_PREFER_RANK` (lagom's, off by default)
 /// makes the higher-ranked of equally good idle CPUs win: of an idle target and an idle
@@ -145,54 +250,105 @@ pub fn select_task_rq_fair(
     allowed: impl Fn(usize) -> bool,
     features: Features,
     ctx: WakeCtx,
-) -> (usize, Placement) {
+    waker: Option<&mut WakeeState>,
+) -> Selection {
     let n = map.len();
     let prev = if ctx.prev < n { ctx.prev } else { 0 };
-    let (cpu, how) = if ctx.flags.contains(WakeFlags::FORK) {
-        (
-            find_idlest_cpu(map, &view, &allowed, prev),
-            Placement::ForkIdlest,
-        )
-    } else {
-        let sync = ctx.flags.contains(WakeFlags::SYNC);
-        let target = match ctx.waker.filter(|&w| w < n && w != prev && allowed(w)) {
-            Some(w) => wake_affine(&view, w, prev, sync, map),
-            None => prev,
+    let ttwu = ctx.flags.contains(WakeFlags::TTWU);
+    let fork = ctx.flags.contains(WakeFlags::FORK);
+    let sync = ctx.flags.contains(WakeFlags::SYNC);
+    let this = ctx.waker.filter(|&w| w < n);
+    let mut want_affine = false;
+    let mut wide = false;
+    if ttwu && let Some(w) = this {
+        let waker_flips = match waker {
+            Some(state) => {
+                record_wakee(state, ctx.wakee, ctx.now);
+                state.flips
+            }
+            None => 0,
         };
-        let recent = ctx.recent.filter(|&r| r < n);
-        let cpu = select_idle_sibling(map, &view, &allowed, features, prev, target, recent);
-        let how = if cpu == prev {
-            Placement::Prev
-        } else if cpu == target {
-            Placement::Affine
-        } else {
-            Placement::IdleSibling
-        };
-        (cpu, how)
-    };
-    if allowed(cpu) {
-        return (cpu, how);
+        wide = wake_wide(waker_flips, ctx.wakee_flips, map.llc_size(w));
+        want_affine = !wide && allowed(w);
     }
-    // `select_fallback_rq`: the previous CPU if allowed, else the least loaded allowed one.
-    let cpu = if allowed(prev) {
-        prev
+    // The domain walk runs over `this` CPU's domains: the waker's, the parent's (a spawn from
+    // outside the runtime walks from `prev`, the CPU the driver chose for it).
+    let cpu = this.unwrap_or(prev);
+    let mut new_cpu = prev;
+    let mut sd: Option<usize> = None;
+    for (level, l) in map.levels().iter().enumerate() {
+        if want_affine && l.flags.wake_affine && map.span(level, cpu).contains(&prev) {
+            if cpu != prev {
+                new_cpu = wake_affine(map, &view, level, cpu, prev, sync);
+            }
+            sd = None;
+            break;
+        }
+        if fork && l.flags.balance_fork {
+            sd = Some(level);
+        } else if !want_affine {
+            break;
+        }
+    }
+    if let Some(level) = sd {
+        let cpu = find_dst_cpu(map, &view, &allowed, level, cpu, prev);
+        return Selection {
+            cpu,
+            how: Placement::ForkIdlest,
+            flags: WakeFlags::NONE,
+            recent_used_cpu: Some(prev),
+            wide: false,
+        };
+    }
+    if !ttwu {
+        // A fork with no domain to balance over (one CPU, or only far NUMA levels above).
+        return Selection {
+            cpu: new_cpu,
+            how: if new_cpu == prev {
+                Placement::Prev
+            } else {
+                Placement::ForkIdlest
+            },
+            flags: WakeFlags::NONE,
+            recent_used_cpu: fork.then_some(prev),
+            wide,
+        };
+    }
+    let target = new_cpu;
+    let (cpu, recent) = select_idle_sibling(
+        map,
+        &view,
+        &allowed,
+        features,
+        prev,
+        target,
+        ctx.recent.filter(|&r| r < n),
+    );
+    let how = if cpu == prev {
+        Placement::Prev
+    } else if cpu == target {
+        Placement::Affine
     } else {
-        (0..n)
-            .filter(|&i| allowed(i))
-            .min_by_key(|&i| view(i).nr_running)
-            .expect("select_task_rq_fair: the task is allowed on no CPU")
+        Placement::IdleSibling
     };
-    let how = if cpu == prev { Placement::Prev } else { how };
-    (cpu, how)
+    Selection {
+        cpu,
+        how,
+        flags: WakeFlags::NONE,
+        recent_used_cpu: recent,
+        wide,
+    }
 }
 
-/// `wake_affine`: the waker's CPU `this` or the wakee's `prev` as the target.
+/// `wake_affine` in domain `level`: the waker's CPU `this` or the wakee's `prev` as the
+/// target (`wake_affine_idle`, then `wake_affine_weight`).
 fn wake_affine(
+    map: &CpuMap,
     view: &impl Fn(usize) -> CpuView,
+    level: usize,
     this: usize,
     prev: usize,
     sync: bool,
-    map: &CpuMap,
 ) -> usize {
     let (vt, vp) = (view(this), view(prev));
     // wake_affine_idle.
@@ -205,18 +361,31 @@ fn wake_affine(
     if vp.idle {
         return prev;
     }
-    // wake_affine_weight over runnable counts (the wakee, asleep, is on neither).
+    // wake_affine_weight over runnable counts (the wakee, asleep, is on neither), with the
+    // domain's imbalance_pct as the bias towards the previous CPU.
+    let pct = map.params(level, this).imbalance_pct;
     let mut this_load = vt.nr_running as u64;
     if sync {
         this_load = this_load.saturating_sub(1);
     }
     let this_eff = (this_load + 1) * 100;
-    let prev_eff =
-        vp.nr_running as u64 * (100 + (WAKE_AFFINE_IMBALANCE_PCT - 100) / 2) + u64::from(sync);
+    let prev_eff = vp.nr_running as u64 * (100 + (pct - 100) / 2) + u64::from(sync);
     if this_eff < prev_eff { this } else { prev }
 }
 
-/// `select_idle_sibling` inside `target`'s LLC.
+/// `select_idle_sibling` inside `target`'s LLC; returns the CPU and the task's new
+/// `recent_used_cpu` (`Some(prev)` once past the target and previous-CPU answers, as the
+/// kernel writes it).
+///
+/// 1. An idle `target`; an idle `prev` in the target's LLC — but with clusters
+///    (`sched_cluster_active`) an idle `prev` outside the target's cluster
+///    (`cpus_share_resources`) is only remembered (`prev_aff`).
+/// 2. The recently used CPU, idle, allowed, in the target's LLC, neither `prev` nor the
+///    target; outside the target's cluster only remembered.
+/// 3. With SMT: when no core of the LLC is wholly idle and `prev` shares the target's LLC,
+///    an idle SMT sibling of `prev` (`select_idle_smt`).
+/// 4. `select_idle_cpu`: the target's cluster first, then the rest of the LLC.
+/// 5. The remembered `prev`, the remembered recent CPU, the target.
 fn select_idle_sibling(
     map: &CpuMap,
     view: &impl Fn(usize) -> CpuView,
@@ -225,65 +394,228 @@ fn select_idle_sibling(
     prev: usize,
     target: usize,
     recent: Option<usize>,
-) -> usize {
+) -> (usize, Option<usize>) {
     let rank = features.is_enabled(Feature::WakePreferRank);
+    let clusters = map.cluster_active();
     let idle = |c: usize| view(c).idle && allowed(c);
     let prev_ok = prev != target && map.share_llc(prev, target) && idle(prev);
     if idle(target) {
         if rank && prev_ok && map.asym_prefer(prev, target) {
-            return prev;
+            return (prev, None);
         }
-        return target;
+        return (target, None);
     }
+    let mut prev_aff = None;
     if prev_ok {
-        return prev;
+        if !clusters || map.share_resources(prev, target) {
+            return (prev, None);
+        }
+        prev_aff = Some(prev);
     }
+    // From here on the kernel has written `recent_used_cpu = prev`.
+    let written = Some(prev);
+    let mut recent_aff = None;
     if let Some(r) = recent
         && r != prev
         && r != target
         && map.share_llc(r, target)
         && idle(r)
     {
-        return r;
+        if !clusters || map.share_resources(r, target) {
+            return (r, written);
+        }
+        recent_aff = Some(r);
     }
+    let mut has_idle_core = false;
+    if map.smt_active() {
+        // The kernel's `test_idle_cores` hint, here exact: some core of the LLC is wholly
+        // idle.
+        has_idle_core = idle_core_in(map, view, map.llc(target));
+        if !has_idle_core && map.share_llc(prev, target) {
+            // select_idle_smt(prev).
+            let llc = map.llc(target);
+            if let Some(c) = map
+                .smt_siblings(prev)
+                .find(|&c| c != prev && llc.contains(&c) && idle(c))
+            {
+                return (c, written);
+            }
+        }
+    }
+    if let Some(c) = select_idle_cpu(map, view, allowed, features, has_idle_core, target, rank) {
+        return (c, written);
+    }
+    (prev_aff.or(recent_aff).unwrap_or(target), written)
+}
+
+/// Whether some core whose CPUs all lie in `span` is wholly idle.
+fn idle_core_in(map: &CpuMap, view: &impl Fn(usize) -> CpuView, span: Range<usize>) -> bool {
+    let mut c = span.start;
+    while c < span.end {
+        let core = map.smt_siblings(c);
+        if core.clone().all(|s| view(s).idle) {
+            return true;
+        }
+        c = core.end.max(c + 1);
+    }
+    false
+}
+
+/// `select_idle_cpu`: the scan of `target`'s LLC for an idle allowed CPU, starting after the
+/// target and wrapping round (the target itself last), over the target's cluster first
+/// (when it has one) and then the rest of the LLC. With `has_idle_core` it looks for a
+/// wholly idle core (`select_idle_core`, no budget; each core once), else the first idle
+/// CPU it met in the cores it looked at; without, it visits at most SIS_UTIL's
+/// `nr_idle_scan` allowed CPUs ([`sis_util_scan`]; none at all when that is 0, even with an
+/// idle core). Only allowed CPUs are visited and spend the budget.
+fn select_idle_cpu(
+    map: &CpuMap,
+    view: &impl Fn(usize) -> CpuView,
+    allowed: &impl Fn(usize) -> bool,
+    features: Features,
+    has_idle_core: bool,
+    target: usize,
+    rank: bool,
+) -> Option<usize> {
     let llc = map.llc(target);
-    let len = llc.end - llc.start;
-    // The scan order: from the CPU after the target, wrapping (`for_each_cpu_wrap`).
-    let order = (1..len).map(|k| llc.start + (target - llc.start + k) % len);
-    if map.has_smt() {
-        // An idle core: every sibling idle (the kernel's `has_idle_cores` hint, here exact).
-        let core_idle = |c: usize| map.smt_siblings(c).all(|s| view(s).idle);
-        if let Some(c) = order.clone().find(|&c| idle(c) && core_idle(c)) {
-            return c;
-        }
-    }
-    let mut budget = if features.is_enabled(Feature::SisUtil) {
-        sis_util_scan(len, llc.clone().filter(|&c| !view(c).idle).count())
-    } else {
-        len
-    };
-    let mut best: Option<usize> = None;
-    for c in order {
+    let mut budget = usize::MAX;
+    if features.is_enabled(Feature::SisUtil) {
+        let busy = llc.clone().filter(|&c| !view(c).idle).count();
+        budget = sis_util_scan(llc.len(), busy);
         if budget == 0 {
-            break;
-        }
-        budget -= 1;
-        if idle(c) {
-            if !rank {
-                return c;
-            }
-            if best.is_none_or(|b| map.asym_prefer(c, b)) {
-                best = Some(c);
-            }
+            return None;
         }
     }
-    best.unwrap_or(target)
+    let cluster = map.cluster_span(target);
+    let mut scan = Scan {
+        map,
+        view,
+        allowed,
+        target,
+        llc: llc.clone(),
+        has_idle_core,
+        rank,
+        budget,
+        idle_cpu: None,
+        best: None,
+    };
+    if let Some(cl) = cluster.clone() {
+        match scan.run(cl.clone(), None) {
+            Step::Found(c) => return Some(c),
+            Step::Out => return scan.out(),
+            Step::Done => {}
+        }
+        match scan.run(llc, Some(cl)) {
+            Step::Found(c) => Some(c),
+            Step::Out | Step::Done => scan.out(),
+        }
+    } else {
+        match scan.run(llc, None) {
+            Step::Found(c) => Some(c),
+            Step::Out | Step::Done => scan.out(),
+        }
+    }
+}
+
+/// The outcome of one part of [`select_idle_cpu`]'s scan.
+enum Step {
+    /// A CPU to return at once.
+    Found(usize),
+    /// The budget ran out.
+    Out,
+    /// The part is scanned.
+    Done,
+}
+
+/// The state of [`select_idle_cpu`]'s scan over its parts.
+struct Scan<'a, V, A> {
+    map: &'a CpuMap,
+    view: &'a V,
+    allowed: &'a A,
+    target: usize,
+    llc: Range<usize>,
+    has_idle_core: bool,
+    rank: bool,
+    /// Allowed CPUs that may still be visited (without an idle core).
+    budget: usize,
+    /// The first idle allowed CPU met in a core that was not wholly idle.
+    idle_cpu: Option<usize>,
+    /// With WAKE_PREFER_RANK, the best-ranked idle CPU seen so far.
+    best: Option<usize>,
+}
+
+impl<V: Fn(usize) -> CpuView, A: Fn(usize) -> bool> Scan<'_, V, A> {
+    /// Scans `part` (a sub-range of the LLC) from after the target, wrapping, skipping the
+    /// CPUs of `skip` (a part scanned before).
+    fn run(&mut self, part: Range<usize>, skip: Option<Range<usize>>) -> Step {
+        let len = part.len();
+        let first = part.start;
+        // `for_each_cpu_wrap(.., target + 1)`: the part's CPUs above the target, then those
+        // up to it. `start` is how many of the part's CPUs come before the target's successor.
+        let start = (self.target + 1).saturating_sub(first).min(len) % len.max(1);
+        let order = |k: usize| first + (start + k) % len;
+        let in_scan = |c: usize| {
+            part.contains(&c) && (self.allowed)(c) && !skip.as_ref().is_some_and(|s| s.contains(&c))
+        };
+        for k in 0..len {
+            let c = order(k);
+            if !in_scan(c) {
+                continue;
+            }
+            if self.has_idle_core {
+                // Each core once: skip a CPU whose core an earlier CPU of this scan stood for.
+                let pos = |x: usize| (x - first + len - start) % len;
+                let core = self.map.smt_siblings(c);
+                if core
+                    .clone()
+                    .any(|s| s != c && in_scan(s) && self.llc.contains(&s) && pos(s) < pos(c))
+                {
+                    continue;
+                }
+                let mut whole = true;
+                for s in core {
+                    if !(self.view)(s).idle {
+                        whole = false;
+                    } else if self.idle_cpu.is_none() && in_scan(s) {
+                        self.idle_cpu = Some(s);
+                    }
+                }
+                if whole {
+                    return Step::Found(c);
+                }
+            } else {
+                if self.budget == 0 {
+                    return Step::Out;
+                }
+                self.budget -= 1;
+                if (self.view)(c).idle {
+                    if !self.rank {
+                        return Step::Found(c);
+                    }
+                    if self.best.is_none_or(|b| self.map.asym_prefer(c, b)) {
+                        self.best = Some(c);
+                    }
+                }
+            }
+        }
+        Step::Done
+    }
+
+    /// What the scan answers when it found no CPU to return at once.
+    fn out(&self) -> Option<usize> {
+        if self.has_idle_core {
+            self.idle_cpu
+        } else {
+            self.best
+        }
+    }
 }
 
 /// How many CPUs the idle-CPU scan of an LLC of `llc_weight` CPUs, `busy` of them busy, may
 /// look at under SIS_UTIL: the kernel's `update_idle_cpu_scan` with a busy CPU counted as
 /// full utilisation, `llc_weight · (1 − (util/cap · 100/85)²)`, 0 from 85 % busy on. (The
-/// kernel uses the LLC's decayed utilisation; lagom has no PELT, and counts busy CPUs.)
+/// kernel uses the LLC's decayed utilisation, recomputed by the LLC's periodic balance;
+/// lagom has no PELT, and counts busy CPUs at each scan.)
 ///
 /// ```
 /// use lagom_policy::sis_util_scan;
@@ -301,68 +633,242 @@ pub fn sis_util_scan(llc_weight: usize, busy: usize) -> usize {
     w.saturating_sub(cut) as usize
 }
 
-/// `sched_balance_find_dst_cpu` for a fork from `cpu`: from the top level down, the idlest
-/// group, then the idlest CPU of the bottom group reached.
-fn find_idlest_cpu(
+/// The statistics of one group that the fork's slow path compares (`update_sg_wakeup_stats`),
+/// with lagom's inputs: runnable counts and queued weights, no decayed averages.
+#[derive(Debug, Clone, Copy)]
+struct GroupStats {
+    /// Σ runnable (`sum_nr_running`; also lagom's stand-in for `group_util`).
+    nr: usize,
+    /// Idle CPUs (`idle_cpus`).
+    idle_cpus: usize,
+    /// The group's type.
+    kind: GroupKind,
+    /// `group_load · SCHED_CAPACITY_SCALE / group_capacity` (Σ queued weight over the CPUs,
+    /// every CPU of capacity 1024: the load per CPU; busy types only).
+    avg_load: u64,
+}
+
+/// `group_type` as the fork's slow path uses it (`group_classify`), decided by runnable
+/// counts: spare capacity while fewer runnable than CPUs, overloaded with more, fully busy
+/// with as many (the kernel adds utilisation tests that need decayed averages). The other
+/// types (misfit, asym packing, imbalanced, SMT balance) are not used on this path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum GroupKind {
+    HasSpare,
+    FullyBusy,
+    Overloaded,
+}
+
+fn wakeup_stats(view: &impl Fn(usize) -> CpuView, g: Range<usize>) -> GroupStats {
+    let (mut load, mut nr, mut idle_cpus) = (0u64, 0usize, 0usize);
+    let weight = g.len();
+    for c in g {
+        let v = view(c);
+        load += v.load;
+        nr += v.nr_running;
+        idle_cpus += usize::from(v.nr_running == 0 && v.idle);
+    }
+    let kind = if nr < weight {
+        GroupKind::HasSpare
+    } else if nr > weight {
+        GroupKind::Overloaded
+    } else {
+        GroupKind::FullyBusy
+    };
+    let avg_load = match kind {
+        GroupKind::HasSpare => 0,
+        _ => load / weight.max(1) as u64,
+    };
+    GroupStats {
+        nr,
+        idle_cpus,
+        kind,
+        avg_load,
+    }
+}
+
+/// `update_pick_idlest`: whether group stats `s` beat the idlest so far.
+fn better_idlest(idlest: Option<&GroupStats>, s: &GroupStats) -> bool {
+    let Some(i) = idlest else { return true };
+    if s.kind != i.kind {
+        return s.kind < i.kind;
+    }
+    match s.kind {
+        GroupKind::Overloaded | GroupKind::FullyBusy => s.avg_load < i.avg_load,
+        GroupKind::HasSpare => {
+            s.idle_cpus > i.idle_cpus || (s.idle_cpus == i.idle_cpus && s.nr < i.nr)
+        }
+    }
+}
+
+/// `sched_balance_find_dst_group`: the group of `cpu`'s domain at `level` to push a new
+/// task to, or `None` to stay in the local group.
+///
+/// For a task whose affinity leaves out part of a group, lagom's statistics still count
+/// every CPU of the group, and the NUMA allowance is `imb_numa_nr` whatever the task may use
+/// of the local group; the kernel cuts the allowance to the task's CPUs in the local group,
+/// and later kernels count only the task's CPUs in a group's statistics (a difference only
+/// for a spawn whose affinity leaves out part of a group).
+fn find_dst_group(
     map: &CpuMap,
     view: &impl Fn(usize) -> CpuView,
     allowed: &impl Fn(usize) -> bool,
-    mut cpu: usize,
-) -> usize {
-    let stats = |g: &core::ops::Range<usize>| {
-        let (mut idle, mut nr, mut cnt) = (0u64, 0u64, 0u64);
-        for c in g.clone().filter(|&c| allowed(c)) {
-            let v = view(c);
-            idle += u64::from(v.idle);
-            nr += v.nr_running as u64;
-            cnt += 1;
+    level: usize,
+    cpu: usize,
+) -> Option<Range<usize>> {
+    let mut idlest: Option<(Range<usize>, GroupStats)> = None;
+    let mut local: Option<GroupStats> = None;
+    for g in map.groups(level, cpu) {
+        if !g.clone().any(allowed) {
+            continue;
         }
-        (idle, nr, cnt)
+        let s = wakeup_stats(view, g.clone());
+        if g.contains(&cpu) {
+            local = Some(s);
+        } else if better_idlest(idlest.as_ref().map(|x| &x.1), &s) {
+            idlest = Some((g, s));
+        }
+    }
+    let (group, idle) = idlest?;
+    let Some(local) = local else {
+        return Some(group);
     };
-    let mut level = map.levels().len();
-    while level > 0 {
-        level -= 1;
-        let local = map
-            .groups(level, cpu)
-            .find(|g| g.contains(&cpu))
-            .expect("a CPU is in one of its domain's groups");
-        let ls = stats(&local);
-        let mut best = (local.clone(), ls);
-        for g in map.groups(level, cpu) {
-            let s = stats(&g);
-            if s.2 == 0 {
-                continue;
+    if local.kind < idle.kind {
+        return None;
+    }
+    if local.kind > idle.kind {
+        return Some(group);
+    }
+    let params = map.params(level, cpu);
+    let numa = map.levels()[level].flags.numa;
+    match local.kind {
+        GroupKind::Overloaded | GroupKind::FullyBusy => {
+            // The allowed imbalance, a nice-0 task's share of imbalance_pct.
+            let imbalance = super::NICE_0_LOAD * (params.imbalance_pct - 100) / 100;
+            if numa && idle.avg_load + imbalance >= local.avg_load {
+                return None;
             }
-            let (bi, bn, bc) = best.1;
-            // More idle CPUs wins; then fewer runnable entities per CPU (cross-multiplied).
-            let better = s.0 > bi || bc == 0 || (s.0 == bi && s.1 * bc < bn * s.2);
-            if better {
-                best = (g, s);
+            if idle.avg_load >= local.avg_load + imbalance {
+                return None;
+            }
+            if 100 * local.avg_load <= params.imbalance_pct * idle.avg_load {
+                return None;
             }
         }
-        if best.0 != local {
-            // Descend into the chosen group: its idlest allowed CPU leads the next level.
-            cpu = best
-                .0
-                .clone()
-                .filter(|&c| allowed(c))
-                .min_by_key(|&c| {
-                    let v = view(c);
-                    (!v.idle, v.nr_running)
-                })
-                .expect("the group has an allowed CPU");
+        GroupKind::HasSpare => {
+            if numa {
+                let imbalance = local.idle_cpus.abs_diff(idle.idle_cpus);
+                let imb_numa_nr = imb_numa_nr(map, level, cpu);
+                // `adjust_numa_imbalance`: a small imbalance is allowed while the local
+                // group would stay lightly loaded.
+                // (`dst_running = local + 1 <= imb_numa_nr`.)
+                if local.nr < imb_numa_nr && imbalance <= NUMA_IMBALANCE_MIN {
+                    return None;
+                }
+            }
+            if local.idle_cpus >= idle.idle_cpus {
+                return None;
+            }
         }
     }
-    if allowed(cpu) {
-        return cpu;
+    Some(group)
+}
+
+/// The kernel's `NUMA_IMBALANCE_MIN`.
+const NUMA_IMBALANCE_MIN: usize = 2;
+
+/// `sd->imb_numa_nr` of `cpu`'s domain at NUMA level `level`, as `build_sched_domains` sets
+/// it: at the first domain above the LLC, the number of LLCs it spans (an eighth of its
+/// CPUs when it spans one), at least 1; above, that times how many spans of the first NUMA
+/// level the domain covers.
+fn imb_numa_nr(map: &CpuMap, level: usize, cpu: usize) -> usize {
+    let levels = map.levels();
+    let llc_weight = map.llc_size(cpu).max(1);
+    // The first level above the LLC.
+    let Some(first) = (0..levels.len()).find(|&l| !levels[l].flags.share_llc) else {
+        return 1;
+    };
+    let w = map.span(first, cpu).len();
+    let nr_llcs = w / llc_weight;
+    let imb = if nr_llcs <= 1 { w >> 3 } else { nr_llcs }.max(1);
+    if level <= first {
+        return imb;
     }
-    (0..map.len())
-        .filter(|&c| allowed(c))
-        .min_by_key(|&c| {
-            let v = view(c);
-            (!v.idle, v.nr_running)
-        })
-        .unwrap_or(cpu)
+    let imb_span = (first + 1..levels.len())
+        .find(|&l| levels[l].flags.numa)
+        .map_or(w, |l| map.span(l, cpu).len())
+        .max(1);
+    imb * (map.span(level, cpu).len() / imb_span).max(1)
+}
+
+/// `sched_balance_find_dst_group_cpu`: in `group`, the first idle allowed CPU (the kernel
+/// prefers the shallowest idle state, then the most recently idled CPU; lagom's view has
+/// neither, so among idle CPUs the first wins), else the least loaded allowed one.
+fn find_dst_group_cpu(
+    view: &impl Fn(usize) -> CpuView,
+    allowed: &impl Fn(usize) -> bool,
+    group: Range<usize>,
+    this: usize,
+) -> usize {
+    if group.len() == 1 {
+        return group.start;
+    }
+    let mut least: Option<(u64, usize)> = None;
+    for c in group.filter(|&c| allowed(c)) {
+        let v = view(c);
+        if v.idle {
+            return c;
+        }
+        if least.is_none_or(|(l, _)| v.load < l) {
+            least = Some((v.load, c));
+        }
+    }
+    least.map_or(this, |(_, c)| c)
+}
+
+/// `sched_balance_find_dst_cpu` from the fork domain at `top` of CPU `cpu`: the idlest group
+/// of each domain down to the bottom, re-walking the domains of each CPU it moves to.
+fn find_dst_cpu(
+    map: &CpuMap,
+    view: &impl Fn(usize) -> CpuView,
+    allowed: &impl Fn(usize) -> bool,
+    top: usize,
+    mut cpu: usize,
+    prev: usize,
+) -> usize {
+    if !map.span(top, cpu).any(allowed) {
+        return prev;
+    }
+    let mut new_cpu = cpu;
+    let mut sd = Some(top);
+    while let Some(level) = sd {
+        let below = level.checked_sub(1);
+        if !map.levels()[level].flags.balance_fork {
+            sd = below;
+            continue;
+        }
+        let Some(group) = find_dst_group(map, view, allowed, level, cpu) else {
+            sd = below;
+            continue;
+        };
+        new_cpu = find_dst_group_cpu(view, allowed, group, cpu);
+        if new_cpu == cpu {
+            sd = below;
+            continue;
+        }
+        let weight = map.span(level, cpu).len();
+        cpu = new_cpu;
+        sd = None;
+        for l in 0..map.levels().len() {
+            if weight <= map.span(l, cpu).len() {
+                break;
+            }
+            if map.levels()[l].flags.balance_fork {
+                sd = Some(l);
+            }
+        }
+    }
+    new_cpu
 }
 
 /// `ttwu_queue_cond` (with the RFC's TTWU_QUEUE_DEFAULT): whether a
@@ -414,7 +920,7 @@ pub fn ttwu_queue_cond(
 }
 
 // ---------------------------------------------------------------------------------------
-// Runnable wakeups of a delayed task.
+// Runnable wakeups of a delayed task (`ttwu_runnable`, the RFC's TTWU_DEQUEUE, DELAYED_WAKE_IDLE).
 // ---------------------------------------------------------------------------------------
 
 /// How `ttwu_runnable` treats a delayed wakee.
@@ -430,8 +936,8 @@ pub enum DelayedWake {
 /// What [`delayed_wake`] knows about a delayed wakee and its CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DelayedWakeView {
-    /// It ran within the migration cost ([`crate::MIGRATION_COST`]): its cache is
-    /// probably still warm (`task_hot`).
+    /// It ran within the migration cost (`task_hot`'s time test with the runqueue's
+    /// configured `migration_cost`): its cache is probably still warm.
     pub hot: bool,
     /// Its CPU would run it next: nothing runs there now.
     pub runs_next: bool,
@@ -444,11 +950,16 @@ pub struct DelayedWakeView {
     /// An allowed CPU in its LLC is idle, and the task may move there (the migration
     /// contract: a started task that did not opt in may not).
     pub idle_elsewhere: bool,
+    /// The configured migration cost (`sysctl_sched_migration_cost`, the runqueue's
+    /// `RqConfig::migration_cost`): the wait that makes moving a hot task worth it.
+    pub migration_cost: u64,
 }
 
 impl DelayedWakeView {
-    /// The view of the delayed entity `h` of `rq` woken at `now` (`hot`: it ran within the
-    /// migration cost; `runs_next`: nothing runs on `rq`; `wait`: the longer of
+    /// The view of the delayed entity `h` of `rq` woken at `now` (`hot`: it ran within
+    /// `rq`'s configured migration cost, as `task_hot` tests it — never with a cost of 0,
+    /// always with [`crate::MIGRATION_COST_ALWAYS_HOT`]; `runs_next`: nothing runs on `rq`;
+    /// `wait`: the longer of
     /// [`curr_protection_left`] and the entity's time to be eligible, 0 if nothing runs),
     /// with `idle_elsewhere` as the driver found it ([`idle_in_llc`], restricted by the
     /// migration contract where the driver has one).
@@ -459,14 +970,16 @@ impl DelayedWakeView {
         idle_elsewhere: bool,
     ) -> Self {
         let se = rq.entity(h);
+        let migration_cost = rq.config().migration_cost;
         DelayedWakeView {
-            hot: now.saturating_sub(se.exec_start) < super::balance::MIGRATION_COST,
+            hot: super::balance::hot_by_time(now, se.exec_start, migration_cost),
             runs_next: rq.curr().is_none(),
             wait: match rq.curr() {
                 Some(_) => curr_protection_left(rq).max(rq.time_to_eligible(h)),
                 None => 0,
             },
             idle_elsewhere,
+            migration_cost,
         }
     }
 }
@@ -482,7 +995,7 @@ impl DelayedWakeView {
 /// )
 /// .unwrap();
 /// let nr = [1, 1, 0, 0];
-/// let view = |i: usize| CpuView::of(nr[i], false);
+/// let view = |i: usize| CpuView::of(nr[i], 1024 * nr[i] as u64, false);
 /// assert!(!idle_in_llc(&map, 0, |_| true, view), "CPUs 2 and 3 are idle, but in the other LLC");
 /// assert!(idle_in_llc(&map, 2, |_| true, view));
 /// assert!(!idle_in_llc(&map, 2, |i| i != 3, view));
@@ -504,7 +1017,9 @@ pub fn idle_in_llc(
 ///
 /// ```
 /// use lagom_policy::{DelayedWake, DelayedWakeView, Features, delayed_wake};
-/// let stall = DelayedWakeView { hot: true, runs_next: false, wait: 2_000_000, idle_elsewhere: true };
+/// let stall = DelayedWakeView {
+///     hot: true, runs_next: false, wait: 2_000_000, idle_elsewhere: true, migration_cost: 500_000,
+/// };
 /// assert_eq!(delayed_wake(Features::DEFAULT, stall), DelayedWake::InPlace);
 /// let fix = Features::parse("DELAYED_WAKE_IDLE").unwrap();
 /// assert_eq!(delayed_wake(fix, stall), DelayedWake::Dequeue);
@@ -518,7 +1033,7 @@ pub fn delayed_wake(features: Features, v: DelayedWakeView) -> DelayedWake {
     if features.is_enabled(Feature::DelayedWakeIdle)
         && !v.runs_next
         && v.idle_elsewhere
-        && !(v.hot && v.wait < super::balance::MIGRATION_COST)
+        && !(v.hot && v.wait < v.migration_cost)
     {
         return DelayedWake::Dequeue;
     }

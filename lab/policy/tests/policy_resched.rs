@@ -203,3 +203,84 @@ fn a_preempting_wakeup_sets_need_resched_and_the_tick_reports_it() {
     assert!(rq.need_resched());
     assert!(rq.task_tick(MS / 10 + 1));
 }
+
+/// `curr_resched_at` names the first time at which the running entity's charge asks for a
+/// switch, for every weight, slice, protection and history tried: a charge one ns earlier
+/// asks for nothing, a charge at it asks. Each case builds the same runqueue twice (the
+/// charge changes it) by a seeded script of enqueues, picks and wakeup checks.
+#[test]
+fn curr_resched_at_is_the_first_charge_that_asks() {
+    // A small xorshift, so the cases are the same on every run.
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let mut checked = 0;
+    for case in 0..400 {
+        let features = match case % 4 {
+            0 => Features::DEFAULT,
+            1 => Features::DEFAULT.with(Feature::RunToParity, false),
+            2 => Features::DEFAULT.with(Feature::NextBuddy, true),
+            _ => Features::DEFAULT.with(Feature::PreemptShort, false),
+        };
+        let queued = 1 + next(4) as usize;
+        let script: Vec<(i32, Option<u64>, u64)> = (0..queued)
+            .map(|_| {
+                let nice = next(40) as i32 - 20;
+                let slice = (next(3) == 0).then(|| 100_000 + next(3 * MS));
+                (nice, slice, next(2 * MS))
+            })
+            .collect();
+        let ran = next(5 * MS);
+        let build = || {
+            let mut cfg = RqConfig::for_cpus(1 + case % 8);
+            cfg.features = features;
+            let mut rq = RunQueue::new(cfg);
+            let mut t = 0;
+            for (i, &(nice, slice, gap)) in script.iter().enumerate() {
+                let mut se = SchedEntity::new(nice);
+                se.set_custom_slice(slice.map(|s| s.clamp(100_000, 100 * MS)));
+                let h = rq.enqueue(se, i, EnqueueKind::Wakeup, EnqueueFlags::NONE, t);
+                if i == 0 {
+                    assert!(matches!(rq.pick_next(t), Pick::Run(_)));
+                } else {
+                    let _ = rq.wakeup_preempt(h, WakeFlags::TTWU, t);
+                }
+                t += gap;
+            }
+            // The running entity runs on a while; a charge that asked is answered by a pick.
+            if rq.update_curr(t + ran) || rq.need_resched() {
+                let _ = rq.pick_next(t + ran);
+            }
+            rq
+        };
+        let rq = build();
+        let Some(at) = rq.curr_resched_at() else {
+            let c = rq.curr().expect("something runs");
+            assert!(
+                rq.nr_queued() == 1 || rq.need_resched(),
+                "case {case}: no time named while {} are queued ({:?})",
+                rq.nr_queued(),
+                rq.entity(c)
+            );
+            continue;
+        };
+        let start = rq.entity(rq.curr().unwrap()).exec_start;
+        let (mut early, mut on_time) = (build(), build());
+        if at > start {
+            assert!(
+                !early.update_curr(at - 1),
+                "case {case}: a charge 1 ns before {at} asked for a switch"
+            );
+        }
+        assert!(
+            on_time.update_curr(at.max(start + 1)),
+            "case {case}: the charge at {at} asked for nothing"
+        );
+        checked += 1;
+    }
+    assert!(checked > 100, "only {checked} cases had a time to check");
+}

@@ -8,8 +8,8 @@ mod policy_util;
 mod topology_util;
 
 use lagom_policy::{
-    CpuMap, CpuView, Features, LevelFlags, MapLevel, Placement, WakeCtx, WakeFlags,
-    select_task_rq_fair, sis_util_scan, ttwu_queue_cond,
+    CpuMap, CpuView, Features, LevelFlags, MapLevel, Placement, WakeCtx, WakeFlags, select_task_rq,
+    sis_util_scan, ttwu_queue_cond,
 };
 use lagom_topology::Topology;
 use policy_util::Rng;
@@ -24,12 +24,14 @@ fn layout(topo: &Topology, cpus: &[usize]) -> (Vec<usize>, CpuMap) {
 const IDLE: CpuView = CpuView {
     idle: true,
     nr_running: 0,
+    load: 0,
 };
 
 fn busy(n: usize) -> CpuView {
     CpuView {
         idle: false,
         nr_running: n,
+        load: 1024 * n as u64,
     }
 }
 
@@ -46,22 +48,26 @@ fn llcs(n: usize, llc: usize, priority: Vec<u32>) -> CpuMap {
     .unwrap()
 }
 
+/// A wakeup of task 1 (free to run anywhere) that last ran on `prev`, from `waker`.
 fn wake(prev: usize, waker: Option<usize>) -> WakeCtx {
-    WakeCtx {
-        prev,
-        waker,
-        recent: None,
-        flags: WakeFlags::TTWU,
-    }
+    WakeCtx::wakeup(prev, waker, usize::MAX, 1)
 }
 
+/// A fork from `parent`'s CPU, free to run anywhere.
 fn fork(parent: usize) -> WakeCtx {
-    WakeCtx {
-        prev: parent,
-        waker: Some(parent),
-        recent: None,
-        flags: WakeFlags::FORK,
-    }
+    WakeCtx::fork(parent, usize::MAX)
+}
+
+/// `select_task_rq` with no waker record, as (CPU, how).
+fn sel(
+    map: &CpuMap,
+    view: impl Fn(usize) -> CpuView,
+    allowed: impl Fn(usize) -> bool,
+    f: Features,
+    ctx: WakeCtx,
+) -> (usize, Placement) {
+    let s = select_task_rq(map, view, allowed, f, ctx, None);
+    (s.cpu, s.how)
 }
 
 /// The synthetic Ryzen 7950X: workers are ordered SMT siblings first (CPU n, then n+16),
@@ -166,7 +172,7 @@ fn idle_sibling_in_the_llc_beats_one_across_it_on_recorded_machines() {
         };
         // Without SIS_UTIL: an LLC this busy would not be scanned at all.
         let f = Features::DEFAULT.apply("NO_SIS_UTIL").unwrap();
-        let (cpu, how) = select_task_rq_fair(&map, view, |_| true, f, wake(1, Some(0)));
+        let (cpu, how) = sel(&map, view, |_| true, f, wake(1, Some(0)));
         assert_eq!(cpu, inside, "{}", fx.name);
         assert_eq!(how, Placement::IdleSibling);
         checked += 1;
@@ -184,12 +190,12 @@ fn wake_affine_rules() {
     // Waker 0 idle (it is not: a waker runs; but an idle CPU — a timer's — can wake).
     let v = |i: usize| if i == 0 { IDLE } else { busy(3) };
     assert_eq!(
-        select_task_rq_fair(&map, v, |_| true, f, wake(1, Some(0))),
+        sel(&map, v, |_| true, f, wake(1, Some(0))),
         (0, Placement::Affine)
     );
     let v = |i: usize| if i == 2 { IDLE } else { busy(1) };
     assert_eq!(
-        select_task_rq_fair(&map, v, |_| true, f, wake(2, Some(0))),
+        sel(&map, v, |_| true, f, wake(2, Some(0))),
         (2, Placement::Prev)
     );
     // Both busy, waker alone on CPU 0, previous CPU 2 (other LLC) has 2.
@@ -198,15 +204,12 @@ fn wake_affine_rules() {
         flags: WakeFlags::TTWU | WakeFlags::SYNC,
         ..wake(2, Some(0))
     };
-    assert_eq!(
-        select_task_rq_fair(&map, v, |_| true, f, sync),
-        (0, Placement::Affine)
-    );
+    assert_eq!(sel(&map, v, |_| true, f, sync), (0, Placement::Affine));
     // Without WF_SYNC the weight test: 1 + 1 on the waker's CPU is not lighter than 2 on
     // the previous one with the bias towards it.
     let v = |_: usize| busy(2);
     assert_eq!(
-        select_task_rq_fair(&map, v, |_| true, f, wake(2, Some(0))),
+        sel(&map, v, |_| true, f, wake(2, Some(0))),
         (2, Placement::Prev)
     );
 }
@@ -219,19 +222,13 @@ fn fork_goes_to_the_idlest_cpu() {
     let v = |i: usize| if i == 0 { busy(1) } else { busy(2) };
     let v2 = |i: usize| if i == 3 { IDLE } else { v(i) };
     assert_eq!(
-        select_task_rq_fair(&map, v2, |_| true, Features::DEFAULT, fork(0)),
+        sel(&map, v2, |_| true, Features::DEFAULT, fork(0)),
         (3, Placement::ForkIdlest)
     );
     // Everything busy: the least loaded, which is the parent's here.
-    assert_eq!(
-        select_task_rq_fair(&map, v, |_| true, Features::DEFAULT, fork(0)).0,
-        0
-    );
+    assert_eq!(sel(&map, v, |_| true, Features::DEFAULT, fork(0)).0, 0);
     // Not an allowed one: CPU 3 is idle but forbidden.
-    assert_ne!(
-        select_task_rq_fair(&map, v2, |i| i != 3, Features::DEFAULT, fork(0)).0,
-        3
-    );
+    assert_ne!(sel(&map, v2, |i| i != 3, Features::DEFAULT, fork(0)).0, 3);
     // Two cores of two threads, another LLC of two: the parent runs on CPU 0; CPU 1 (its
     // sibling) is idle, and so is the whole core 2–3: the idle core wins.
     let smt = CpuMap::new(
@@ -254,7 +251,7 @@ fn fork_goes_to_the_idlest_cpu() {
         0 | 4 | 5 => busy(1),
         _ => IDLE,
     };
-    let (cpu, _) = select_task_rq_fair(&smt, v, |_| true, Features::DEFAULT, fork(0));
+    let (cpu, _) = sel(&smt, v, |_| true, Features::DEFAULT, fork(0));
     assert!(cpu == 2 || cpu == 3, "{cpu}");
 }
 
@@ -266,20 +263,17 @@ fn wake_prefer_rank_breaks_ties_by_priority() {
     let v = |i: usize| if i == 2 || i == 3 { IDLE } else { busy(2) };
     let f = Features::DEFAULT;
     assert_eq!(
-        select_task_rq_fair(&map, v, |_| true, f, wake(1, None)),
+        sel(&map, v, |_| true, f, wake(1, None)),
         (2, Placement::IdleSibling)
     );
     let r = f.apply("WAKE_PREFER_RANK").unwrap();
     assert_eq!(
-        select_task_rq_fair(&map, v, |_| true, r, wake(1, None)),
+        sel(&map, v, |_| true, r, wake(1, None)),
         (3, Placement::IdleSibling)
     );
     // Equal ranks tie to the lower index, after the scan order's first.
     let map = llcs(4, 4, vec![10, 10, 50, 50]);
-    assert_eq!(
-        select_task_rq_fair(&map, v, |_| true, r, wake(1, None)).0,
-        2
-    );
+    assert_eq!(sel(&map, v, |_| true, r, wake(1, None)).0, 2);
 }
 
 /// SIS_UTIL bounds the scan: in a 16-CPU LLC with 15 busy CPUs the idle one is found only
@@ -290,15 +284,9 @@ fn sis_util_bounds_the_idle_scan() {
     let map = llcs(16, 16, vec![0; 16]);
     let v = |i: usize| if i == 9 { IDLE } else { busy(2) };
     let f = Features::DEFAULT;
-    assert_eq!(
-        select_task_rq_fair(&map, v, |_| true, f, wake(1, None)).0,
-        1
-    );
+    assert_eq!(sel(&map, v, |_| true, f, wake(1, None)).0, 1);
     let no = f.apply("NO_SIS_UTIL").unwrap();
-    assert_eq!(
-        select_task_rq_fair(&map, v, |_| true, no, wake(1, None)).0,
-        9
-    );
+    assert_eq!(sel(&map, v, |_| true, no, wake(1, None)).0, 9);
 }
 
 /// The recently used CPU: idle, in the target's LLC, allowed — chosen after target and
@@ -312,7 +300,7 @@ fn recent_used_cpu_is_tried_before_the_scan() {
         ..wake(1, None)
     };
     assert_eq!(
-        select_task_rq_fair(&map, v, |_| true, Features::DEFAULT, ctx),
+        sel(&map, v, |_| true, Features::DEFAULT, ctx),
         (6, Placement::IdleSibling)
     );
 }
@@ -400,10 +388,7 @@ fn no_choice_ever_leaves_the_affinity() {
         let views: Vec<CpuView> = (0..n)
             .map(|_| {
                 let nr = rng.range(0, 4) as usize;
-                CpuView {
-                    idle: nr == 0,
-                    nr_running: nr,
-                }
+                CpuView::of(nr, 1024 * nr as u64, false)
             })
             .collect();
         let mut allowed: Vec<bool> = (0..n).map(|_| rng.chance(30)).collect();
@@ -423,18 +408,32 @@ fn no_choice_ever_leaves_the_affinity() {
             waker: rng.chance(70).then(|| rng.range(0, n as u64) as usize),
             recent: rng.chance(50).then(|| rng.range(0, n as u64) as usize),
             flags,
+            nr_allowed: allowed.iter().filter(|&&a| a).count(),
+            wakee: 1,
+            wakee_flips: rng.range(0, 100) as u32,
+            now: rng.range(0, 4_000_000_000),
         };
-        let (cpu, _) = select_task_rq_fair(&map, |i| views[i], |i| allowed[i], f, ctx);
+        let mut waker = lagom_policy::WakeeState {
+            flips: rng.range(0, 100) as u32,
+            decay_ts: 0,
+            last: 0,
+        };
+        let s = select_task_rq(&map, |i| views[i], |i| allowed[i], f, ctx, Some(&mut waker));
         assert!(
-            cpu < n && allowed[cpu],
-            "round {round}: {cpu} not allowed, {ctx:?}, {map:?}"
+            s.cpu < n && allowed[s.cpu],
+            "round {round}: {} not allowed, {ctx:?}, {map:?}",
+            s.cpu
         );
         // A task pinned to its previous CPU (the migration contract) stays there.
-        let (cpu, how) = select_task_rq_fair(&map, |i| views[i], |i| i == ctx.prev, f, ctx);
-        assert_eq!(cpu, ctx.prev);
-        if !flags.contains(WakeFlags::FORK) {
-            assert_eq!(how, Placement::Prev);
-        }
+        let pinned = WakeCtx {
+            nr_allowed: 1,
+            ..ctx
+        };
+        let s = select_task_rq(&map, |i| views[i], |i| i == ctx.prev, f, pinned, None);
+        assert_eq!(
+            (s.cpu, s.how, s.flags),
+            (ctx.prev, Placement::Prev, WakeFlags::NONE)
+        );
     }
 }
 
@@ -450,6 +449,7 @@ fn delayed_wakee_moves_only_under_its_features() {
         runs_next: false,
         wait: 3 * MIGRATION_COST,
         idle_elsewhere: true,
+        migration_cost: MIGRATION_COST,
     };
     let d = Features::DEFAULT;
     let idle = d.apply("DELAYED_WAKE_IDLE").unwrap();
@@ -629,5 +629,87 @@ fn asym_packing_reads_each_count_once() {
     assert_eq!(
         (imb.busiest, imb.amount, why),
         (1, 1, PullReason::AsymPacking)
+    );
+}
+
+/// DELAYED_WAKE_IDLE's "hot" is `task_hot`'s time test with the runqueue's configured
+/// migration cost, and its "wait" is compared with that cost: A ran until 1 ms and slept,
+/// delayed; woken at 1.2 ms it ran 0.2 ms ago. With a cost of 0.1 ms it is cold and moves
+/// even for a short wait (it would stay with the kernel's default 0.5 ms); with 0 nothing
+/// is hot; with the "always hot" cost it stays unless the wait reaches the cost.
+#[test]
+fn delayed_wake_idle_uses_the_configured_cost() {
+    use lagom_policy::{
+        DelayedWake, DelayedWakeView, DequeueKind, Dequeued, EnqueueFlags, EnqueueKind,
+        MIGRATION_COST_ALWAYS_HOT, Pick, RqConfig, RunQueue, SchedEntity, delayed_wake,
+    };
+    let idle = Features::parse("DELAYED_WAKE_IDLE").unwrap();
+    let view_at = |cost: u64| {
+        let mut cfg = RqConfig::for_cpus(2);
+        cfg.migration_cost = cost;
+        let mut rq = RunQueue::new(cfg);
+        let a = rq.enqueue(
+            SchedEntity::new(0),
+            'a',
+            EnqueueKind::Wakeup,
+            EnqueueFlags::NONE,
+            0,
+        );
+        rq.enqueue(
+            SchedEntity::new(0),
+            'b',
+            EnqueueKind::Wakeup,
+            EnqueueFlags::NONE,
+            0,
+        );
+        let Pick::Run(first) = rq.pick_next(0) else {
+            panic!()
+        };
+        assert_eq!(first, a, "the first enqueued runs first");
+        assert!(matches!(
+            rq.dequeue(a, DequeueKind::Sleep, 1_000_000),
+            Dequeued::Delayed
+        ));
+        let _ = rq.pick_next(1_000_000);
+        DelayedWakeView::of(&rq, a, 1_200_000, true)
+    };
+    let v = view_at(100_000);
+    assert!(!v.hot && v.migration_cost == 100_000);
+    let short = DelayedWakeView { wait: 50_000, ..v };
+    assert_eq!(delayed_wake(idle, short), DelayedWake::Dequeue);
+    assert!(view_at(500_000).hot, "the default cost: hot");
+    assert_eq!(
+        delayed_wake(
+            idle,
+            DelayedWakeView {
+                wait: 50_000,
+                ..view_at(500_000)
+            }
+        ),
+        DelayedWake::InPlace
+    );
+    assert!(!view_at(0).hot);
+    let always = view_at(MIGRATION_COST_ALWAYS_HOT);
+    assert!(always.hot);
+    assert_eq!(
+        delayed_wake(
+            idle,
+            DelayedWakeView {
+                wait: 3_000_000,
+                ..always
+            }
+        ),
+        DelayedWake::InPlace,
+        "a wait below the (huge) cost keeps it"
+    );
+    assert_eq!(
+        delayed_wake(
+            idle,
+            DelayedWakeView {
+                wait: MIGRATION_COST_ALWAYS_HOT,
+                ..always
+            }
+        ),
+        DelayedWake::Dequeue
     );
 }

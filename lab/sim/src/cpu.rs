@@ -9,9 +9,11 @@
 //!   fire due timers, the balance tick, drain the wakelist, `update_curr`, put the previous
 //!   task back (`dequeue(Sleep)` for a sleeper — delayed or removed —, `yield_curr` for a
 //!   yield), `pick_next` (finishing delayed dequeues on the way), switch.
-//! * **cond_resched** (every `resched` ns of a computing task): the balance tick, then
-//!   schedule if need-resched is set, the wakelist is not empty, a timer is due, or
-//!   `task_tick` says the task's request or protection ran out.
+//! * **cond_resched** (every `resched` ns of a computing task, and after each spawn): when
+//!   the policy's `resched_point_due` says the full tick is due (every
+//!   `COND_RESCHED_TICK`, or at once for a request to switch or a wakelist entry), the
+//!   balance tick, then schedule if need-resched is set, the wakelist is not empty, a timer
+//!   is due, or `task_tick` says the task's request or protection ran out.
 //! * **switch**: the next task runs `switch` ns later (charged to it, as the runtime's clock
 //!   does); the previous one stays `on_cpu` until then.
 //! * **idle loop**: fire timers, drain, pick; else newly idle balance; else spin
@@ -25,7 +27,10 @@ use core::cmp::Reverse;
 use super::engine::{NONE, Sim};
 use super::stats::Counters;
 use super::task::State;
-use lagom_policy::{DequeueKind, Dequeued, Handle, Pick, RunQueue, SchedEntity, WakeFlags, Wakeup};
+use lagom_policy::{
+    COND_RESCHED_TICK, DequeueKind, Dequeued, Handle, Pick, RunQueue, SchedEntity, WakeFlags,
+    Wakeup, resched_point_due,
+};
 use lagom_trace::SwitchReason;
 
 /// Why a running task calls `schedule`.
@@ -71,6 +76,9 @@ pub(super) struct Cpu {
     pub(super) wakelist: Vec<u32>,
     pub(super) need_resched: bool,
     pub(super) next_balance: u64,
+    /// When the running task's scheduling points next run their full tick (0: at the next
+    /// one; the threaded `WorkerThread::next_tick`).
+    pub(super) next_tick: u64,
     /// Epoch of the planned step (older events are moot).
     pub(super) epoch: u32,
     /// Time of the planned step (`u64::MAX`: none).
@@ -104,6 +112,7 @@ impl Cpu {
             wakelist: Vec::new(),
             need_resched: false,
             next_balance: 0,
+            next_tick: 0,
             epoch: 0,
             planned: u64::MAX,
             last_point: 0,
@@ -232,12 +241,28 @@ impl Sim {
         true
     }
 
-    /// `cond_resched` of CPU `c`'s running task; returns whether it switched away.
+    /// A scheduling point of CPU `c`'s running task (`cond_resched`, and the point after a
+    /// spawn: `task/current.rs`'s `resched_point`); returns whether it switched away. As in
+    /// the threaded runtime, the point runs its full tick — the balance tick, the timers, the
+    /// running task's charge — only when the policy's `resched_point_due` says so (the tick
+    /// is [`COND_RESCHED_TICK`] apart, or something asks for the CPU), and schedules if the
+    /// tick finds a reason.
     pub(super) fn cond_resched(&mut self, c: usize) -> bool {
-        self.balance_tick(c);
         let now = self.now;
+        let due = resched_point_due(
+            now,
+            self.cpus[c].next_tick,
+            self.need_resched(c),
+            !self.cpus[c].wakelist.is_empty(),
+        );
+        if !due {
+            return false;
+        }
+        self.balance_tick(c);
         let resched = self.need_resched(c);
         let cpu = &mut self.cpus[c];
+        let next = now.saturating_add(COND_RESCHED_TICK);
+        cpu.next_tick = cpu.next_timer().map_or(next, |d| next.min(d));
         let resched =
             resched || !cpu.wakelist.is_empty() || cpu.timer_due(now) || cpu.rq.task_tick(now);
         resched && self.schedule(c, Reason::Preempt)
@@ -384,6 +409,8 @@ impl Sim {
                 cpu.curr = n;
                 cpu.busy_since = now;
                 cpu.state = CpuState::Switching;
+                // The task switched in runs its first scheduling point in full.
+                cpu.next_tick = 0;
                 self.arm(c, now + cost);
             }
             None => {
@@ -471,7 +498,10 @@ impl Sim {
             self.cpus[c].timers.pop();
             let task = &mut self.tasks[t as usize];
             task.sleeping = false;
-            let _ = self.unpark(t, Some(c), WakeFlags::NONE);
+            // Fired by this CPU: its running task (if any) is the waker task, as on the
+            // threaded worker that fires its timers from a schedule point.
+            let curr = self.cpus[c].curr;
+            let _ = self.unpark(t, Some(c), (curr != NONE).then_some(curr), WakeFlags::NONE);
         }
     }
 }

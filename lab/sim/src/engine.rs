@@ -241,9 +241,11 @@ impl Sim {
             }
             Event::Wake { task, waker } => {
                 self.events += 1;
+                // A waker that is no task (a thread on that CPU, or outside).
                 let _ = self.unpark(
                     task,
                     (waker != NONE).then_some(waker as usize),
+                    None,
                     WakeFlags::NONE,
                 );
             }

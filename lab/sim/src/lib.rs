@@ -24,7 +24,7 @@
 //!
 //! It is a second driver beside the threaded runtime, on the same policy: each virtual CPU has
 //! its own [`RunQueue`](lagom_policy::RunQueue), and every decision — pick, placement and lag,
-//! delayed dequeue, wakeup preemption, `select_task_rq_fair` (wake_affine with `WF_SYNC`,
+//! delayed dequeue, wakeup preemption, `select_task_rq` (wake_affine with `WF_SYNC`,
 //! select_idle_sibling with SIS_UTIL, `WF_FORK`'s idlest CPU), `ttwu_queue_cond`,
 //! `delayed_wake`, the domain newly idle balance with ITMT asym packing and active balance, the
 //! nohz kick's target — is the policy's function, called with the arguments the threaded
@@ -49,15 +49,22 @@
 //! (`may_active_push`), the flags each activation path passes on (`activation_flags`: the
 //! waker's `WF_SYNC` never reaches a wakelist activation, `WF_MIGRATED` makes the enqueue
 //! `ENQUEUE_MIGRATED` on every migration, balance moves included), and the request for a
-//! switch that any charge of the running task leaves (`RunQueue::need_resched`). Still replayed step for step, and so kept in step by hand: the
-//! TTWU_QUEUE_DELAYED hand-off test (the feature and "not on the waker's CPU"),
-//! `cond_resched`'s "should I schedule" test, the steps of an active-balance move (at the
-//! task's next schedule point, or its next wakeup if it left the runqueue first; the
-//! simulator moves it at the switch, the threaded driver once the switch completes), and the
-//! pull loop's walk of the busiest runqueue (its
-//! `NR_MIGRATE` bound and `Candidate` building; the simulator walks from the first slot each
-//! time where the threaded driver resumes from a cursor). Simulated tasks may all migrate
-//! (the threaded runtime's `allow_migration` lab setting): the migration contract has no
+//! switch that any charge of the running task leaves (`RunQueue::need_resched`), CPU
+//! selection's whole decision (`select_task_rq`: `WF_RQ_SELECTED`, the wakee records of
+//! `record_wakee`, the recently used CPU), and whether a scheduling point runs its full tick
+//! (`resched_point_due`, `COND_RESCHED_TICK`; a spawn is such a point in both; this is the
+//! threaded runtime's tick without its tick timer, `Builder::tick_timer(false)`: the default
+//! runtime's timer-driven tick, a full tick at the running task's `curr_resched_at`, the next
+//! timer or the next balance, is not simulated, nor its adaptive idle spin). Still replayed
+//! step for step, and so kept in step by hand: the TTWU_QUEUE_DELAYED hand-off test (the
+//! feature and "not on the waker's CPU"), the steps of an active-balance move (at the task's
+//! next schedule point, or its next wakeup if it left the runqueue first; the simulator moves
+//! it at the switch, the threaded driver once the switch completes), the pull loop's walk of
+//! the busiest runqueue (its `NR_MIGRATE` bound and `Candidate` building; the simulator walks
+//! from the first slot each time where the threaded driver resumes from a cursor), and who
+//! the waker task is (a simulated waker thread "from CPU" is no task, and a waker that waits
+//! for its wakee's switch-out records nothing). Simulated tasks may all migrate (the
+//! threaded runtime's `allow_migration` lab setting): the migration contract has no
 //! counterpart here.
 //!
 //! What it leaves out (so what its figures cannot show): the cost of the policy's own work

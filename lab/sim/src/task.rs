@@ -15,7 +15,7 @@ use super::engine::{NONE, Sim, Stop};
 use super::queue::Event;
 use super::rng::Dist;
 use super::stats::TaskStats;
-use lagom_policy::{Handle, SchedEntity, WakeFlags};
+use lagom_policy::{Handle, SchedEntity, WakeFlags, WakeeState};
 
 /// Steps a task may run back to back without the clock moving before the simulation calls
 /// it endless (a loop of wakes and yields with nothing else to run, say).
@@ -118,6 +118,11 @@ pub(super) struct Task {
     pub(super) wake_cpu: Option<usize>,
     /// The waker's flags of the wakeup in progress (`WF_SYNC`: its waker is about to block).
     pub(super) wake_flags: WakeFlags,
+    /// The task that wakes it now, if a task does (`NONE`: none), whose wakee record CPU
+    /// selection updates.
+    pub(super) waker_task: u32,
+    /// Its record of the tasks it wakes (`record_wakee`, `wake_wide`).
+    pub(super) wakee: WakeeState,
     /// Its `recent_used_cpu`: the previous CPU of its previous wakeup.
     pub(super) recent_cpu: Option<usize>,
     /// Whether it was spawned (and so enqueued as a new task) yet.
@@ -168,6 +173,8 @@ impl Task {
             wake_delayed: false,
             wake_cpu: None,
             wake_flags: WakeFlags::NONE,
+            waker_task: NONE,
+            wakee: WakeeState::default(),
             recent_cpu: None,
             fresh: true,
             stats: TaskStats::default(),
@@ -258,7 +265,9 @@ impl Sim {
                             } else {
                                 WakeFlags::NONE
                             };
-                            let woke = self.unpark(target, waker, wf);
+                            // Made by this task from its own CPU: the waker task.
+                            let by = (from == RWaker::Here).then_some(t as u32);
+                            let woke = self.unpark(target, waker, by, wf);
                             self.charge_wakes(t, u64::from(woke));
                         }
                         Some(d) => {
@@ -276,14 +285,14 @@ impl Sim {
                 }
                 ROp::Post(target) => {
                     self.tasks[target as usize].inbox.push(t as u32);
-                    let woke = self.unpark(target, Some(c), WakeFlags::NONE);
+                    let woke = self.unpark(target, Some(c), Some(t as u32), WakeFlags::NONE);
                     self.charge_wakes(t, u64::from(woke));
                 }
                 ROp::WakePosted => {
                     let mut list = core::mem::take(&mut self.tasks[t].inbox);
                     let mut woke = 0;
                     for &p in &list {
-                        woke += u64::from(self.unpark(p, Some(c), WakeFlags::NONE));
+                        woke += u64::from(self.unpark(p, Some(c), Some(t as u32), WakeFlags::NONE));
                     }
                     // Give the allocation back, so that posting does not allocate again.
                     list.clear();
@@ -295,6 +304,12 @@ impl Sim {
                 ROp::Spawn(target) => {
                     if self.tasks[target as usize].state == State::New {
                         self.spawn(target, Some(c));
+                    }
+                    // A spawn is a scheduling point (`task::spawn_point`), as in the threaded
+                    // runtime: the spawner yields the CPU here when its request ran out or a
+                    // wakeup asked for it.
+                    if self.cond_resched(c) {
+                        return;
                     }
                 }
                 ROp::Loop { count, end } => {

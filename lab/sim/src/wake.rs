@@ -2,7 +2,7 @@
 //! wakelist and its drain, `activate`, and spawning — the steps of the threaded driver's
 //! `wake/` (`ttwu.rs`, `runnable.rs`, `queue.rs`, `select.rs`, `activate.rs`) and
 //! `task/builder.rs`, with each decision made by the same policy call (`lagom-policy`)
-//! (`select_task_rq_fair`, `ttwu_queue_cond`, `delayed_wake`, `requeue_delayed`,
+//! (`select_task_rq`, `ttwu_queue_cond`, `delayed_wake`, `requeue_delayed`,
 //! `finish_delayed`, `enqueue`, `wakeup_preempt`) over the machine's `CpuMap`.
 //!
 //! The waker's CPU is what the policy and the wakelist rules see as "local". Locks and
@@ -26,9 +26,9 @@
 //! * sleeper still switching out, TTWU_QUEUE_ON_CPU, on another CPU, where `ttwu_queue_cond`
 //!   would use the wakelist: that CPU's wakelist (`wakeups_on_cpu`); otherwise the waker
 //!   waits for the switch;
-//! * sleeper: `select_task_rq_fair` (`place_*`), then the waker's own runqueue
+//! * sleeper: `select_task_rq` (`place_*`), then the waker's own runqueue
 //!   (`wakeups_local`), the target's wakelist where `ttwu_queue_cond` says so
-//!   (`wakeups_queued`; always for a spawn under TTWU_QUEUE), or the target's runqueue under
+//!   (`wakeups_queued`; never for a spawn, activated at once), or the target's runqueue under
 //!   its lock (`wakeups_remote`).
 
 use super::engine::{NONE, Sim};
@@ -37,7 +37,7 @@ use super::task::State;
 use lagom_policy::{
     ActivatePath, CpuView, DelayedWake, DelayedWakeView, EnqueueFlags, EnqueueKind, Feature,
     Handle, Placement, WakeCtx, WakeFlags, activation_flags, delayed_wake, idle_in_llc,
-    select_task_rq_fair, ttwu_queue_cond,
+    select_task_rq, ttwu_queue_cond,
 };
 use lagom_trace::{MigrateCause, WakePath};
 
@@ -49,8 +49,16 @@ impl Sim {
     /// Unparks task `t` from `waker` (`None`: outside every CPU) with the waker's flags `wf`
     /// (`WF_SYNC`, `Unparker::unpark_sync`: the waker is about to block; dropped for a waker
     /// outside every CPU, as the runtime drops it): sets its token and, if it was clear and
-    /// the task is blocked, wakes it. Returns whether it woke it.
-    pub(super) fn unpark(&mut self, t: u32, waker: Option<usize>, wf: WakeFlags) -> bool {
+    /// the task is blocked, wakes it. `waker_task` is the task that wakes, if a task does
+    /// (running on `waker`: the threaded runtime's running task of the waking worker), whose
+    /// wakee record CPU selection updates. Returns whether it woke it.
+    pub(super) fn unpark(
+        &mut self,
+        t: u32,
+        waker: Option<usize>,
+        waker_task: Option<u32>,
+        wf: WakeFlags,
+    ) -> bool {
         let task = &mut self.tasks[t as usize];
         if task.token || task.state == State::Dead || task.state == State::New {
             return false;
@@ -69,6 +77,7 @@ impl Sim {
         } else {
             wf.without(WakeFlags::SYNC)
         };
+        task.waker_task = waker_task.filter(|_| waker.is_some()).unwrap_or(NONE);
         self.try_to_wake_up(t, waker);
         true
     }
@@ -109,11 +118,12 @@ impl Sim {
                 let task = &mut self.tasks[t as usize];
                 task.wake_cpu = waker;
                 task.wake_delayed = true;
-                // The waker's flags travel with the entry: the owner selects a CPU with them.
-                let wf = WakeFlags::TTWU | task.wake_flags;
+                task.waker_task = NONE;
+                // The owner selects a CPU with `WF_TTWU` alone (the RFC's `ttwu_delayed`:
+                // the waker's `WF_SYNC` does not travel), as `wake/ttwu.rs` does.
                 self.trace_wakeup(waker, t, cpu, WakePath::DelayedQueued);
                 self.cpus[cpu].counters.runnable_queued += 1;
-                self.queue_wakelist(cpu, t, wf);
+                self.queue_wakelist(cpu, t, WakeFlags::TTWU);
                 return;
             }
             if self.dequeue_delayed(t, cpu, h) {
@@ -124,7 +134,11 @@ impl Sim {
                 self.cpus[cpu].counters.runnable_dequeued += 1;
             } else {
                 self.cpus[cpu].rq.requeue_delayed(h, now);
+                // The waker's `WF_SYNC` reaches the check (`ttwu_runnable`). Mutant
+                // `runnable_sync_dropped` (runtime/tests/mutants.sh): it is dropped.
                 let wf = WakeFlags::TTWU | self.tasks[t as usize].wake_flags;
+                #[cfg(lagom_mutant = "runnable_sync_dropped")]
+                let wf = wf.without(WakeFlags::SYNC);
                 self.check_preempt(cpu, h, activation_flags(ActivatePath::RunnableInPlace, wf));
                 self.tasks[t as usize].wake_flags = WakeFlags::NONE;
                 let task = &mut self.tasks[t as usize];
@@ -156,6 +170,9 @@ impl Sim {
                 let flags = activation_flags(ActivatePath::Wakelist, WakeFlags::NONE);
                 self.queue_wakelist(cpu, t, flags);
             } else {
+                // The waker waits for the switch; the simulator lets its task run on
+                // meanwhile, so the selection after it records no waker task.
+                self.tasks[t as usize].waker_task = NONE;
                 let waker = waker.map_or(NONE, |w| w as u32);
                 self.queue
                     .push(until, Event::WakeAfterSwitch { task: t, waker });
@@ -167,40 +184,55 @@ impl Sim {
 
     /// The end of `try_to_wake_up` for a sleeper off every CPU: select a CPU and enqueue.
     pub(super) fn select_enqueue(&mut self, t: u32, waker: Option<usize>) {
-        let prev = self.tasks[t as usize].cpu;
-        let wf = WakeFlags::TTWU | self.tasks[t as usize].wake_flags;
-        let target = self.select_cpu(t, prev, waker, wf);
+        let task = &mut self.tasks[t as usize];
+        let prev = task.cpu;
+        let wf = WakeFlags::TTWU | task.wake_flags;
+        let waker_task = core::mem::replace(&mut task.waker_task, NONE);
+        let (target, added) = self.select_cpu(
+            t,
+            prev,
+            waker,
+            (waker_task != NONE).then_some(waker_task),
+            wf,
+        );
         self.moved(waker, t, prev, target, MigrateCause::Wakeup);
-        // Another CPU than the task's last: the activation is a migration (`WF_MIGRATED`).
-        let wf = if target != prev {
-            wf | WakeFlags::MIGRATED
-        } else {
-            wf
-        };
+        // `WF_RQ_SELECTED` if CPU selection ran; another CPU than the task's last: the
+        // activation is a migration (`WF_MIGRATED`).
+        let mut wf = wf | added;
+        if target != prev {
+            wf |= WakeFlags::MIGRATED;
+        }
         self.enqueue_on(target, t, waker, wf);
     }
 
     /// What CPU selection reads of CPU `i` (`wake/select.rs`'s `cpu_view`): its runnable
-    /// count and whether its wakelist is empty, combined by the policy's rule.
+    /// count and load and whether its wakelist is empty, combined by the policy's rule.
     pub(super) fn cpu_view(&self, i: usize) -> CpuView {
         let cpu = &self.cpus[i];
-        CpuView::of(cpu.rq.nr_runnable(), !cpu.wakelist.is_empty())
+        CpuView::of(
+            cpu.rq.nr_runnable(),
+            cpu.rq.load_weight(),
+            !cpu.wakelist.is_empty(),
+        )
     }
 
-    /// `select_task_rq_fair` over the CPUs' views and the machine's `CpuMap`, for task `t`
-    /// that last ran on (or, new, is spawned from) `prev`, woken from `waker`, as
-    /// `wake/select.rs` calls it, with the wakeup's flags `wf` (`WF_FORK` for a spawn,
-    /// `WF_SYNC` when the waker said so) and the task's recently used CPU; a pending ITMT active-balance request for
-    /// this task on `prev` is honoured first if its CPU is still idle and allowed. Counts the
-    /// outcome (`place_*`) on the waker's CPU, or on the chosen one for a wakeup from
-    /// outside, and records `prev` as the task's recently used CPU.
+    /// `select_task_rq` over the CPUs' views and the machine's `CpuMap`, for task `t` that
+    /// last ran on (or, new, is spawned from) `prev`, woken from `waker` by `waker_task` (if a
+    /// task wakes it: its wakee record is updated), as `wake/select.rs` calls it, with the
+    /// wakeup's flags `wf` (`WF_FORK` for a spawn, `WF_SYNC` when the waker said so) and the
+    /// task's recently used CPU; a pending ITMT active-balance request for this task on
+    /// `prev` is honoured first if its CPU is still idle and allowed. Stores the task's new
+    /// recently used CPU where the policy says, counts the outcome (`place_*`,
+    /// `place_wide`) on the waker's CPU, or on the chosen one for a wakeup from outside, and
+    /// returns the CPU with the flags the selection adds (`WF_RQ_SELECTED`).
     pub(super) fn select_cpu(
         &mut self,
         t: u32,
         prev: usize,
         waker: Option<usize>,
+        waker_task: Option<u32>,
         wf: WakeFlags,
-    ) -> usize {
+    ) -> (usize, WakeFlags) {
         let started = !wf.contains(WakeFlags::FORK);
         if started
             && let Some((dst, who)) = self.cpus[prev].active_push
@@ -208,36 +240,49 @@ impl Sim {
         {
             self.cpus[prev].active_push = None;
             if self.tasks[t as usize].allowed(dst) && self.cpu_view(dst).idle {
-                self.tasks[t as usize].recent_cpu = Some(prev);
                 self.cpus[dst].counters.balance_active += 1;
-                return dst;
+                return (dst, WakeFlags::NONE);
             }
         }
+        let n = self.cpus.len();
         let task = &self.tasks[t as usize];
+        let nr_allowed = (0..n).filter(|&i| task.allowed(i)).count();
+        let recording = nr_allowed > 1 && wf.contains(WakeFlags::TTWU);
+        let waker_task = waker_task.filter(|&w| recording && w != t);
+        let mut record = waker_task.map(|w| self.tasks[w as usize].wakee);
         let ctx = WakeCtx {
             prev,
             waker,
             recent: task.recent_cpu,
             flags: wf,
+            nr_allowed,
+            wakee: u64::from(t) + 1,
+            wakee_flips: task.wakee.flips,
+            now: self.now,
         };
-        let (cpu, how) = select_task_rq_fair(
+        let s = select_task_rq(
             self.machine.cpu_map(),
             |i| self.cpu_view(i),
             |i| task.allowed(i),
             self.options.features,
             ctx,
+            record.as_mut(),
         );
-        if started {
-            self.tasks[t as usize].recent_cpu = Some(prev);
+        if let (Some(w), Some(r)) = (waker_task, record) {
+            self.tasks[w as usize].wakee = r;
         }
-        let c = &mut self.cpus[waker.unwrap_or(cpu)].counters;
-        *match how {
+        if let Some(r) = s.recent_used_cpu {
+            self.tasks[t as usize].recent_cpu = Some(r);
+        }
+        let c = &mut self.cpus[waker.unwrap_or(s.cpu)].counters;
+        *match s.how {
             Placement::Affine => &mut c.place_affine,
             Placement::IdleSibling => &mut c.place_idle_sibling,
             Placement::Prev => &mut c.place_prev,
             Placement::ForkIdlest => &mut c.place_fork_idlest,
         } += 1;
-        cpu
+        c.place_wide += u64::from(s.wide);
+        (s.cpu, s.flags)
     }
 
     /// Whether the delayed wakee `t`, queued (handle `h`) on CPU `cpu`, is dequeued for CPU
@@ -281,19 +326,23 @@ impl Sim {
     /// `activation_flags` says for the path taken (`wake/queue.rs`'s `enqueue_on`).
     fn enqueue_on(&mut self, target: usize, t: u32, local: Option<usize>, wf: WakeFlags) {
         let spawn = wf.contains(WakeFlags::FORK);
-        // `ttwu_queue_cond` for a wakeup; a spawn to another CPU always uses the wakelist
-        // under TTWU_QUEUE (`wake/queue.rs`'s `enqueue_on`).
+        // `ttwu_queue_cond` for a wakeup; a spawn is activated at once under the target's
+        // lock (`wake/queue.rs`'s `enqueue_on`). Mutant `spawn_counted_late`
+        // (runtime/tests/mutants.sh): a spawn to another CPU through its wakelist.
         let path = if local == Some(target) {
             WakePath::Local
         } else if self.feat(Feature::TtwuQueue)
-            && (spawn
-                || ttwu_queue_cond(
+            && if spawn {
+                cfg!(lagom_mutant = "spawn_counted_late")
+            } else {
+                ttwu_queue_cond(
                     self.machine.cpu_map(),
                     self.options.features,
                     local,
                     target,
                     self.cpus[target].rq.nr_runnable(),
-                ))
+                )
+            }
         {
             WakePath::Queued
         } else {
@@ -394,8 +443,9 @@ impl Sim {
                 let waker = self.tasks[t as usize]
                     .wake_cpu
                     .filter(|&w| w < self.cpus.len());
-                let wf = WakeFlags::TTWU | self.tasks[t as usize].wake_flags;
-                let target = self.select_cpu(t, me, waker, wf);
+                // The entry's flags (`WF_TTWU`); no waker task runs here to record the wakee.
+                let wf = self.tasks[t as usize].wake_flags;
+                let (target, added) = self.select_cpu(t, me, waker, None, wf);
                 if target != me {
                     self.moved(Some(me), t, me, target, MigrateCause::Wakeup);
                     self.cpus[me].counters.runnable_migrated += 1;
@@ -404,7 +454,7 @@ impl Sim {
                     continue;
                 }
                 self.tasks[t as usize].cpu = me;
-                self.activate(me, t, WakeFlags::TTWU);
+                self.activate(me, t, activation_flags(ActivatePath::Direct, wf | added));
                 continue;
             }
             // The entry's flags (`WF_MIGRATED` or nothing: `sched_ttwu_pending`).
@@ -429,8 +479,9 @@ impl Sim {
             p
         });
         self.tasks[t as usize].state = State::Waking;
-        let target = self.select_cpu(t, prev, parent, WakeFlags::FORK);
+        let (target, added) = self.select_cpu(t, prev, parent, None, WakeFlags::FORK);
         self.tasks[t as usize].cpu = target;
-        self.enqueue_on(target, t, parent, WakeFlags::FORK);
+        // Activated at once where it goes (`wake_up_new_task`).
+        self.enqueue_on(target, t, parent, WakeFlags::FORK | added);
     }
 }

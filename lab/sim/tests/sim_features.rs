@@ -12,6 +12,7 @@
 //! | `TTWU_QUEUE_ON_CPU` | `ttwu_queue_on_cpu_hands_off_to_the_switching_cpu` |
 //! | `ITMT` | `sim_placement.rs`: `itmt_packs_busy_tasks_onto_the_top_ranked_cpus` |
 //! | `ACTIVE_BALANCE_RECHECK` | `sim_placement.rs`: `active_balance_recheck_leaves_a_busy_preferred_cpu_alone` |
+//! | `NEXT_BUDDY` with `WF_SYNC` on the delayed wakee's path | `a_sync_wakeup_of_a_delayed_wakee_goes_through_preempt_sync` |
 //!
 //! The policy's own features (`PLACE_LAG`, `RUN_TO_PARITY`, `DELAY_ZERO`, `SIS_UTIL`,
 //! `WAKE_PREFER_RANK`, …) act inside the policy (`lagom-policy`), which the simulator calls unchanged; their
@@ -248,4 +249,49 @@ fn a_zero_cost_ping_pong_is_stopped() {
         r.stop
     );
     assert_eq!(r.elapsed, 0);
+}
+
+/// A sleeper that blocks with a negative lag stays queued, delayed, and its wakeup requeues it
+/// in place (`ttwu_runnable`). One CPU: `d` computes 400 µs, wakes `w` and blocks; `w`
+/// computes 100 µs, wakes `d` (`sync`: `Unparker::unpark_sync`) and computes 600 µs more
+/// before it blocks.
+fn delayed_wakee(sync: &str) -> String {
+    format!(
+        "duration 100ms\nresched 10us\n\
+         task d cpus=0\n  loop\n    run 400us\n    wake w\n    block\n  end\nend\n\
+         task w measure=no cpus=0\n  loop\n    block\n    run 100us\n    wake d {sync}\n    \
+         run 600us\n  end\nend\n"
+    )
+}
+
+/// `ttwu_runnable` hands the waker's `WF_SYNC` to the preemption check of a delayed wakee it
+/// requeues in place (`activation_flags(RunnableInPlace, ..)`; the threaded
+/// `wake/runnable.rs` does the same). With NEXT_BUDDY a sync wakeup is decided by
+/// `preempt_sync` alone, which under v7.1's rule (the time since `exec_start`, just reset by
+/// the charge: 0) never reschedules: the wakee waits until its waker blocks, the 600 µs left
+/// of its burst. Without NEXT_BUDDY `WF_SYNC` plays no part in the check, and the eligible
+/// wakee, whose deadline is earlier, preempts at the waker's next scheduling point (10 µs).
+/// If the driver dropped `WF_SYNC` on this path (mutant `runnable_sync_dropped`), the
+/// NEXT_BUDDY run would look like the other.
+#[test]
+fn a_sync_wakeup_of_a_delayed_wakee_goes_through_preempt_sync() {
+    let buddy = run(&delayed_wakee("sync"), "cpus-1", "NEXT_BUDDY");
+    let plain = run(&delayed_wakee("sync"), "cpus-1", "");
+    for (what, r) in [("NEXT_BUDDY", &buddy), ("defaults", &plain)] {
+        let t = r.total();
+        assert!(r.handoff.count() >= 80, "{what}: {t:?}");
+        assert!(
+            t.runnable_in_place * 10 >= r.handoff.count() * 9,
+            "{what}: the wakee is delayed at most wakeups: {} of {}: {t:?}",
+            t.runnable_in_place,
+            r.handoff.count()
+        );
+    }
+    let (b, p) = (buddy.handoff.quantile(1, 2), plain.handoff.quantile(1, 2));
+    assert!(
+        b >= 550_000,
+        "NEXT_BUDDY: a sync wakee requeued in place waits {b} ns, not for its waker to block \
+         (was WF_SYNC dropped on the way?)"
+    );
+    assert!(p <= 20_000, "defaults: the wakee waits {p} ns");
 }

@@ -3,8 +3,12 @@
 //! joins the waker's LLC on an idle CPU there, a spawn spreads over idle CPUs, and ITMT packs
 //! busy tasks onto the top-ranked CPUs — each shown against the setting that does otherwise.
 
+#[path = "../../topology/tests/topology_util/mod.rs"]
+mod topology_util;
+
 use lagom_policy::Features;
 use lagom_sim::{Machine, Options, Report, Sim, builtin, parse};
+use lagom_topology::Topology;
 
 fn run(text: &str, machine: &str, features: &str, wakeups: Option<u64>) -> Report {
     let s = parse(text).unwrap_or_else(|e| panic!("{e}"));
@@ -74,7 +78,9 @@ end
         assert!(c.busy > 45_000_000, "every CPU runs a child: {:?}", r.cpus);
     }
     let t = r.total();
-    assert_eq!(t.place_fork_idlest, 5, "{t:?}");
+    // The four children by the idlest-group descent; the parent, allowed on one CPU, is
+    // placed there with no selection (`select_task_rq`).
+    assert_eq!((t.place_fork_idlest, t.place_prev), (4, 1), "{t:?}");
     assert_eq!(
         (t.balance_pulls, t.balance_periodic),
         (0, 0),
@@ -100,6 +106,46 @@ fn itmt_packs_busy_tasks_onto_the_top_ranked_cpus() {
     let low = busy(&off, |c| c == 4 || c == 5);
     assert!(low > 10 * top, "NO_ITMT: CPUs 6-7 {top} ns, 4-5 {low} ns");
     assert_eq!(off.total().balance_active, 0);
+}
+
+/// ITMT never moves a task between CPUs of equal priority: the kernel's `sched_asym_prefer`
+/// is a strict `>`. On the synthetic Intel hybrid machine (`topology_util::synthetic::
+/// intel_hybrid`: the E-cores 12-19 share one priority and have no SMT sibling, so
+/// `sched_use_asym_prio` holds at their CLS and MC levels, which carry SD_ASYM_PACKING), two
+/// tasks allowed on two E-cores run about 1 ms and sleep 10 µs in turn, each on its own CPU.
+/// Whenever one sleeps, its CPU is idle beside a busy CPU of the same rank: with a strict
+/// `>` nothing is asked of it, so nothing moves and no wakeup stalls — in one cluster
+/// (12, 13), across the two (12, 16), and with the higher-numbered CPU first. (With ties
+/// going to the lower CPU number, the mutant `asym_prefer_tie_by_index`, the idle lower CPU
+/// actively pulls the other's task: 15 184 active balances and 2 891 stalls over these
+/// 20 000 wakeups.)
+#[test]
+fn itmt_leaves_cpus_of_equal_priority_alone() {
+    let tree = topology_util::synthetic::intel_hybrid();
+    let topology = Topology::from_sysfs(tree.root()).unwrap();
+    for cpus in ["12,13", "12,16", "13,12"] {
+        let text = format!(
+            "duration 1000s\nwakeups 20000\nstall 500us\nresched 10us\n\
+             task worker count=2 cpus={cpus}\n  loop\n    run uniform(990us, 1010us)\n    \
+             wake self after 10us from 2\n    block\n  end\nend\n"
+        );
+        let s = parse(&text).unwrap_or_else(|e| panic!("{e}"));
+        let machine = Machine::new("intel-hybrid", topology.clone()).unwrap();
+        let mut sim = Sim::new(&s, machine, Options::of(&s).unwrap()).unwrap();
+        sim.run();
+        let r = Report::of(&sim);
+        let t = r.total();
+        assert_eq!(r.wakeups, 20_000, "CPUs {cpus}");
+        assert_eq!(
+            (t.balance_active, t.balance_asym, r.stalls),
+            (0, 0, 0),
+            "CPUs {cpus}: ITMT acted between equal priorities: {t:?}"
+        );
+        assert!(
+            r.tasks.iter().all(|t| t.stats.migrations == 0),
+            "CPUs {cpus}: a task moved: {t:?}"
+        );
+    }
 }
 
 #[test]
@@ -161,4 +207,81 @@ fn active_balance_recheck_leaves_a_busy_preferred_cpu_alone() {
         Some(20_000),
     );
     assert_eq!(both.stalls, 0, "with DELAYED_WAKE_IDLE: {:?}", both.total());
+}
+
+/// 8 equal hogs spawned in a burst on 2 CPUs land 4 and 4, from a task and from outside,
+/// as the threaded runtime's `runtime_place::a_spawn_burst_lands_four_and_four`: each spawn is
+/// activated at once on the CPU chosen (`wake_up_new_task`), so the next spawn's
+/// `sched_balance_find_dst_cpu` counts it there. Read from the run: no hog ever migrates (a
+/// bad split would be evened out by the balancer, which moves simulated tasks freely) and
+/// the hogs share the two CPUs equally.
+#[test]
+fn a_spawn_burst_lands_four_and_four() {
+    let from_task = "\
+duration 200ms
+task parent measure=no
+  spawn hog[0]
+  spawn hog[1]
+  spawn hog[2]
+  spawn hog[3]
+  spawn hog[4]
+  spawn hog[5]
+  spawn hog[6]
+  spawn hog[7]
+  block
+end
+task hog count=8 start=no
+  run 10s
+end
+";
+    let from_outside = "\
+duration 200ms
+task hog count=8
+  run 10s
+end
+";
+    for (what, text) in [("a task", from_task), ("outside", from_outside)] {
+        let r = run(text, "cpus-2", "", None);
+        let hogs: Vec<_> = r
+            .tasks
+            .iter()
+            .filter(|t| t.name.starts_with("hog"))
+            .collect();
+        assert_eq!(hogs.len(), 8);
+        assert!(
+            hogs.iter().all(|t| t.stats.migrations == 0),
+            "from {what}: a hog moved, the burst was split unevenly: {:?}",
+            r.total()
+        );
+        let times: Vec<u64> = hogs.iter().map(|t| t.stats.cpu_time).collect();
+        let (lo, hi) = (times.iter().min().unwrap(), times.iter().max().unwrap());
+        assert!(hi * 10 < lo * 12, "from {what}: unequal shares {times:?}");
+    }
+}
+
+/// `record_wakee` and `wake_wide` in the simulator's wakeups (the threaded runtime's
+/// `wake/select.rs` does the same). On `cpus-8-llcs-2` (LLCs of 4: the factor), 16 workers
+/// each wake both of 2 hubs every round (`post`), so a worker's wakee changes at every wakeup
+/// and its flips grow by 2 a round; each hub wakes every worker that posted (`wake_posted`),
+/// 8 or more different ones a round. Once a worker flips 4 times and its hub 4 times as often,
+/// the hub's wakeups of it are wide (`place_wide`). When every worker posts to one hub only,
+/// its wakee never changes, its flips stay at 1, and nothing is wide.
+#[test]
+fn wake_wide_sees_many_to_many_wakeups() {
+    let text = |posts: &str| {
+        format!(
+            "duration 200ms\n\
+             task hub count=2 measure=no\n  loop\n    block\n    wake_posted\n  end\nend\n\
+             task worker count=16\n  loop\n{posts}    block\n    sleep 100us\n  end\nend\n"
+        )
+    };
+    let wide = run(
+        &text("    post hub[0]\n    post hub[1]\n"),
+        "cpus-8-llcs-2",
+        "",
+        None,
+    );
+    assert!(wide.total().place_wide > 1000, "{:?}", wide.total());
+    let narrow = run(&text("    post hub[0]\n"), "cpus-8-llcs-2", "", None);
+    assert_eq!(narrow.total().place_wide, 0, "{:?}", narrow.total());
 }

@@ -56,30 +56,75 @@ impl fmt::Display for TopologyError {
         match self {
             TopologyError::Unreadable { path, os_error } => write!(
                 f,
-                "cannot read `{path}`: {os_error}; check that it exists and is readable, or pass \
-                 a recorded sysfs root that holds it"
+                "cannot read `{}`: {os_error}; check that it exists and is readable, or pass \
+                 a recorded sysfs root that holds it",
+                Shown::path(path)
             ),
             TopologyError::Missing { path, expected } => write!(
                 f,
-                "`{path}` has no {expected}; pass the directory that holds `sys/` (and usually \
-                 `proc/`) of a Linux system, such as `/`"
+                "`{}` has no {expected}; pass the directory that holds `sys/` (and usually \
+                 `proc/`) of a Linux system, such as `/`",
+                Shown::path(path)
             ),
             TopologyError::MalformedCpuList { path, content } => write!(
                 f,
-                "`{path}` holds `{content}`, which is not a CPU list such as `0-3,8` nor a hex \
-                 mask such as `000000ff,00000f0f`; fix or remove the file"
+                "`{}` holds `{}`, which is not a CPU list such as `0-3,8` nor a hex mask such as \
+                 `000000ff,00000f0f`; fix or remove the file",
+                Shown::path(path),
+                Shown::content(content)
             ),
             TopologyError::MalformedNumber { path, content } => write!(
                 f,
-                "`{path}` holds `{content}` where a number was expected; fix or remove the file"
+                "`{}` holds `{}` where a number was expected; fix or remove the file",
+                Shown::path(path),
+                Shown::content(content)
             ),
             TopologyError::CacheSpansUnknownCpus { path, unknown } => write!(
                 f,
-                "`{path}` names CPUs {unknown}, which have no cpu directory and are not in \
+                "`{}` names CPUs {unknown}, which have no cpu directory and are not in \
                  `possible`; the recorded tree is inconsistent: fix the file or record the \
-                 missing CPUs"
+                 missing CPUs",
+                Shown::path(path)
             ),
         }
+    }
+}
+
+/// Text from a file or a path, shown in a message on one line: control characters (a newline
+/// inside a file, say) are escaped as Rust escapes them (`\n`), and a content longer than
+/// [`Shown::MAX_CHARS`] is cut there with a note of its length, so that a garbage file gives a
+/// one-line error of readable size.
+struct Shown<'a> {
+    text: &'a str,
+    cut: bool,
+}
+
+impl<'a> Shown<'a> {
+    /// The characters of a file's content shown before it is cut.
+    const MAX_CHARS: usize = 64;
+
+    fn path(text: &'a str) -> Shown<'a> {
+        Shown { text, cut: false }
+    }
+
+    fn content(text: &'a str) -> Shown<'a> {
+        Shown { text, cut: true }
+    }
+}
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (shown, c) in self.text.chars().enumerate() {
+            if self.cut && shown == Shown::MAX_CHARS {
+                return write!(f, "… ({} bytes in all)", self.text.len());
+            }
+            if c.is_control() {
+                write!(f, "{}", c.escape_debug())?;
+            } else {
+                write!(f, "{c}")?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -1,4 +1,5 @@
-//! [`layout`]: a driver's CPUs from the topology, one function for both of lagom's drivers.
+//! [`layout`]: a driver's CPUs from the topology, one function for both of lagom's drivers;
+//! and [`spread`]: which `n` of them to use when fewer workers than CPUs are asked for.
 
 use alloc::vec::Vec;
 
@@ -237,5 +238,165 @@ impl Layout {
             map: CpuMap::flat(cpus.len()),
             fallback: Some(reason),
         }
+    }
+}
+
+/// `n` of `cpus` (each once) to run `n` workers on, chosen where the kernel's load balancer
+/// settles `n` CPU-bound threads that may run on all of `cpus`; in `cpus`'s order. All of
+/// them when `n >= cpus.len()`.
+///
+/// The choice is greedy, one CPU at a time, taking the CPU that is least by, in this order:
+///
+/// 1. **capacity, largest first**: on a machine of big and little cores a busy thread does
+///    not fit a little one, and misfit balancing moves it to a big one;
+/// 2. **the chosen CPUs already in its span at each domain level, top level first**: at every
+///    level but NUMA the kernel marks the child domain `SD_PREFER_SIBLING`, and the balancer
+///    then evens out the running threads between the groups (packages, LLCs, clusters), so
+///    busy threads spread over the packages first, then over the LLCs of each, the
+///    clusters, the cores; the last level, SMT, puts one thread per core before any
+///    sibling (an idle core is also what `select_idle_core` looks for first);
+/// 3. **priority, highest first**: within a group, `ASYM_PACKING` (ITMT, preferred cores)
+///    pulls busy threads to the highest-priority idle CPU;
+/// 4. the CPU number.
+///
+/// Where lagom differs: the kernel leaves a few threads on one NUMA node while the node is
+/// lightly loaded (`allow_numa_imbalance`, for the locality of threads that share memory);
+/// `spread` treats NUMA levels as any other level and spreads over the nodes too, as the
+/// kernel does once the node is busier than that allowance. A CPU the topology does not know
+/// counts as capacity 0 and priority 0, alone at every level.
+///
+/// ```
+/// use lagom_topology::{Topology, spread};
+/// let mut files = Vec::new();
+/// files.push(("sys/devices/system/cpu/online".to_string(), "0-7\n".to_string()));
+/// for cpu in 0..8 {
+///     let d = format!("sys/devices/system/cpu/cpu{cpu}/topology");
+///     // Two packages (0-3, 4-7) of two cores each, SMT siblings n and n + 1.
+///     let core = cpu / 2 * 2;
+///     files.push((format!("{d}/core_cpus_list"), format!("{core}-{}", core + 1)));
+///     let pkg = cpu / 4 * 4;
+///     files.push((format!("{d}/package_cpus_list"), format!("{pkg}-{}", pkg + 3)));
+/// }
+/// let topo = Topology::from_files("2p2c2t", files)?;
+/// let all: Vec<usize> = (0..8).collect();
+/// assert_eq!(spread(&topo, &all, 2), [0, 4], "one per package");
+/// assert_eq!(spread(&topo, &all, 4), [0, 2, 4, 6], "then one per core");
+/// assert_eq!(spread(&topo, &all, 5), [0, 1, 2, 4, 6], "then siblings");
+/// # Ok::<(), lagom_topology::TopologyError>(())
+/// ```
+pub fn spread(topo: &Topology, cpus: &[usize], n: usize) -> Vec<usize> {
+    if n >= cpus.len() {
+        return cpus.to_vec();
+    }
+    let levels = topo.levels();
+    // Per candidate: (capacity, priority, the index of its span at each level, top first).
+    let facts: Vec<(u32, u32, Vec<usize>)> = cpus
+        .iter()
+        .map(|&c| {
+            let (cap, prio) = topo.cpu(c).map_or((0, 0), |x| (x.capacity, x.priority));
+            let spans = levels
+                .iter()
+                .rev()
+                .map(|l| {
+                    l.spans
+                        .iter()
+                        .position(|s| s.contains(c))
+                        // Alone at this level: a span index no other CPU has.
+                        .unwrap_or(l.spans.len() + c)
+                })
+                .collect();
+            (cap, prio, spans)
+        })
+        .collect();
+    let mut chosen = alloc::vec![false; cpus.len()];
+    // Chosen CPUs per (level, span index).
+    let mut load: Vec<alloc::collections::BTreeMap<usize, usize>> =
+        alloc::vec![alloc::collections::BTreeMap::new(); levels.len()];
+    for _ in 0..n {
+        let key = |i: usize| {
+            let (cap, prio, spans) = &facts[i];
+            let counts: Vec<usize> = spans
+                .iter()
+                .enumerate()
+                .map(|(l, s)| load[l].get(s).copied().unwrap_or(0))
+                .collect();
+            (
+                core::cmp::Reverse(*cap),
+                counts,
+                core::cmp::Reverse(*prio),
+                cpus[i],
+            )
+        };
+        let Some(best) = (0..cpus.len())
+            .filter(|&i| !chosen[i])
+            .min_by_key(|&i| key(i))
+        else {
+            break;
+        };
+        chosen[best] = true;
+        for (l, s) in facts[best].2.iter().enumerate() {
+            *load[l].entry(*s).or_insert(0) += 1;
+        }
+    }
+    cpus.iter()
+        .zip(&chosen)
+        .filter_map(|(&c, &k)| k.then_some(c))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::format;
+    use alloc::string::{String, ToString};
+
+    /// Four single-thread cores in one package; `extra(cpu)` adds per-CPU files.
+    fn four(extra: impl Fn(usize) -> Vec<(String, String)>) -> Topology {
+        let mut files = alloc::vec![(
+            "sys/devices/system/cpu/online".to_string(),
+            "0-3\n".to_string()
+        )];
+        for cpu in 0..4 {
+            let d = format!("sys/devices/system/cpu/cpu{cpu}");
+            files.push((format!("{d}/topology/core_cpus_list"), cpu.to_string()));
+            files.push((format!("{d}/topology/package_cpus_list"), "0-3".to_string()));
+            files.extend(extra(cpu));
+        }
+        Topology::from_files("four", files).unwrap()
+    }
+
+    #[test]
+    fn big_cores_first_then_higher_priority() {
+        // CPUs 2 and 3 are big: they fit a busy thread.
+        let t = four(|cpu| {
+            let cap = if cpu >= 2 { 1024 } else { 400 };
+            alloc::vec![(
+                format!("sys/devices/system/cpu/cpu{cpu}/cpu_capacity"),
+                cap.to_string()
+            )]
+        });
+        assert_eq!(spread(&t, &[0, 1, 2, 3], 2), [2, 3]);
+        assert_eq!(spread(&t, &[0, 1, 2, 3], 3), [0, 2, 3]);
+        // Preferred cores (CPPC highest_perf): CPU 1 ranks highest, then 3.
+        let t = four(|cpu| {
+            let perf = [100, 220, 100, 200][cpu];
+            alloc::vec![(
+                format!("sys/devices/system/cpu/cpu{cpu}/acpi_cppc/highest_perf"),
+                perf.to_string()
+            )]
+        });
+        assert!(t.has_preferred_cpus());
+        assert_eq!(spread(&t, &[0, 1, 2, 3], 1), [1]);
+        assert_eq!(spread(&t, &[0, 1, 2, 3], 2), [1, 3]);
+    }
+
+    #[test]
+    fn all_or_more_is_every_cpu_in_the_given_order() {
+        let t = four(|_| Vec::new());
+        assert_eq!(spread(&t, &[3, 1, 2], 3), [3, 1, 2]);
+        assert_eq!(spread(&t, &[3, 1, 2], 9), [3, 1, 2]);
+        assert_eq!(spread(&t, &[3, 1, 2], 0), Vec::<usize>::new());
+        // A CPU the topology lacks is taken last.
+        assert_eq!(spread(&t, &[9, 0], 1), [0]);
     }
 }

@@ -30,7 +30,9 @@
 //! 3. `numa`: nodes and distances;
 //! 4. `priority`: priorities and capacities with their source, and ITMT;
 //! 5. `allowed`: online ∩ cgroup cpuset (∩ affinity mask for the live system);
-//! 6. `domains`: the sched-domain levels.
+//! 6. `domains`: the sched-domain levels;
+//! 7. `quota`: the cgroup's CPU bandwidth limit ([`CpuQuota`]), by the rules of std's
+//!    `available_parallelism`.
 //!
 //! Missing files are normal (old kernels, containers): each reader falls back and records a
 //! [`Fallback`]. So are a per-CPU file that cannot be read or is empty (read as missing,
@@ -61,6 +63,7 @@ mod error;
 mod layout;
 mod numa;
 mod priority;
+mod quota;
 mod source;
 mod sys;
 
@@ -71,9 +74,10 @@ pub use cache::{Cache, CacheKind};
 pub use cpuset::{CpuId, CpuSet, Iter, MAX_CPU_ID};
 pub use domains::{DomainFlags, DomainLevel, LevelKind};
 pub use error::TopologyError;
-pub use layout::{Layout, itmt_packing, layout, level_flags};
+pub use layout::{Layout, itmt_packing, layout, level_flags, spread};
 pub use numa::NumaNode;
 pub use priority::{CapacitySource, CoreType, PrioritySource};
+pub use quota::{CgroupVersion, CpuQuota};
 pub use source::Fallback;
 
 use source::Sysfs;
@@ -140,6 +144,7 @@ pub struct Topology {
     priority_source: PrioritySource,
     capacity_source: CapacitySource,
     itmt_enabled: Option<bool>,
+    cpu_quota: Option<CpuQuota>,
     fallbacks: Vec<Fallback>,
 }
 
@@ -209,6 +214,7 @@ impl Topology {
         let numa = numa::scan(&mut fs, &topo.online)?;
         let prio = priority::scan(&mut fs, &topo)?;
         let allowed = allowed::allowed(&mut fs, &topo.online, affinity)?;
+        let cpu_quota = quota::cpu_quota(&fs);
 
         let ids: Vec<CpuId> = topo.cpus.iter().map(|c| c.id).collect();
         let node_of = |id: CpuId| numa.nodes.iter().position(|n| n.cpus.contains(id));
@@ -292,6 +298,7 @@ impl Topology {
             priority_source: prio.priority_source,
             capacity_source: prio.capacity_source,
             itmt_enabled: prio.itmt_enabled,
+            cpu_quota,
             fallbacks: fs.fallbacks,
         })
     }
@@ -442,6 +449,13 @@ impl Topology {
         self.itmt_enabled
     }
 
+    /// The CPU quota of the process's cgroup (module doc of [`CpuQuota`]): the live process's
+    /// for [`detect`](Topology::detect), the tree's `proc/self/cgroup` and cgroup files for a
+    /// recorded or in-memory tree; `None` where there is none.
+    pub fn cpu_quota(&self) -> Option<&CpuQuota> {
+        self.cpu_quota.as_ref()
+    }
+
     /// What was missing and what was used instead, each once.
     pub fn fallbacks(&self) -> &[Fallback] {
         &self.fallbacks
@@ -465,6 +479,40 @@ pub fn process_affinity() -> Result<CpuSet, TopologyError> {
         os_error: alloc::format!("{e}"),
     })?;
     Ok(CpuSet::from_words(&words))
+}
+
+/// The CPU quota of the calling process's cgroup, as `std::thread::available_parallelism`
+/// reads it (the rules are on [`CpuQuota`]); `None` where there is none, or where the files
+/// cannot be read.
+///
+/// ```
+/// if let Some(q) = lagom_topology::cpu_quota() {
+///     println!("this process may use {} CPUs' worth of time: {q}", q.cpus);
+/// }
+/// ```
+pub fn cpu_quota() -> Option<CpuQuota> {
+    quota::cpu_quota(&Sysfs::new("/"))
+}
+
+/// [`cpu_quota`] as the files below `root` say: a recorded tree, or one a test writes
+/// (`root/proc/self/cgroup`, `root/proc/self/mountinfo`, `root/sys/fs/cgroup/…`).
+///
+/// # Errors
+/// [`TopologyError::Unreadable`] if `root` cannot be listed (a typo, most likely); missing
+/// files below it are no error but no quota.
+pub fn cpu_quota_at(root: &str) -> Result<Option<CpuQuota>, TopologyError> {
+    let fs = Sysfs::new(root);
+    fs.check_root()?;
+    Ok(quota::cpu_quota(&fs))
+}
+
+/// [`cpu_quota`] as a tree held in memory says (`files` as for
+/// [`Topology::from_files`], called `name` in [`CpuQuota::file`]).
+pub fn cpu_quota_from_files(
+    name: &str,
+    files: impl IntoIterator<Item = (String, String)>,
+) -> Option<CpuQuota> {
+    quota::cpu_quota(&Sysfs::in_memory(name, files))
 }
 
 /// The kernel's current clocksource (`tsc`, `hpet`, `arch_sys_counter`, …), the clock it

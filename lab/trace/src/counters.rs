@@ -108,6 +108,10 @@ macro_rules! sched_counters {
             place_prev,
             /// … of a spawn, by the idlest-group descent (`WF_FORK`).
             place_fork_idlest,
+            /// Of the wakeups counted above, those `wake_wide` found wide (the waker and the
+            /// wakee each switch between many partners: the waker's CPU was not considered,
+            /// `wake_affine` was skipped).
+            place_wide,
             /// Runnable wakeups of delayed tasks whose dequeue this CPU finished so that
             /// they go through CPU selection (TTWU_DEQUEUE, or DELAYED_WAKE_IDLE with an
             /// idle allowed CPU).

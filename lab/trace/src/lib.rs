@@ -2,7 +2,9 @@
 //!
 //! The scheduler's timeline as plain data: which task ran where and why it stopped
 //! ([`SwitchReason`]), which wakeup took which path ([`WakePath`]), which task moved between
-//! CPUs and why ([`MigrateCause`]), one [`TrackTrace`] per CPU, gathered in a [`Trace`]; and
+//! CPUs and why ([`MigrateCause`]), which task held its CPU too long without a scheduling call
+//! and what its thread was doing ([`StallCause`], the threaded runtime's stall monitor), one
+//! [`TrackTrace`] per CPU, gathered in a [`Trace`]; and
 //! its export as Chrome trace event JSON ([`Trace::json`]), which ui.perfetto.dev and
 //! `chrome://tracing` open.
 //!
@@ -115,6 +117,269 @@ pub enum MigrateCause {
     Wakeup,
 }
 
+/// Declares [`Syscall`] with its names.
+macro_rules! syscalls {
+    ($( $(#[$doc:meta])* $variant:ident = $name:literal ),* $(,)?) => {
+        /// A system call a stalled worker's thread can be blocked in, by its Linux name: the
+        /// calls the threaded runtime's stall monitor names (others it reports by number).
+        /// Architecture-neutral: the runtime maps its architecture's numbers onto these.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum Syscall {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl Syscall {
+            /// Every named call.
+            pub const ALL: &'static [Syscall] = &[$( Syscall::$variant ),*];
+
+            /// The call's Linux name, e.g. `"clock_nanosleep"`.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $( Syscall::$variant => $name, )*
+                }
+            }
+        }
+    };
+}
+
+syscalls! {
+    /// A futex wait: a `std::sync` lock, `Condvar`, channel, `thread::park`, or another
+    /// library's lock.
+    Futex = "futex",
+    /// `std::thread::sleep`.
+    ClockNanosleep = "clock_nanosleep",
+    /// A sleep.
+    Nanosleep = "nanosleep",
+    /// A read (a file, pipe, socket, terminal).
+    Read = "read",
+    /// A write.
+    Write = "write",
+    /// A positioned read.
+    Pread64 = "pread64",
+    /// A positioned write.
+    Pwrite64 = "pwrite64",
+    /// A vectored read.
+    Readv = "readv",
+    /// A vectored write.
+    Writev = "writev",
+    /// A file's data and metadata to the disk.
+    Fsync = "fsync",
+    /// A file's data to the disk.
+    Fdatasync = "fdatasync",
+    /// A file range to the disk.
+    SyncFileRange = "sync_file_range",
+    /// Opening a file.
+    Openat = "openat",
+    /// Closing a file descriptor.
+    Close = "close",
+    /// Waiting on file descriptors.
+    Ppoll = "ppoll",
+    /// Waiting on file descriptors.
+    Pselect6 = "pselect6",
+    /// Waiting on an epoll set.
+    EpollPwait = "epoll_pwait",
+    /// Accepting a connection.
+    Accept4 = "accept4",
+    /// Connecting a socket.
+    Connect = "connect",
+    /// Receiving from a socket.
+    Recvfrom = "recvfrom",
+    /// Receiving from a socket.
+    Recvmsg = "recvmsg",
+    /// Sending on a socket.
+    Sendto = "sendto",
+    /// Sending on a socket.
+    Sendmsg = "sendmsg",
+    /// Waiting for a child process.
+    Wait4 = "wait4",
+    /// Waiting for a child process.
+    Waitid = "waitid",
+    /// A file lock.
+    Flock = "flock",
+    /// A file control call (a record lock).
+    Fcntl = "fcntl",
+    /// A device control call.
+    Ioctl = "ioctl",
+    /// Waiting for io_uring completions.
+    IoUringEnter = "io_uring_enter",
+    /// Waiting for a signal.
+    RtSigtimedwait = "rt_sigtimedwait",
+    /// Waiting for a signal.
+    RtSigsuspend = "rt_sigsuspend",
+    /// Random bytes (blocks until the kernel's pool is ready).
+    Getrandom = "getrandom",
+    /// A yield of the OS thread.
+    SchedYield = "sched_yield",
+    /// A memory-mapped file to the disk.
+    Msync = "msync",
+    /// Allocating file space.
+    Fallocate = "fallocate",
+    /// Truncating a file.
+    Ftruncate = "ftruncate",
+    /// Waiting on file descriptors (x86_64).
+    Poll = "poll",
+    /// Waiting on file descriptors (x86_64).
+    Select = "select",
+    /// Waiting on an epoll set (x86_64).
+    EpollWait = "epoll_wait",
+    /// Accepting a connection (x86_64).
+    Accept = "accept",
+    /// Waiting for a signal (x86_64).
+    Pause = "pause",
+}
+
+/// The operation of a futex call ([`StallCause::Syscall`]), without its private and clock
+/// flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FutexOp {
+    /// `FUTEX_WAIT`.
+    Wait,
+    /// `FUTEX_WAIT_BITSET`: std's lock, `Condvar` and parker waits.
+    WaitBitset,
+    /// `FUTEX_LOCK_PI`: a priority-inheriting lock.
+    LockPi,
+    /// `FUTEX_LOCK_PI2`.
+    LockPi2,
+    /// `FUTEX_WAIT_REQUEUE_PI`: a priority-inheriting condition variable.
+    WaitRequeuePi,
+    /// A wait of the threaded runtime's own (`FUTEX_WAIT_BITSET` with lagom's bitset): one of
+    /// its internal locks, whose holder is running elsewhere or was kept off its CPU.
+    Lagom,
+    /// Another operation.
+    Other,
+}
+
+impl FutexOp {
+    /// The operation's name, e.g. `"FUTEX_WAIT_BITSET"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            FutexOp::Wait => "FUTEX_WAIT",
+            FutexOp::WaitBitset => "FUTEX_WAIT_BITSET",
+            FutexOp::LockPi => "FUTEX_LOCK_PI",
+            FutexOp::LockPi2 => "FUTEX_LOCK_PI2",
+            FutexOp::WaitRequeuePi => "FUTEX_WAIT_REQUEUE_PI",
+            FutexOp::Lagom => "one of lagom's own locks",
+            FutexOp::Other => "another operation",
+        }
+    }
+}
+
+/// What a stalled worker's OS thread was doing when the threaded runtime's stall monitor
+/// looked at it (its report and its [`TraceEventKind::Stall`] event): what the kernel said of
+/// the thread (`/proc/self/task/TID/stat` and `syscall` on Linux). The simulator never
+/// records stalls: its tasks make no system calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StallCause {
+    /// Blocked in a system call.
+    Syscall {
+        /// The kernel's state letter: `S` (an interruptible sleep: a futex, a sleep, a pipe or
+        /// socket read) or `D` (uninterruptible: disk I/O).
+        state: char,
+        /// The call, if the runtime names it (see `nr`).
+        call: Option<Syscall>,
+        /// The call's number on the runtime's architecture.
+        nr: i32,
+        /// For `futex`, its operation.
+        futex_op: Option<FutexOp>,
+    },
+    /// Blocked in the kernel outside any system call: in state `D` a page fault waiting for
+    /// the disk (a memory-mapped file, swap).
+    OutsideSyscall {
+        /// The kernel's state letter.
+        state: char,
+    },
+    /// Blocked (state `state`), but which call could not be read.
+    Blocked {
+        /// The kernel's state letter.
+        state: char,
+    },
+    /// Running user code (or computing in the kernel) without a scheduling call: the thread
+    /// was runnable and used CPU.
+    Running {
+        /// Of the time since the monitor began to watch the episode, the share the thread
+        /// spent on a CPU, in percent.
+        on_cpu_percent: u8,
+    },
+    /// What the thread was doing could not be read (no procfs).
+    Unknown,
+    /// The task unwinds from a panic and one of its destructors blocked in lagom: no other
+    /// task may run on the worker's thread until it has unwound (std counts panics per OS
+    /// thread), so its block waits on the thread, and the tasks queued there wait with it.
+    Unwinding,
+}
+
+impl StallCause {
+    /// The system call, if the thread was blocked in one the runtime names.
+    pub fn call(&self) -> Option<Syscall> {
+        match *self {
+            StallCause::Syscall { call, .. } => call,
+            _ => None,
+        }
+    }
+
+    /// A short name of the kind of cause, for exports and grouping: `"syscall"`,
+    /// `"outside_syscall"`, `"blocked"`, `"running"`, `"unknown"`, `"unwinding"`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StallCause::Syscall { .. } => "syscall",
+            StallCause::OutsideSyscall { .. } => "outside_syscall",
+            StallCause::Blocked { .. } => "blocked",
+            StallCause::Running { .. } => "running",
+            StallCause::Unknown => "unknown",
+            StallCause::Unwinding => "unwinding",
+        }
+    }
+}
+
+impl core::fmt::Display for StallCause {
+    /// One phrase: "blocked in the OS in futex (FUTEX_WAIT_BITSET), state S", "running user
+    /// code without a scheduling call (on its CPU 98% of the time)", ….
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            StallCause::Syscall {
+                state,
+                call,
+                nr,
+                futex_op,
+            } => {
+                match call {
+                    Some(c) => write!(f, "blocked in the OS in {}", c.name())?,
+                    None => write!(f, "blocked in the OS in system call {nr}")?,
+                }
+                if let Some(op) = futex_op {
+                    write!(f, " ({})", op.name())?;
+                }
+                write!(f, ", state {state}")
+            }
+            StallCause::OutsideSyscall { state: 'D' } => write!(
+                f,
+                "blocked in the OS outside a system call, state D (a page fault waiting for \
+                 the disk: a memory-mapped file or swap)"
+            ),
+            StallCause::OutsideSyscall { state } => {
+                write!(f, "blocked in the OS outside a system call, state {state}")
+            }
+            StallCause::Blocked { state } => write!(
+                f,
+                "blocked in the OS, state {state} (its system call could not be read)"
+            ),
+            StallCause::Running { on_cpu_percent } => write!(
+                f,
+                "running user code without a scheduling call (on its CPU {on_cpu_percent}% \
+                 of the time)"
+            ),
+            StallCause::Unknown => write!(f, "doing what could not be read (no procfs)"),
+            StallCause::Unwinding => write!(
+                f,
+                "unwinding from a panic, blocked in lagom in a destructor: no other task may run \
+                 on its worker's thread until it has unwound (std counts panics per OS thread)"
+            ),
+        }
+    }
+}
+
 /// What happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TraceEventKind {
@@ -148,6 +413,23 @@ pub enum TraceEventKind {
         to: usize,
         /// Why.
         cause: MigrateCause,
+    },
+    /// The threaded runtime's stall monitor found worker `worker`'s running task `task`
+    /// without a scheduling call for `stalled_ns` while other tasks waited there (one event
+    /// per episode, when it is reported). Recorded by the monitor's thread, which is no
+    /// worker (so into the outside log); the export draws it on the worker's track.
+    Stall {
+        /// The stalled task's id.
+        task: u64,
+        /// How long the worker had gone without a scheduling call when it was reported.
+        stalled_ns: u64,
+        /// The worker index it holds (32 bits, so that the event is no larger than the
+        /// others).
+        worker: u32,
+        /// How many runnable tasks waited behind it.
+        waiting: u32,
+        /// What the worker's thread was doing.
+        cause: StallCause,
     },
 }
 
