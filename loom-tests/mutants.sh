@@ -6,7 +6,8 @@
 #   bash loom-tests/mutants.sh            # every mutant
 #   bash loom-tests/mutants.sh NAME...    # only these (a name not in the list: exit 2)
 #
-# LOOM_MAX_PREEMPTIONS defaults to 2, as in CI. The mutant is switched on by LAGOM_MUTANT
+# LOOM_MAX_PREEMPTIONS defaults to 2, as in CI; the models of a waker's claim raise it to 3
+# themselves (`loom_tests::claim_model`), so their rows run at 3. The mutant is switched on by LAGOM_MUTANT
 # (runtime/build.rs turns it into `--cfg lagom_mutant="NAME"` for lagom alone), so loom and
 # the other dependencies are built once for all mutants; each mutant rebuilds lagom and one
 # model. The builds are incremental (CARGO_INCREMENTAL=1, although the profile is release):
@@ -59,6 +60,14 @@ MUTANTS=(
     "ttwu_no_claim                 shutdown_sweep"
     "ttwu_runnable_no_cpu_recheck  balance_wake"
     "ttwu_runnable_no_recheck      balance_wake"
+    "ttwu_claim_relaxed            two_wakers"
+    "drain_on_rq_relaxed           migrate"
+    "drain_takeback_stale_cpu      migrate"
+    "put_dead_before_clear_on_cpu  exit_recycle"
+    "tick_cleared_by_store         resched_word"
+    "wake_pending_cleared_late     resched_word"
+    "monitor_wake_no_fence         monitor_deep_sleep"
+    "monitor_deep_no_recheck       monitor_deep_sleep"
 )
 
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}

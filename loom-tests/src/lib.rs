@@ -14,6 +14,27 @@
 
 use core::ptr::NonNull;
 
+/// The least preemption bound of the models that run a waker's claim (`BLOCKED → WAKING`):
+/// three. At two, loom misses the claim's compare-exchange made Relaxed (`two_wakers` catches
+/// it at three: the enqueue reads the task's entity before the dequeue that stored it), and
+/// the waker's path after the claim is where lagom's orderings are finest.
+pub const CLAIM_PREEMPTIONS: usize = 3;
+
+/// Runs `f` as [`loom::model`] does, with a preemption bound of at least
+/// [`CLAIM_PREEMPTIONS`]: `LOOM_MAX_PREEMPTIONS` if it is larger, none if it is unset (loom's
+/// default: every interleaving).
+#[cfg(loom)]
+pub fn claim_model<F>(f: F)
+where
+    F: Fn() + Sync + Send + 'static,
+{
+    let mut b = loom::model::Builder::new();
+    if let Some(p) = b.preemption_bound {
+        b.preemption_bound = Some(p.max(CLAIM_PREEMPTIONS));
+    }
+    b.check(f);
+}
+
 /// A pointer that a model hands to another loom thread.
 ///
 /// Models move entries between threads by raw pointer, as the runtime does; the protocol

@@ -58,7 +58,7 @@ use loom::thread;
 const MS: u64 = 1_000_000;
 
 fn balance_against_wakeup(spec: &'static str) {
-    loom::model(move || {
+    loom_tests::claim_model(move || {
         // SAFETY: model tasks run no code of their own (`Model::with_migration`).
         let m = Arc::new(unsafe { Model::with_migration(2, spec) });
         // Worker 0 ran T, then U, which both blocked there; it now runs V.

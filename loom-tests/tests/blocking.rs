@@ -23,7 +23,7 @@ const VALUE: u64 = 0xb10c;
 
 #[test]
 fn blocking_handoff() {
-    loom::model(|| {
+    loom_tests::claim_model(|| {
         let m = Arc::new(Model::new(1, ""));
         let c = m.queued_task(0);
         let w = m.worker(0);

@@ -46,7 +46,7 @@ fn pinned_wakeup_busy() {
         "TTWU_QUEUE,NO_TTWU_QUEUE_ON_CPU",
         "NO_TTWU_QUEUE,NO_TTWU_QUEUE_ON_CPU",
     ] {
-        loom::model(move || {
+        loom_tests::claim_model(move || {
             let m = Arc::new(Model::new(2, spec));
             let t = m.running_task(A);
             let u = m.queued_task(A);
@@ -113,7 +113,7 @@ fn pinned_delayed_wakeup() {
         "TTWU_QUEUE_DELAYED",
         "TTWU_DEQUEUE",
     ] {
-        loom::model(move || {
+        loom_tests::claim_model(move || {
             let m = Arc::new(Model::new(2, spec));
             let t = m.running_task(A);
             let u = m.queued_task(A);
@@ -149,7 +149,7 @@ fn pinned_delayed_wakeup() {
 
 #[test]
 fn never_ran_is_balanced() {
-    loom::model(|| {
+    loom_tests::claim_model(|| {
         let m = Model::new(2, "");
         let _t = m.running_task(A);
         let n = m.queued_task(A);

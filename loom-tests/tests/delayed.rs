@@ -51,7 +51,7 @@ const MS: u64 = 1_000_000;
 #[test]
 fn delayed_wakeup() {
     for spec in FEATURES {
-        loom::model(move || {
+        loom_tests::claim_model(move || {
             // CPU selection may send T, which has run, to worker 1.
             // SAFETY: model tasks run no code of their own: nothing thread-local to break.
             let m = Arc::new(unsafe { Model::with_migration(2, spec) });
@@ -94,7 +94,7 @@ fn delayed_wakeup() {
 #[test]
 fn delayed_wakeup_during_block() {
     for spec in FEATURES {
-        loom::model(move || {
+        loom_tests::claim_model(move || {
             // CPU selection may send T, which has run, to worker 1.
             // SAFETY: model tasks run no code of their own: nothing thread-local to break.
             let m = Arc::new(unsafe { Model::with_migration(2, spec) });

@@ -35,6 +35,19 @@
 //! died of SIGSEGV under that mutation), which `mutants.sh` does not count as caught. The
 //! order is stated where it is kept: `put_dead`'s last line, and the invariant in
 //! `sched/exit.rs`'s module doc.
+//!
+//! Mutant `put_dead_before_clear_on_cpu` (`sched/schedule.rs`): `finish_task_switch` frees
+//! the dead task before it clears the task's `on_cpu`, a write after the free. Loom cannot see
+//! the free, but `put_dead` checks that the task it frees is off every CPU
+//! (`Task::check_freeable`, on under loom and in debug builds), which fails here; memcheck
+//! reports the write itself in the threaded runtime (`.ci/memcheck.sh`).
+//!
+//! Bound: `LOOM_MAX_PREEMPTIONS` (two in CI), although J's wakeup by the exit is a waker's
+//! claim, which the other models of a claim explore with at least three
+//! (`loom_tests::claim_model`): that wakeup's race is `exit_wake`'s, which runs at three,
+//! while this model's is the free and the recycle after it, and its mutants are caught at
+//! two; at three it would be the longest model of CI's loom step by far (its times are on
+//! the book's page of the checks' figures).
 #![cfg(loom)]
 
 use lagom::model::Model;

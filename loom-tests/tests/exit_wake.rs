@@ -230,7 +230,7 @@ fn exit_wake_remote_idle() {
 fn remote(spec: &'static str, busy: bool) -> std::sync::Arc<Seen> {
     let seen = std::sync::Arc::new(Seen::default());
     let seen2 = std::sync::Arc::clone(&seen);
-    loom::model(move || {
+    loom_tests::claim_model(move || {
         // The wakeup may send J to the other worker, and B's balancer may pull it.
         // SAFETY: model tasks run no code of their own: nothing thread-local to break.
         let m = Arc::new(unsafe { Model::with_migration(2, spec) });
@@ -278,7 +278,7 @@ fn exit_wake_local() {
     for (spec, delayed) in LOCAL {
         let seen = std::sync::Arc::new(Seen::default());
         let seen2 = std::sync::Arc::clone(&seen);
-        loom::model(move || {
+        loom_tests::claim_model(move || {
             // The wakeup may send J to the other worker, and B's balancer may pull it.
             // SAFETY: model tasks run no code of their own: nothing thread-local to break.
             let m = Arc::new(unsafe { Model::with_migration(2, spec) });

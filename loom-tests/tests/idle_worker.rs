@@ -23,7 +23,7 @@ use loom::sync::Arc;
 use loom::thread;
 
 fn idle_worker_runs_the_woken_task(spec: &'static str) {
-    loom::model(move || {
+    loom_tests::claim_model(move || {
         let m = Arc::new(Model::new(2, spec));
         // The task ran on worker 1 and blocked there; worker 1 then has nothing to run.
         let t = m.running_task(1);

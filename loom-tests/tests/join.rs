@@ -29,7 +29,7 @@ const VALUE: u64 = 0x5eed;
 
 #[test]
 fn join() {
-    loom::model(|| {
+    loom_tests::claim_model(|| {
         let m = Arc::new(Model::new(2, ""));
         let joiner = m.running_task(0);
         let (_task, handle, exit) = m.joinable_task::<u64>(1);

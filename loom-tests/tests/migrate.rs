@@ -45,7 +45,7 @@ const FEATURES: [&str; 2] = ["TTWU_QUEUE_DELAYED", "TTWU_QUEUE"];
 #[test]
 fn migration_chase() {
     for spec in FEATURES {
-        loom::model(move || {
+        loom_tests::claim_model(move || {
             // The balancer moves T, which has run (the chase needs it).
             // SAFETY: model tasks run no code of their own: nothing thread-local to break.
             let m = Arc::new(unsafe { Model::with_migration(2, spec) });
@@ -96,7 +96,7 @@ fn migration_chase() {
 /// hold it.
 #[test]
 fn migration_chase_new_owner_picks() {
-    loom::model(|| {
+    loom_tests::claim_model(|| {
         // SAFETY: model tasks run no code of their own: nothing thread-local to break.
         let m = Arc::new(unsafe { Model::with_migration(2, "TTWU_QUEUE_DELAYED") });
         let t = m.running_task(0);
@@ -139,7 +139,7 @@ fn migration_chase_new_owner_picks() {
 /// then the balancer moves T to worker 1, then worker 0 drains and must forward T.
 #[test]
 fn migration_chase_in_order() {
-    loom::model(|| {
+    loom_tests::claim_model(|| {
         // The balancer moves T, which has run (the chase needs it).
         // SAFETY: model tasks run no code of their own: nothing thread-local to break.
         let m = unsafe { Model::with_migration(2, "TTWU_QUEUE_DELAYED") };
@@ -157,4 +157,76 @@ fn migration_chase_in_order() {
         assert_eq!(on, [cpu], "T queued once, where its cpu says");
         assert!(m.is_running_state(&t) && !m.is_delayed(&t), "T woken");
     });
+}
+
+/// Executions of `migration_chase_busy_new_owner` in which worker 0's drain activated T
+/// itself after worker 1 had finished T's dequeue (the shape the model exists for).
+static TAKEN_BACK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The chase where the **old owner activates the task itself**: worker 1's
+/// balancer pulls the delayed T and worker 1's pick finishes T's dequeue there (T alone), and
+/// then worker 1 gets work of its own (a task V queued there), so that worker 0's drain of
+/// the wakeup the waker queued before the move finds T off every runqueue and, with both
+/// workers busy, CPU selection keeps T on worker 0: the drain activates it locally. The
+/// activation reads T's entity, which worker 1's pick stored under worker 1's lock alone;
+/// only the drain's Acquire load of `on_rq` (false, stored with Release after the entity)
+/// orders that read after the store. In `migration_chase_new_owner_picks` worker 1 is idle
+/// after its pick, so selection always forwards T there and the drain never activates it
+/// (worker 1's own drain then reads what it stored itself).
+///
+/// Afterwards T is queued once, where its `cpu` says. Mutants: `drain_on_rq_relaxed` (the
+/// drain's `on_rq` load Relaxed: loom reports the entity read racing with the pick's store)
+/// and `drain_takeback_stale_cpu` (T activated on worker 0 with `cpu` still naming worker 1,
+/// a bug this model found: a later wakeup would requeue T's handle on worker 1's runqueue).
+/// After the model, it checks that some execution took T back (`TAKEN_BACK`), so that a
+/// change of CPU selection that forwards T again fails here rather than emptying the race.
+#[test]
+fn migration_chase_busy_new_owner() {
+    TAKEN_BACK.store(0, std::sync::atomic::Ordering::Relaxed);
+    loom_tests::claim_model(|| {
+        // SAFETY: model tasks run no code of their own: nothing thread-local to break.
+        let m = Arc::new(unsafe { Model::with_migration(2, "TTWU_QUEUE_DELAYED") });
+        let t = m.running_task(0);
+        let u = m.queued_task(0);
+        assert_eq!(m.prepare_park(&t), Step::Sleep);
+        assert_eq!(m.schedule_at(&t, 0, 10 * MS), Some(u.id()));
+        assert!(m.is_delayed(&t), "T, not eligible, sleeps delayed");
+        let waker = {
+            let (m, t) = (Arc::clone(&m), t.clone());
+            thread::spawn(move || m.unpark(&t))
+        };
+        let worker1 = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                let pulled = m.periodic_balance(1, 11 * MS);
+                let ran = m.switch_in(1, 12 * MS).map(|n| n.id());
+                // Worker 1 is busy from here on.
+                let v = m.queued_task(1);
+                (pulled, ran, v)
+            })
+        };
+        m.drain(0, 13 * MS);
+        let queued_here = m.whereabouts(&t).0 == [0];
+        waker.join().unwrap();
+        let (pulled, ran, _v) = worker1.join().unwrap();
+        let finished_on_1 = pulled == 1 && ran.is_none() && m.stats(1).delayed_finished == 1;
+        m.drain_all();
+        m.drain_all();
+        let (on, cpu) = m.whereabouts(&t);
+        assert_eq!(
+            on,
+            [cpu],
+            "T queued once, where its cpu says (pulled {pulled}, worker 1 ran {ran:?})"
+        );
+        assert_eq!(m.queued_count(&t), 1, "T queued once");
+        assert!(m.is_running_state(&t), "T queued but not RUNNING");
+        assert!(!m.is_delayed(&t), "T woken but still delayed");
+        if finished_on_1 && queued_here {
+            TAKEN_BACK.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    assert!(
+        TAKEN_BACK.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "no execution had worker 0's drain take back T after worker 1 finished its dequeue"
+    );
 }

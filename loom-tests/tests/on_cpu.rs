@@ -228,7 +228,7 @@ fn on_cpu_handoff() {
     for spec in FEATURES {
         let seen = std::sync::Arc::new(Seen::default());
         let counts = std::sync::Arc::clone(&seen);
-        loom::model(move || {
+        loom_tests::claim_model(move || {
             let seen = &*counts;
             seen.total.fetch_add(1, StdOrdering::Relaxed);
             let m = Arc::new(Model::new(2, spec));
@@ -273,7 +273,7 @@ fn on_cpu_handoff_busy() {
     for spec in FEATURES {
         let seen = std::sync::Arc::new(Seen::default());
         let counts = std::sync::Arc::clone(&seen);
-        loom::model(move || {
+        loom_tests::claim_model(move || {
             let seen = &*counts;
             seen.total.fetch_add(1, StdOrdering::Relaxed);
             // A waker that finds A busy sends T, which has run, to B.

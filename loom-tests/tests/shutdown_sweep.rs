@@ -31,7 +31,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 #[test]
 fn shutdown_sweep_against_unpark() {
-    loom::model(|| {
+    loom_tests::claim_model(|| {
         let m = Arc::new(Model::new(1, ""));
         let (h, _value) = m.spawn::<u64>();
         let t = m.task_of(&h);

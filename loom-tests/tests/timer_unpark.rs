@@ -34,7 +34,7 @@ const DUE: u64 = 1;
 
 #[test]
 fn timer_alone() {
-    loom::model(|| {
+    loom_tests::claim_model(|| {
         let m = Model::new(1, "");
         let t = m.queued_task(0);
         let w = m.worker(0);
@@ -50,7 +50,7 @@ fn timer_alone() {
 }
 
 fn timer_against_unpark(spec: &'static str) {
-    loom::model(move || {
+    loom_tests::claim_model(move || {
         let m = Arc::new(Model::new(1, spec));
         let t = m.queued_task(0);
         let w = m.worker(0);

@@ -46,7 +46,7 @@ const FEATURES: [&str; 3] = [
 #[test]
 fn lost_wakeup() {
     for spec in FEATURES {
-        loom::model(move || {
+        loom_tests::claim_model(move || {
             let m = Arc::new(Model::new(2, spec));
             let t = m.running_task(0);
             let waker = {
@@ -83,7 +83,7 @@ fn lost_wakeup() {
 #[test]
 fn double_wake() {
     for spec in FEATURES {
-        loom::model(move || {
+        loom_tests::claim_model(move || {
             let m = Arc::new(Model::new(2, spec));
             let t = m.running_task(0);
             assert_eq!(m.prepare_park(&t), Step::Sleep);
@@ -111,7 +111,7 @@ fn double_wake() {
 #[test]
 fn stale_token() {
     for spec in FEATURES {
-        loom::model(move || {
+        loom_tests::claim_model(move || {
             let m = Arc::new(Model::new(2, spec));
             let t = m.running_task(0);
             // An earlier unpark, not consumed yet.

@@ -17,12 +17,16 @@
 //! never sleeps with the task runnable (a lost wakeup is a loom deadlock).
 //!
 //! Mutants: `ttwu_no_on_cpu_wait` (a waker that finds the task blocked but still `on_cpu`
-//! does not wait for its switch-out: it takes the context while the worker saves it) and
+//! does not wait for its switch-out: it takes the context while the worker saves it),
 //! `finish_relaxed_on_cpu` (the `on_cpu` clear without Release: the waker that sees it clear
-//! does not see the save). Both also break older models. No mutation that this model alone
-//! catches was found: the one tried, the claim without Acquire (`BLOCKED → WAKING` Relaxed),
-//! passes every model, since the waker's `on_rq` and `on_cpu` loads after it are Acquire
-//! themselves.
+//! does not see the save), both also caught by older models, and `ttwu_claim_relaxed`, which
+//! only this model catches: the claim's compare-exchange without Acquire. The waker's later
+//! loads of `on_rq` and `on_cpu` are Acquire themselves, but an Acquire load may still read a
+//! value older than the one the previous round published, and then synchronizes with nothing
+//! of that round: the second waker's enqueue reads the task's entity concurrently with the
+//! worker's dequeue that stored it (a causality violation in `enqueue_on`). It takes three
+//! preemptions to reach, so this model, as every model of a waker's claim, runs with a bound
+//! of at least three (`loom_tests::claim_model`; at two it passes with the mutant).
 #![cfg(loom)]
 
 use lagom::model::{Model, Step};
@@ -31,7 +35,7 @@ use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 
 fn two_rounds(spec: &'static str) {
-    loom::model(move || {
+    loom_tests::claim_model(move || {
         let m = Arc::new(Model::new(1, spec));
         // The task ran on worker 0 and blocked there, in `park`; the worker has nothing else.
         let t = m.running_task(0);

@@ -71,6 +71,16 @@ pub enum Error {
         /// The CPUs this process may run on.
         allowed: alloc::vec::Vec<usize>,
     },
+    /// `Builder::worker_threads` asked for no worker, or for more workers than there are
+    /// CPUs to pin them to (one pinned worker per CPU).
+    WorkerThreads {
+        /// The number asked for.
+        requested: usize,
+        /// The CPUs the workers could run on: `worker_cpus`, or the process's allowed CPUs.
+        cpus: alloc::vec::Vec<usize>,
+        /// Whether `cpus` is the `worker_cpus` list (else the allowed CPUs).
+        listed: bool,
+    },
     /// A worker thread could not be started.
     ThreadSpawn {
         /// The error number `pthread_create` returned.
@@ -106,6 +116,10 @@ pub enum Error {
     /// A trace could not be written to its file (`Trace::save`: the path and the OS
     /// error).
     TraceWrite(lagom_trace::SaveError),
+    /// `Builder::interpose_sleep` (the `interpose` feature) was asked for, but this program's
+    /// calls of `clock_nanosleep` do not reach lagom's hook: another definition of the
+    /// function is linked ahead of it.
+    InterposeInactive,
 }
 
 impl fmt::Display for Error {
@@ -165,6 +179,40 @@ impl fmt::Display for Error {
                 )?;
                 write_list(f, allowed)
             }
+            Error::WorkerThreads { requested: 0, .. } => f.write_str(
+                "worker_threads(0): a runtime needs at least one worker; ask for 1 or more, \
+                 or leave it unset for one worker per allowed CPU (within the CPU quota)",
+            ),
+            Error::WorkerThreads {
+                requested,
+                cpus,
+                listed,
+            } => {
+                write!(
+                    f,
+                    "worker_threads({requested}) asks for more workers than CPUs: lagom pins \
+                     one worker to each CPU, and {} {} CPU(s) (",
+                    if *listed {
+                        "worker_cpus lists"
+                    } else {
+                        "this process may use"
+                    },
+                    cpus.len()
+                )?;
+                write_list(f, cpus)?;
+                write!(
+                    f,
+                    "); ask for at most {}, {}or, to try a runtime the size of a larger \
+                     machine, give that machine's topology (Builder::topology: workers whose CPU \
+                     this machine lacks run unpinned)",
+                    cpus.len(),
+                    if *listed {
+                        "list more CPUs in worker_cpus, "
+                    } else {
+                        "run the process on more CPUs (taskset, the cgroup's cpuset), "
+                    }
+                )
+            }
             Error::ThreadSpawn { errno } => write!(
                 f,
                 "could not start a worker thread: errno {errno} ({}); lower the number of \
@@ -204,6 +252,13 @@ impl fmt::Display for Error {
                 "{setting} was given {value}, which is out of range; it accepts {valid}"
             ),
             Error::TraceWrite(e) => e.fmt(f),
+            Error::InterposeInactive => f.write_str(
+                "Builder::interpose_sleep was asked for, but this program's calls of \
+                 clock_nanosleep do not reach lagom's hook (another definition of \
+                 clock_nanosleep is linked ahead of it, or lagom is not part of the program \
+                 itself); remove the other definition, link lagom into the program, or build \
+                 without interpose_sleep and use lagom::task::sleep in tasks",
+            ),
         }
     }
 }

@@ -43,7 +43,8 @@
 //! * [`trace`]: switch / wakeup / migrate events per worker, when asked for, exported as
 //!   Chrome/Perfetto trace JSON.
 //! * Errors: [`Error`] (configuring and starting; every message says what to do),
-//!   [`JoinError`] (a task panicked or was cancelled), [`GraphError`]; and [`FpControl`], how
+//!   [`JoinError`] (a task panicked or was cancelled), [`GraphError`], [`RunError`] (a
+//!   graph's failed run, with the outputs of the nodes that finished); and [`FpControl`], how
 //!   context switches treat the floating-point control state.
 //!
 //! ## The lab
@@ -138,7 +139,7 @@ mod worker;
 
 pub use arch::FpControl;
 pub use error::Error;
-pub use graph::{GraphError, TaskGraph};
+pub use graph::{GraphError, RunError, TaskGraph};
 pub use join_error::JoinError;
 pub use runtime::Runtime;
 pub use task::{Scope, ScopedJoinHandle, join, scope};

@@ -1,7 +1,8 @@
 //! `TaskGraph` (`graph/`): the shapes (diamond, chain, fan-out/fan-in), random DAGs checked
 //! node by node, the cycle error, a panicking node's isolation and its dependants'
-//! cancellation, a node that cannot start, progress read while the graph runs, nodes that
-//! borrow, and no task left alive afterwards.
+//! cancellation and the outputs a failed run gives back, a node that cannot start, ids of
+//! another graph refused, node names as task names, progress read while the graph runs,
+//! nodes that borrow, and no task left alive afterwards.
 mod panic_util;
 mod runtime_util;
 
@@ -219,21 +220,94 @@ fn an_edge_closing_a_cycle_is_refused_naming_its_nodes() {
     assert!(matches!(e, GraphError::Cycle { ref path } if path == &["link", "link"]));
     // An id of another, larger graph.
     assert!(matches!(
-        g.add_edge(a, fake_id()),
-        Err(GraphError::UnknownNode {
-            index: 99,
-            nodes: 3
-        })
+        g.add_edge(a, fake_id(99)),
+        Err(GraphError::ForeignNode { index: 99, .. })
     ));
     // The graph is unchanged and still runs.
     let rt = runtime();
     assert_eq!(g.run(&rt).unwrap().len(), 3);
 }
 
-/// An id no 3-node graph has.
-fn fake_id() -> NodeId {
+/// Node `index` of another graph (of `index + 1` nodes).
+fn fake_id(index: usize) -> NodeId {
     let mut g: TaskGraph<'_, ()> = TaskGraph::new();
-    (0..100).map(|_| g.add(|_| ())).last().unwrap()
+    (0..=index).map(|_| g.add(|_| ())).last().unwrap()
+}
+
+#[test]
+fn an_id_of_another_graph_is_refused_even_with_an_index_in_range() {
+    let mut g: TaskGraph<'_, u32> = TaskGraph::new();
+    let a = g.add_named("a", |_| 1);
+    let b = g.add_named("b", |i| i[0] + 1);
+    // Same indices as `a` and `b`, but of another graph.
+    let mut other: TaskGraph<'_, u32> = TaskGraph::new();
+    let (oa, ob) = (other.add(|_| 0), other.add(|_| 0));
+    assert_eq!((oa.index(), ob.index()), (a.index(), b.index()));
+    assert_ne!(oa, a, "ids of two graphs differ even at one index");
+    for (x, y) in [(a, ob), (oa, b), (oa, ob)] {
+        let e = g.add_edge(x, y).unwrap_err();
+        let GraphError::ForeignNode {
+            index,
+            node_graph,
+            graph,
+        } = e
+        else {
+            panic!("{e:?}")
+        };
+        assert_ne!(node_graph, graph);
+        assert!(index <= 1);
+        let msg = e.to_string();
+        assert!(
+            msg.contains("is valid only with the graph whose `add` returned it"),
+            "{msg}"
+        );
+    }
+    assert_eq!(
+        g.predecessors(b).len(),
+        0,
+        "the refused edges added nothing"
+    );
+    assert_eq!((g.name(a), g.name(oa)), (Some("a"), None));
+    let panic =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| g.predecessors(ob).count()))
+            .unwrap_err();
+    let msg = panic.downcast_ref::<String>().unwrap();
+    assert!(
+        msg.contains("TaskGraph::predecessors") && msg.contains("of task graph #"),
+        "{msg}"
+    );
+    g.add_edge(a, b).unwrap();
+    let rt = runtime();
+    let out = g.run(&rt).unwrap();
+    assert_eq!((out.get(b), out.get(ob)), (Some(&2), None));
+    assert_eq!(out[b], 2);
+    let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| out[ob])).unwrap_err();
+    let msg = panic.downcast_ref::<String>().unwrap();
+    assert!(msg.contains("is valid only with the graph"), "{msg}");
+    // Inputs, too, know their graph.
+    let mut g: TaskGraph<'_, Option<u32>> = TaskGraph::new();
+    let src = g.add(|_| Some(5));
+    let sink = g.add(move |i| {
+        assert_eq!(i.ids().collect::<Vec<_>>(), [src]);
+        assert_eq!(i.of(oa), None, "a foreign id with a predecessor's index");
+        i.of(src).copied().flatten()
+    });
+    g.add_edge(src, sink).unwrap();
+    assert_eq!(g.run(&rt).unwrap()[sink], Some(5));
+}
+
+#[test]
+fn nodes_run_as_tasks_named_after_them() {
+    let rt = runtime();
+    let mut g = TaskGraph::new();
+    let name = || task::current().unwrap().name.to_string();
+    let named = g.add_named("fetch", move |_| name());
+    let unnamed = g.add(move |_| name());
+    let empty = g.add_with(task::Builder::new().name(""), move |_| name());
+    let out = g.run(&rt).unwrap();
+    assert_eq!(out[named], "fetch");
+    assert_eq!(out[unnamed], "node-1");
+    assert_eq!(out[empty], "node-2");
 }
 
 #[test]
@@ -258,13 +332,25 @@ fn a_panicking_node_cancels_its_dependants_and_nothing_else() {
         task::sleep(Duration::from_millis(20));
         mark(4)
     });
-    let _f = g.add_with(named("f"), move |_| mark(5));
+    let f = g.add_with(named("f"), move |_| mark(5));
     let gg = g.add_with(named("g"), move |_| mark(6));
     for (x, y) in [(a, bad), (bad, c), (c, d), (bad, d), (a, e), (e, gg)] {
         g.add_edge(x, y).unwrap();
     }
     let progress = g.progress();
-    let err = g.run(&rt).unwrap_err();
+    let run_err = g.run(&rt).unwrap_err();
+    // The outputs of the nodes that finished: a, e, f, g (all `()`), none of the others.
+    let done = run_err.outputs();
+    let finished_ids: Vec<NodeId> = done.iter().map(|(id, _)| id).collect();
+    assert_eq!(finished_ids, [a, e, f, gg]);
+    assert_eq!(
+        (done.get(bad), done.get(c), done.get(d)),
+        (None, None, None)
+    );
+    assert_eq!((done.finished(), done.len()), (4, 7));
+    let debug = format!("{run_err:?}");
+    assert!(debug.contains("finished: 4"), "{debug}");
+    let err = GraphError::from(run_err);
     let GraphError::Failed {
         failed,
         cancelled,
@@ -303,6 +389,14 @@ fn a_node_that_cannot_start_fails_and_cancels_its_dependants() {
     g.add_edge(a, pinned).unwrap();
     g.add_edge(pinned, after).unwrap();
     let err = g.run(&rt).unwrap_err();
+    assert_eq!(
+        err.outputs().get(a),
+        Some(&1),
+        "the finished node's output is kept"
+    );
+    assert_eq!(err.outputs()[a], 1);
+    let (err, mut outputs) = err.into_parts();
+    assert_eq!((outputs.take(a), outputs.take(a)), (Some(1), None));
     let GraphError::Failed {
         failed, cancelled, ..
     } = &err

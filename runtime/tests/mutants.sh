@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # The ordinary tests' mutants: builds the test that must catch each mutant, with the one
 # deliberately broken line that `--cfg lagom_mutant="NAME"` switches on in the policy
-# (lab/policy) or the driver (runtime), and runs it. A test that passes with its mutant
-# checks nothing, so a survivor fails this script. The loom models' mutants are in
-# loom-tests/mutants.sh.
+# (lab/policy), the simulator (lab/sim) or the driver (runtime), and runs it. A test that
+# passes with its mutant checks nothing, so a survivor fails this script. The loom models'
+# mutants are in loom-tests/mutants.sh.
 #
 #   bash runtime/tests/mutants.sh            # every mutant
 #   bash runtime/tests/mutants.sh NAME...    # only these (a name not in the list: exit 2)
 #
-# The mutant is switched on by LAGOM_MUTANT (runtime/build.rs and lab/policy/build.rs turn
-# it into the cfg for lagom and lagom-policy, the two crates with mutants; a changed
-# RUSTFLAGS would rebuild every dependency), so all mutants share one target directory
+# The mutant is switched on by LAGOM_MUTANT (runtime/build.rs, lab/policy/build.rs and
+# lab/sim/build.rs turn it into the cfg for lagom, lagom-policy and lagom-sim, the crates
+# with mutants; a changed RUSTFLAGS would rebuild every dependency), so all mutants share
+# one target directory
 # ($MUTANTS_TARGET_DIR, default target/mutants) and its dependencies: each mutant rebuilds
 # only the lagom crates and the one test binary that must catch it. Each run is bounded by
 # a timeout of $MUTANT_TIMEOUT s (default 120): the tests fail by themselves (an assertion,
@@ -19,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-# mutant name               package       test target (its tests/, or lib: the crate's unit tests)  test name (exact)
+# mutant name               package[:features]  test target (its tests/, or lib: the crate's unit tests)  test name (exact)
 MUTANTS=(
     "charge_weight_blind       lagom-policy  policy_property  random_sequences_keep_every_invariant"
     "pick_eligibility_blind    lagom-policy  policy_property  random_sequences_keep_every_invariant"
@@ -35,6 +36,7 @@ MUTANTS=(
     "lock_short_spin           lagom         lib              locking::lock::tests::a_waiter_spins_through_a_short_hold"
     "rwlock_downgrade_unlock   lagom         sync_rwlock      test_downgrade_atomic::tasks_1_worker"
     "asym_prefer_tie_by_index  lagom-policy  policy_cpumap    itmt_ignores_equal_priorities"
+    "asym_prefer_tie_by_index  lagom-sim     sim_placement    itmt_leaves_cpus_of_equal_priority_alone"
     "try_no_preempt_point      lagom         sync_spin        a_sender_spinning_until_the_receiver_left_lets_it_leave"
     "try_no_preempt_point      lagom         sync_spin        every_failing_attempt_is_a_preemption_point"
     "condvar_cancel_unlocks    lagom         sync_condvar     a_cancelled_waiter_never_unlocks_a_mutex_it_does_not_hold"
@@ -45,6 +47,22 @@ MUTANTS=(
     "scope_wait_cancellable    lagom         scope_join       a_join_asked_to_unwind_while_waiting_on_one_worker_waits_for_b"
     "blocking_uncounted_early  lagom         task_blocking    a_shutdown_that_gives_up_while_the_closure_runs_leaks_the_stack_it_borrows"
     "blocking_wait_cancellable lagom         task_blocking    a_shutdown_lets_the_closure_end_and_then_cancels_the_task"
+    "put_dead_before_clear_on_cpu lagom      runtime_exit     an_exit_wakes_its_joiner_on_every_path"
+    "quota_ignored             lagom         runtime_sizing   the_default_count_honours_a_quota_given_as_files"
+    "graph_foreign_accepted    lagom         graph            an_id_of_another_graph_is_refused_even_with_an_index_in_range"
+    "runnable_sync_dropped     lagom-sim     sim_features     a_sync_wakeup_of_a_delayed_wakee_goes_through_preempt_sync"
+    "spawn_counted_late        lagom-sim     sim_placement    a_spawn_burst_lands_four_and_four"
+    "spawn_counted_late        lagom         runtime_place    a_spawn_burst_lands_four_and_four"
+    "monitor_no_last_point     lagom         stall_monitor    tasks_that_yield_to_each_other_are_never_reported"
+    "monitor_no_progress_tick  lagom         stall_monitor    long_slices_that_call_cond_resched_are_never_reported"
+    "monitor_no_kick           lagom         stall_monitor    the_monitor_kicks_an_idle_worker_for_tasks_that_may_move"
+    "timer_keeps_stale         lagom         stall_monitor    a_timer_of_a_task_woken_early_is_no_waiter"
+    "monitor_ignores_unwinding lagom         stall_monitor    a_task_that_unwinds_and_holds_its_worker_is_reported_through_on_stall"
+    "interpose_passes_through  lagom:interpose  interpose     std_sleeps_in_tasks_let_the_other_tasks_run"
+    "host_attr_every_switch    lagom         lib              worker::host::tests::an_unchanged_worker_makes_no_call"
+    "host_attr_every_switch    lagom         runtime_host     a_switch_that_changes_nothing_makes_no_call"
+    "host_attr_never           lagom         lib              worker::host::tests::the_slice_follows_the_smallest_runnable_one"
+    "host_attr_never           lagom         runtime_host     a_task_with_a_short_slice_gives_its_worker_that_slice"
 )
 
 export CARGO_TARGET_DIR=${MUTANTS_TARGET_DIR:-target/mutants}
@@ -57,12 +75,18 @@ t_all=$SECONDS
 for row in "${MUTANTS[@]}"; do
     read -r name package target test <<<"$row"
     mutant_wanted "$name" || continue
+    # `package:features` builds the package with those cargo features.
+    features=()
+    if [[ $package == *:* ]]; then
+        features=(--features "${package#*:}")
+        package=${package%%:*}
+    fi
     t0=$SECONDS
     mkdir -p "$CARGO_TARGET_DIR/logs"
     log=$CARGO_TARGET_DIR/logs/$name.$target.log
     export LAGOM_MUTANT=$name
     if [ "$target" = lib ]; then which=(--lib); else which=(--test "$target"); fi
-    if ! bin=$(cargo test -q -p "$package" "${which[@]}" --no-run --message-format=json 2>"$log" \
+    if ! bin=$(cargo test -q -p "$package" "${features[@]}" "${which[@]}" --no-run --message-format=json 2>"$log" \
         | grep '"test":true' | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n1) \
         || [ -z "$bin" ]; then
         echo "ERROR   $name: the build of $target failed; log: $log"
@@ -79,7 +103,7 @@ for row in "${MUTANTS[@]}"; do
         echo "HUNG    $name: $target::$test ran past ${timeout_s} s instead of failing (log: $log)"
         missed=$((missed + 1))
     else
-        reason=$(grep -m1 -E "panicked|watchdog|lost wakeup|failed" "$log" | cut -c1-160 || true)
+        reason=$(grep -m1 -E "panicked|watchdog|lost wakeup|failed|internal error" "$log" | cut -c1-160 || true)
         echo "caught  $name by $target::$test (exit $rc) in ${took} s: $reason"
         caught=$((caught + 1))
     fi

@@ -53,6 +53,18 @@ fn child() {
             )];
             fiber_util::run_round_robin(&mut fibers, Some(&signals));
         }
+        "runtime-task-overflow" => {
+            let rt = lagom::Runtime::builder().worker_threads(1).build().unwrap();
+            let h = rt
+                .spawn_with(
+                    lagom::task::Builder::new()
+                        .name("parser")
+                        .stack_size(48 * 1024),
+                    || std::hint::black_box(recurse(0)),
+                )
+                .unwrap();
+            let _ = h.join();
+        }
         "thread-overflow" => {
             // Not in a task: std's own guard-page report must still work through our handler.
             std::hint::black_box(recurse(0));
@@ -75,6 +87,14 @@ fn task_overflow_prints_name_id_size_and_aborts() {
         stderr.contains("task 'deep-recursion' (id 42) has overflowed its stack (64 KiB)\n"),
         "stderr was: {stderr}"
     );
+    // And how to raise it: for the task, for the runtime, and the default.
+    let note = format!(
+        "note: give this task a larger stack with lagom::task::Builder::stack_size, or every \
+         task of its runtime with lagom::runtime::Builder::stack_size (the default is {} \
+         KiB)\n",
+        lagom::runtime::DEFAULT_STACK_SIZE / 1024
+    );
+    assert!(stderr.contains(&note), "stderr was: {stderr}");
     assert_eq!(signal, Some(libc::SIGABRT), "stderr was: {stderr}");
 }
 
@@ -99,5 +119,21 @@ fn thread_overflow_outside_tasks_is_still_reported_by_std() {
         "std's thread report expected; stderr was: {stderr}"
     );
     assert!(!stderr.contains("task '"), "stderr was: {stderr}");
+    assert_eq!(signal, Some(libc::SIGABRT), "stderr was: {stderr}");
+}
+
+#[test]
+fn a_runtime_task_overflow_names_it_and_says_how_to_raise_the_size() {
+    let (stderr, signal) = run_child("runtime-task-overflow");
+    assert!(
+        stderr.contains("task 'parser' (id ")
+            && stderr.contains(") has overflowed its stack (48 KiB)\n"),
+        "stderr was: {stderr}"
+    );
+    assert!(
+        stderr.contains("lagom::task::Builder::stack_size")
+            && stderr.contains("lagom::runtime::Builder::stack_size (the default is "),
+        "stderr was: {stderr}"
+    );
     assert_eq!(signal, Some(libc::SIGABRT), "stderr was: {stderr}");
 }

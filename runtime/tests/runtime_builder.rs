@@ -16,7 +16,8 @@ fn no_cpus_is_an_error() {
 
 #[test]
 fn cpu_outside_the_allowed_set_lists_the_allowed_ones() {
-    let allowed = Runtime::builder().build().unwrap().worker_cpus();
+    // The process's allowed CPUs (a default runtime may run fewer workers: the CPU quota).
+    let allowed: Vec<usize> = lagom_topology::process_affinity().unwrap().iter().collect();
     let err = Runtime::builder()
         .worker_cpus([100_000])
         .build()
@@ -44,7 +45,8 @@ fn cpu_outside_the_allowed_set_lists_the_allowed_ones() {
 
 #[test]
 fn a_rank_for_a_cpu_outside_the_allowed_set_is_refused() {
-    let allowed = Runtime::builder().build().unwrap().worker_cpus();
+    // The process's allowed CPUs (a default runtime may run fewer workers: the CPU quota).
+    let allowed: Vec<usize> = lagom_topology::process_affinity().unwrap().iter().collect();
     let err = Runtime::builder()
         .cpu_priorities([(allowed[0], 200), (100_000, 100)])
         .build()

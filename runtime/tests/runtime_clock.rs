@@ -1,6 +1,6 @@
 //! The task clock (`Builder::task_clock`, `worker/clock.rs`): with [`TaskClock::OnCpu`] a
 //! task is charged the time its worker's thread was on a CPU, with the host's stalls left
-//! out; with the default [`TaskClock::Wall`], wall time.
+//! out (the default); with [`TaskClock::Wall`], wall time.
 //!
 //! The host stalls are made, not waited for: a plain OS thread spins pinned to the worker's
 //! CPU, so the host shares that CPU between it and the worker's thread (about half each). A

@@ -18,7 +18,7 @@
 //!   window opens is charged to the task that was running, outside the window, and that task
 //!   pays the debt inside it; for the nice-5 task (about 120 ms of the 2 s) one stall of
 //!   7 ms is past the 5 % (3 of 24 runs failed with three copies of the binary at once).
-//! - on two workers, wall time (the default, as the kernel charges it): the fair split
+//! - on two workers, wall time (`TaskClock::Wall`, as the kernel charges it): the fair split
 //!   assumes each worker has a whole CPU, and charging each worker's 2 s of wall time to
 //!   its tasks keeps that true however unevenly the host serves the two threads.
 mod runtime_util;
@@ -155,7 +155,9 @@ fn shares_follow_weights() {
     // one worker, nice 0 and −5 on the other), the periodic balance must move a nice-0
     // task over and leave the −5 task alone. The tasks have run by then: only the
     // migration opt-in lets the balancer move them.
-    let rt = Runtime::builder().worker_cpus(cpus.clone());
+    let rt = Runtime::builder()
+        .worker_cpus(cpus.clone())
+        .task_clock(TaskClock::Wall);
     // SAFETY: the tasks compute and call `cond_resched` and `cpu_time()`: they hold nothing
     // thread-local across a switch and never ask which thread they run on.
     let rt = unsafe { rt.allow_migration() }.build().unwrap();

@@ -582,14 +582,16 @@ fn cache_hot_buddy_keeps_the_next_buddy_in_place() {
 /// there, as a fraction of its full request (`calc_delta_fair(slice)`); `None` if M ran on
 /// worker 0 first (the round is void).
 ///
-/// Worker 1 runs a pinned task B; a pinned nice −20 task A on worker 0 spawns M (nice 19):
-/// both workers run one task, so fork placement keeps M on its spawner's worker, queued,
-/// where A's far earlier deadlines keep it from running. A then releases B, whose end makes
-/// worker 1 newly idle: it pulls M (`DequeueKind::Save` there, a restore here).
+/// Worker 1 runs a pinned nice −20 task B; a pinned nice −20 task A on worker 0 spawns M
+/// (nice 19): both workers run one task of the same weight, so fork placement keeps M on its
+/// spawner's worker (`sched_balance_find_dst_group`: two fully busy groups of equal load,
+/// the local one stays), queued, where A's far earlier deadlines keep it from running. A then
+/// releases B, whose end makes worker 1 newly idle: it pulls M (`DequeueKind::Save` there, a
+/// restore here).
 fn moved_request_left(features: &str) -> Option<f64> {
     let rt = runtime2(features, 0);
     let stop = Arc::new(AtomicBool::new(false));
-    let b = runtime_util::pinned_spinner(&rt, "B", 1);
+    let b = runtime_util::pinned_spinner_nice(&rt, "B", 1, -20);
     b.wait_running();
     let (s2, r2) = (Arc::clone(&stop), Arc::clone(&b.stop));
     let a = rt

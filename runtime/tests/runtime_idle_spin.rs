@@ -1,6 +1,8 @@
-//! The idle spin (`Builder::idle_spin`): its validation, and what it changes — with
-//! no spin an idle worker sleeps on its futex and each remote wake kicks it; with a spin much
-//! longer than the gap between wakes the wake finds it spinning and no kick is sent.
+//! The idle spin (`Builder::idle_spin`, `Builder::idle_spin_adaptive`): its validation, and
+//! what it changes — with no spin an idle worker sleeps on its futex and each remote wake
+//! kicks it; with a spin much longer than the gap between wakes the wake finds it spinning
+//! and no kick is sent; the default adaptive spin learns such gaps and stays at 0 without
+//! them.
 //!
 //! The counts are compared with wide margins, not exact values: on a loaded machine the OS
 //! may deschedule a worker thread for milliseconds at any point, which can turn a single
@@ -47,13 +49,14 @@ fn spin_longer_than_the_maximum_is_an_error() {
 /// Task A (worker 0) wakes task B (parked on worker 1) `n` times, each `gap` after B
 /// acknowledged the previous wake; returns worker 1's counters over the wakes.
 fn remote_wakes(spin: Duration, gap: Duration, n: u64) -> WorkerStats {
+    remote_wakes_on(Runtime::builder().idle_spin(spin), gap, n)
+}
+
+/// [`remote_wakes`] on a runtime from `b` (its worker CPUs set here).
+fn remote_wakes_on(b: lagom::runtime::Builder, gap: Duration, n: u64) -> WorkerStats {
     let cpus = runtime_util::two_cpus();
     assert_eq!(cpus.len(), 2, "needs two CPUs");
-    let rt = Runtime::builder()
-        .worker_cpus(cpus.clone())
-        .idle_spin(spin)
-        .build()
-        .unwrap();
+    let rt = b.worker_cpus(cpus.clone()).build().unwrap();
     let turn = Arc::new(AtomicU64::new(0));
     let ack = Arc::new(AtomicU64::new(0));
     let ready = Arc::new(AtomicBool::new(false));
@@ -114,6 +117,7 @@ fn remote_wakes(spin: Duration, gap: Duration, n: u64) -> WorkerStats {
     WorkerStats {
         idle_sleeps: after.idle_sleeps - before.idle_sleeps,
         kicks: after.kicks - before.kicks,
+        idle_spin_hits: after.idle_spin_hits - before.idle_spin_hits,
         ..after
     }
 }
@@ -140,4 +144,34 @@ fn the_spin_decides_whether_an_idle_worker_sleeps() {
         w.idle_sleeps,
         w.kicks
     );
+}
+
+/// The default, adaptive spin: wakes that come some 20 µs after worker 1 went idle (within
+/// the 30 µs ceiling) grow its window from 0, so that the later ones find it spinning; most
+/// wakes then need no kick, and the spin's hits are counted. An idle runtime's workers,
+/// whose only wakes are their own timers or none, never spin at all.
+#[test]
+fn the_adaptive_spin_learns_short_gaps_and_an_idle_runtime_does_not_spin() {
+    let n = 200;
+    let w = remote_wakes_on(Runtime::builder(), Duration::from_micros(20), n);
+    assert!(
+        w.kicks <= n / 2 && w.idle_spin_hits >= n / 4,
+        "adaptive spin, {n} wakes 20 µs apart: {} kicks, {} spin hits",
+        w.kicks,
+        w.idle_spin_hits
+    );
+    let rt = Runtime::builder().build().unwrap();
+    // The workers go idle at the start; the first wake comes long after (past the ceiling).
+    std::thread::sleep(Duration::from_millis(30));
+    rt.spawn(|| lagom::task::sleep(Duration::from_millis(20)))
+        .join()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(30));
+    for w in rt.stats().workers {
+        assert_eq!(
+            (w.idle_spin_ns, w.idle_spin_hits),
+            (0, 0),
+            "an idle worker (one that only slept to a timer) spun: {w:?}"
+        );
+    }
 }

@@ -495,10 +495,12 @@ fn unpark_sync_wakes_affine() {
         let prev_n: u64 = diff(&before, &after, |w| w.place_prev).iter().sum();
         (affine, prev_n)
     };
+    // The waker, allowed on one worker, is placed there with no selection: one `place_prev`
+    // of its own in either run.
     let (affine, prev) = run(false);
-    assert_eq!((affine, prev), (0, 1), "unpark: the previous CPU");
+    assert_eq!((affine, prev), (0, 2), "unpark: the previous CPU");
     let (affine, prev) = run(true);
-    assert_eq!((affine, prev), (1, 0), "unpark_sync: the waker's CPU");
+    assert_eq!((affine, prev), (1, 1), "unpark_sync: the waker's CPU");
 }
 
 /// ITMT active balance of a running task: on two workers ranked 10 (CPU 0) and 30 (CPU 1),
@@ -670,4 +672,112 @@ fn active_balance_to_a_busy_worker(features: &str) -> bool {
     q.end();
     p.join().unwrap();
     moved
+}
+
+/// How one burst of `hogs` spawns is spread over 2 workers: where each spawn was placed
+/// (the workers' `spawns` counters), and the worker each hog ran on first (a started task
+/// stays there: the migration contract), once all have started. `from_task`: spawned by
+/// one task running on a worker, which then blocks until the last hog started (so that it
+/// leaves its worker to the hogs and the balancers see four and four); else from this
+/// (outside) thread.
+fn burst_split(rt: &Runtime, hogs: usize, from_task: bool) -> ([u64; 2], [usize; 2]) {
+    let before = rt.stats();
+    let started = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let cpus: Arc<Vec<AtomicUsize>> = Arc::new((0..hogs).map(|_| AtomicUsize::new(9)).collect());
+    let (tx, rx) = lagom::sync::mpsc::channel::<()>();
+    let hog = |i: usize| {
+        let (started, stop, cpus) = (Arc::clone(&started), Arc::clone(&stop), Arc::clone(&cpus));
+        let tx = tx.clone();
+        move || {
+            cpus[i].store(task::current().unwrap().cpu, Ordering::Relaxed);
+            if started.fetch_add(1, Ordering::AcqRel) + 1 == hogs {
+                let _ = tx.send(());
+            }
+            while !stop.load(Ordering::Relaxed) {
+                task::cond_resched();
+            }
+        }
+    };
+    let handles: Vec<_> = if from_task {
+        let hogs_of: Vec<_> = (0..hogs).map(hog).collect();
+        rt.block_on(move || {
+            let hs: Vec<_> = hogs_of.into_iter().map(task::spawn).collect();
+            rx.recv().unwrap();
+            hs
+        })
+    } else {
+        (0..hogs).map(|i| rt.spawn(hog(i))).collect()
+    };
+    wait_for("every hog to start", || {
+        started.load(Ordering::Acquire) == hogs
+    });
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        h.join().unwrap();
+    }
+    let spawns = diff(&before, &rt.stats(), |w| w.spawns);
+    let mut ran = [0; 2];
+    for c in cpus.iter() {
+        ran[c.load(Ordering::Relaxed)] += 1;
+    }
+    // The spawner of `from_task` is spawned too, from outside.
+    let extra = usize::from(from_task);
+    let placed = [spawns[0], spawns[1]];
+    assert_eq!(placed[0] + placed[1], (hogs + extra) as u64);
+    (placed, ran)
+}
+
+/// 8 equal hogs spawned in a burst on 2 workers land 4 and 4, every time, from a task and
+/// from outside: each spawn is counted on the worker it goes to at once (enqueued under that
+/// worker's lock, as the kernel's `wake_up_new_task` activates the child), so the next
+/// spawn's `sched_balance_find_dst_cpu` sees it. From a task on worker 0 the kernel's rule
+/// gives 1, 0, 1, 0, … (spare capacity, then equal loads stay local, then the overloaded
+/// local group loses to the fully busy one; `policy_wakeup::a_fork_burst_alternates`); from
+/// outside, where each spawn starts at the next worker in turn, every one stays: 4 and 4.
+/// Started hogs never move (the migration contract), so the split is for good. The task
+/// clock leaves host stalls out (`TaskClock::OnCpu`), so that a loaded host does not end the
+/// spawner's request in the middle of its burst: queued behind the hogs, it would keep its
+/// worker one task ahead for as long as the periodic balance needs to move a hog that has
+/// not run yet. 20 runs each; both splits are printed (`-- --nocapture`): where each spawn
+/// was placed (the workers' `spawns`, the spawner of the task burst counted on its own
+/// worker) and where each hog ran. The lab's placement page keeps the figures.
+#[test]
+fn a_spawn_burst_lands_four_and_four() {
+    for from_task in [true, false] {
+        let (mut placed, mut ran) = (Vec::new(), Vec::new());
+        for _ in 0..20 {
+            let rt = Runtime::builder()
+                .topology(one_llc(2))
+                .task_clock(lagom::runtime::TaskClock::OnCpu)
+                .build()
+                .unwrap();
+            let (p, r) = burst_split(&rt, 8, from_task);
+            placed.push(p);
+            ran.push(r);
+        }
+        let from = if from_task { "a task" } else { "outside" };
+        println!("8 hogs from {from}, 20 runs on 2 workers: spawns placed {placed:?}");
+        println!("8 hogs from {from}, 20 runs on 2 workers: hogs ran {ran:?}");
+        // Four hogs placed on each worker (and the spawner of the task burst on one).
+        assert!(
+            placed.iter().all(|p| p[0].min(p[1]) == 4),
+            "from {from}: {placed:?}"
+        );
+        // Where they ran hangs on time. From outside the split is even and stays so. From a
+        // task, the spawner still runs beside its worker's four hogs, 5 against 4: a
+        // balance may take one placed hog that has not started yet, as the kernel's may
+        // (seen natively in 1 of 20 runs with the test binary's other tests beside it, and
+        // in 9 of 20 under qemu), so there one hog may run on the other side, never more.
+        // Under an emulator, whose run times are many times a CPU's, only the placement,
+        // the decision this test is about, is checked.
+        if !runtime_util::emulated_skip("a_spawn_burst_lands_four_and_four: where the hogs ran") {
+            let fewest = if from_task { 3 } else { 4 };
+            assert!(
+                ran.iter()
+                    .all(|s| s[0] + s[1] == 8 && s[0].min(s[1]) >= fewest),
+                "from {from}: {ran:?}"
+            );
+        }
+    }
 }

@@ -98,6 +98,12 @@ fn ten_thousand_live_tasks_reuse_their_stacks_and_give_memory_back() {
     };
     let after = vm_rss_kib();
     println!("trimmed {trimmed} stacks; VmRSS {after} KiB");
+    // qemu-user 7.2 (Debian 12's) answers `madvise` with success and does nothing, so under
+    // it only the stacks the trim unmaps give their memory back, not those it releases in
+    // place.
+    if runtime_util::emulated_skip("the released stacks' memory (the emulator ignores madvise)") {
+        return;
+    }
     assert!(
         after < base + (grown - base) / 2,
         "VmRSS {after} KiB: the memory of {N} stacks was not given back ({base} -> {grown})"

@@ -22,8 +22,8 @@
 //!
 //! A fiber's bookkeeping (its `Inner`: context, info, outcome, exit hook) and its closure form
 //! one `WithClosure<F>`. When that value, padded to its alignment (at least 16), takes at most
-//! [`IN_STACK_SHARE`] of the stack's usable bytes (1/16: 1 KiB of a 16 KiB stack, 16 KiB of
-//! the default 256 KiB), it is written at the top of the stack itself, so spawning a fiber
+//! [`IN_STACK_SHARE`] of the stack's usable bytes (1/16: 1 KiB of a 16 KiB stack, 128 KiB
+//! of the default 2 MiB), it is written at the top of the stack itself, so spawning a fiber
 //! costs no allocation (one `malloc`/`free` pair fewer per task); otherwise it is
 //! boxed. Either way the fiber's *top* is the lowest byte of the header's slot (the stack's
 //! base on the boxed path): the parent link, the initial frame and everything the closure
@@ -51,6 +51,7 @@ use core::ops::Range;
 use core::ptr::NonNull;
 
 use super::stack::{DefaultStack, Stack};
+use super::valgrind::StackId;
 use super::{Context, FpControl, switch};
 use crate::JoinError;
 
@@ -122,6 +123,8 @@ struct Inner {
     /// The fiber's top (module doc): the header's slot on the in-stack path, else the
     /// stack's base; the parent link lies just below it.
     top: usize,
+    /// The stack's registration with valgrind while the fiber owns it (`valgrind.rs`).
+    vg: StackId,
 }
 
 /// The largest share of a stack's usable bytes that the fiber's header and closure may take
@@ -197,6 +200,12 @@ impl<S: Stack> Fiber<S> {
         F: FnOnce() + Send + 'static,
     {
         let name = name.into();
+        // Before the first write into the stack: valgrind learns it is one (a no-op without
+        // the `valgrind` feature).
+        let vg = StackId::register(
+            stack.limit().as_ptr() as usize,
+            stack.base().as_ptr() as usize,
+        );
         let guard = stack.guard();
         let slot = in_stack_slot::<F, S>(&stack);
         let top = slot.unwrap_or(stack.base().as_ptr() as usize);
@@ -233,6 +242,7 @@ impl<S: Stack> Fiber<S> {
                 outcome: None,
                 on_exit: None,
                 top,
+                vg,
             });
         }
         // SAFETY: `p` is not null (a box, or an address inside the stack's mapping).
@@ -337,9 +347,7 @@ impl<S: Stack> Fiber<S> {
     pub fn into_stack(self) -> Option<S> {
         let mut this = ManuallyDrop::new(self);
         let reusable = this.state() != State::Running;
-        // SAFETY: inner is the WithClosure made by new (boxed or in the still-mapped stack,
-        // which `free` knows) and is freed exactly once, here, before the stack is released.
-        unsafe { ((*this.inner.as_ptr()).free)(this.inner.as_ptr()) };
+        this.release_header();
         // SAFETY: the stack is taken exactly once; `this` is never dropped.
         let stack = unsafe { ManuallyDrop::take(&mut this.stack) };
         if reusable {
@@ -360,20 +368,32 @@ impl<S: Stack> Fiber<S> {
     /// node or borrowed value living there is reachable by any thread).
     pub unsafe fn into_stack_abandoned(self) -> S {
         let mut this = ManuallyDrop::new(self);
-        // SAFETY: inner is the WithClosure made by new (boxed or in the still-mapped stack,
-        // which `free` knows) and is freed exactly once, here, before the stack is released.
-        unsafe { ((*this.inner.as_ptr()).free)(this.inner.as_ptr()) };
+        this.release_header();
         // SAFETY: the stack is taken exactly once; `this` is never dropped.
         unsafe { ManuallyDrop::take(&mut this.stack) }
+    }
+}
+
+impl<S: Stack> Fiber<S> {
+    /// Frees the header and the closure (dropped in place at the top of the stack, or the
+    /// box) and deregisters the stack from valgrind: no stack pointer will point into it
+    /// again on this fiber's behalf. Called once, by whatever consumes the fiber, before the
+    /// stack is released.
+    fn release_header(&mut self) {
+        let p = self.inner.as_ptr();
+        // SAFETY: inner is valid until it is freed just below.
+        let vg = unsafe { (*p).vg };
+        // SAFETY: inner is the WithClosure made by new (boxed or in the still-mapped stack,
+        // which `free` knows); the caller consumes the fiber, so it is freed exactly once.
+        unsafe { ((*p).free)(p) };
+        vg.deregister();
     }
 }
 
 impl<S: Stack> Drop for Fiber<S> {
     fn drop(&mut self) {
         let reusable = self.state() != State::Running;
-        // SAFETY: inner is the WithClosure made by new (boxed or in the still-mapped stack,
-        // which `free` knows) and is freed exactly once, here, before the stack is released.
-        unsafe { ((*self.inner.as_ptr()).free)(self.inner.as_ptr()) };
+        self.release_header();
         if reusable {
             // SAFETY: dropped exactly once; nothing runs on it.
             unsafe { ManuallyDrop::drop(&mut self.stack) };

@@ -63,7 +63,10 @@
 //! * [`Fiber`]: stack + context + closure + outcome, panics caught at the boundary;
 //!   [`crate::JoinError`] carries a panic to whoever joins;
 //! * [`SignalStack`]: the per-worker alternate signal stack through which a stack overflow is
-//!   reported as one.
+//!   reported as one;
+//! * `valgrind`: with feature `valgrind`, the client requests that tell valgrind where each
+//!   running fiber's stack is and that an idle pooled stack is no one's
+//!   ([`running_on_valgrind`] is public for tests).
 
 //! # Example
 //!
@@ -116,12 +119,14 @@ mod fp;
 mod overflow;
 mod pool;
 mod stack;
+pub(crate) mod valgrind;
 
 pub use fiber::{Fiber, IN_STACK_SHARE, TaskInfo};
 pub use fp::FpControl;
 pub use overflow::SignalStack;
 pub use pool::{MAX_BATCH, StackPool, TRIM_AFTER};
 pub use stack::{DEFAULT_STACK_SIZE, DefaultStack, MIN_STACK_SIZE, Stack};
+pub use valgrind::running_on_valgrind;
 
 /// A suspended execution context: the stack pointer saved by [`switch`], and how switches
 /// away from it treat the FP control state.

@@ -27,9 +27,11 @@
 //! stack itself.
 //!
 //! When the fault address lies in the current task's guard range, the handler writes
-//! `task '<name>' (id N) has overflowed its stack (S KiB)` to stderr with `write(2)` and aborts
-//! (S: [`TaskInfo::stack_size`], the bytes below the fiber's top, to the nearest KiB)
-//! with SIGABRT, as std does for a thread. It formats numbers into a buffer on its own stack: no
+//! `task '<name>' (id N) has overflowed its stack (S KiB)` to stderr with `write(2)` (S:
+//! [`TaskInfo::stack_size`], the bytes below the fiber's top, to the nearest KiB), then a note
+//! saying how to give the task more (`task::Builder::stack_size` for one task,
+//! `runtime::Builder::stack_size` for every task, and the default's size), and aborts with
+//! SIGABRT, as std does for a thread. It formats numbers into a buffer on its own stack: no
 //! allocation, no locks.
 
 use core::marker::PhantomData;
@@ -39,6 +41,12 @@ use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering, compiler_fence};
 use super::fiber::TaskInfo;
 use crate::Error;
 use crate::sys::{mem, signal};
+
+/// The line after an overflow report, up to the default size in KiB: how to give a task a
+/// larger stack.
+const OVERFLOW_NOTE: &str = "note: give this task a larger stack with \
+     lagom::task::Builder::stack_size, or every task of its runtime with \
+     lagom::runtime::Builder::stack_size (the default is ";
 
 /// Marks an alternate signal stack as lagom's ("lagom_ss").
 const MAGIC: usize = 0x6c61_676f_6d5f_7373;
@@ -181,6 +189,9 @@ fn on_fault(addr: usize) {
         info.stack_size().saturating_add(512) as u64 / 1024,
         &mut buf,
     ));
+    signal::write_stderr(b" KiB)\n");
+    signal::write_stderr(OVERFLOW_NOTE.as_bytes());
+    signal::write_stderr(fmt_u64((super::DEFAULT_STACK_SIZE / 1024) as u64, &mut buf));
     signal::write_stderr(b" KiB)\n");
     signal::abort();
 }

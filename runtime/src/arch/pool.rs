@@ -34,6 +34,7 @@ use alloc::vec::Vec;
 use core::time::Duration;
 
 use super::stack::{DefaultStack, Stack};
+use super::valgrind;
 use crate::Error;
 
 /// The most stacks one batch maps.
@@ -105,6 +106,8 @@ impl StackPool {
         match self.free.pop() {
             Some(stack) => {
                 self.prefetch_next();
+                // Its bytes are its last task's: the new owner writes before it reads.
+                valgrind::make_undefined(stack.limit().as_ptr() as usize, stack.size());
                 Ok(stack)
             }
             None => self.map_batch(),
@@ -151,6 +154,9 @@ impl StackPool {
     #[inline]
     pub fn put(&mut self, stack: DefaultStack) {
         if stack.size() == self.rounded {
+            // Idle, no task's: memcheck reports any access until `get` hands it out again
+            // (a pointer that outlived its task's stack), a no-op without the feature.
+            valgrind::make_noaccess(stack.limit().as_ptr() as usize, stack.size());
             self.free.push(stack);
             self.dirty = true;
         }

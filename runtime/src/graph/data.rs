@@ -1,6 +1,10 @@
 //! What a node sees and what a run gives back: [`Inputs`] (the predecessors' outputs, by
-//! reference), [`Outputs`] (every node's output, by [`NodeId`]), and [`Progress`] (counters
-//! another thread reads while the graph runs).
+//! reference), [`Outputs`] (every node's output, by [`NodeId`]), [`PartialOutputs`] (the
+//! outputs of the nodes that finished, from a failed run), and [`Progress`] (counters another
+//! thread reads while the graph runs).
+//!
+//! Each is tied to its graph: a [`NodeId`] of another graph finds nothing (`get` and `of`
+//! return `None`, indexing panics naming both graphs), whatever its index.
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -68,6 +72,8 @@ impl<T> Slot<T> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Inputs<'a, T> {
+    /// The graph's number.
+    pub(crate) graph: u64,
     pub(crate) outputs: &'a [Slot<T>],
     pub(crate) preds: &'a [usize],
 }
@@ -99,15 +105,20 @@ impl<'a, T> Inputs<'a, T> {
         Some(unsafe { self.outputs[p].get() })
     }
 
-    /// The output of predecessor `node`, if `node` is one.
+    /// The output of predecessor `node`, if `node` is one (`None` for a node of another
+    /// graph).
     pub fn of(&self, node: NodeId) -> Option<&'a T> {
-        let i = self.preds.iter().position(|&p| p == node.0)?;
+        if node.graph != self.graph {
+            return None;
+        }
+        let i = self.preds.iter().position(|&p| p == node.index)?;
         self.get(i)
     }
 
     /// The predecessors' ids, in edge order.
     pub fn ids(&self) -> impl ExactSizeIterator<Item = NodeId> + 'a {
-        self.preds.iter().map(|&p| NodeId(p))
+        let graph = self.graph;
+        self.preds.iter().map(move |&p| NodeId { graph, index: p })
     }
 
     /// The predecessors' outputs, in edge order.
@@ -141,13 +152,37 @@ impl<T> Index<usize> for Inputs<'_, T> {
 /// [`NodeId`] (`outputs[id]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outputs<T> {
+    /// The graph's number.
+    pub(crate) graph: u64,
     pub(crate) values: Vec<T>,
 }
 
+/// Says why `node` has no entry in outputs of graph `graph` with `len` nodes.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn missing(what: &str, node: NodeId, graph: u64, len: usize) -> ! {
+    if node.graph != graph {
+        panic!(
+            "lagom::{what}: node {} of task graph #{} asked of task graph #{graph}: a NodeId \
+             is valid only with the graph whose `add` returned it",
+            node.index, node.graph
+        )
+    }
+    panic!(
+        "lagom::{what}: node {} asked of a graph with {len} nodes",
+        node.index
+    )
+}
+
 impl<T> Outputs<T> {
-    /// The output of `node`, if it is a node of the graph.
+    /// The output of `node`, if it is a node of the graph (`None` for a node of another
+    /// graph).
     pub fn get(&self, node: NodeId) -> Option<&T> {
-        self.values.get(node.0)
+        if node.graph != self.graph {
+            return None;
+        }
+        self.values.get(node.index)
     }
 
     /// The number of outputs (the graph's nodes).
@@ -167,22 +202,121 @@ impl<T> Outputs<T> {
 
     /// The outputs with their ids, in id order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (NodeId, &T)> {
-        self.values.iter().enumerate().map(|(i, v)| (NodeId(i), v))
+        let graph = self.graph;
+        self.values
+            .iter()
+            .enumerate()
+            .map(move |(index, v)| (NodeId { graph, index }, v))
     }
 }
 
 impl<T> Index<NodeId> for Outputs<T> {
     type Output = T;
 
+    /// The output of `node`.
+    ///
+    /// # Panics
+    /// If `node` is of another graph (the message names both).
     #[track_caller]
     fn index(&self, node: NodeId) -> &T {
         match self.get(node) {
             Some(v) => v,
-            None => panic!(
-                "lagom::Outputs: node {} asked of a graph with {} nodes",
-                node.0,
-                self.len()
+            None => missing("Outputs", node, self.graph, self.len()),
+        }
+    }
+}
+
+/// The outputs of the nodes that finished, from a run that failed
+/// ([`RunError::outputs`](super::RunError::outputs)): by [`NodeId`], `None` for a node that
+/// failed or was cancelled.
+///
+/// ```
+/// # let rt = lagom::Runtime::builder().build()?;
+/// let mut g = lagom::TaskGraph::new();
+/// let ok = g.add(|_| "kept");
+/// let bad = g.add(|_| -> &str { panic!("deliberate") });
+/// let after = g.add(|i| i[0]);
+/// g.add_edge(bad, after)?;
+/// let done = g.run(&rt).unwrap_err().into_outputs();
+/// assert_eq!((done.finished(), done.len()), (1, 3));
+/// assert_eq!(done.iter().collect::<Vec<_>>(), [(ok, &"kept")]);
+/// assert_eq!((done.get(bad), done.get(after)), (None, None));
+/// assert_eq!(done.into_vec(), [Some("kept"), None, None]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartialOutputs<T> {
+    /// The graph's number.
+    pub(crate) graph: u64,
+    /// By node index; `None` where the node did not finish.
+    pub(crate) values: Vec<Option<T>>,
+}
+
+impl<T> PartialOutputs<T> {
+    /// The output of `node`, if it is a node of the graph that finished (`None` for a node
+    /// that failed or was cancelled, and for a node of another graph).
+    pub fn get(&self, node: NodeId) -> Option<&T> {
+        if node.graph != self.graph {
+            return None;
+        }
+        self.values.get(node.index)?.as_ref()
+    }
+
+    /// Moves the output of `node` out (`None` as for [`get`](Self::get), and once taken).
+    pub fn take(&mut self, node: NodeId) -> Option<T> {
+        if node.graph != self.graph {
+            return None;
+        }
+        self.values.get_mut(node.index)?.take()
+    }
+
+    /// How many nodes finished (those [`iter`](Self::iter) yields).
+    pub fn finished(&self) -> usize {
+        self.values.iter().filter(|v| v.is_some()).count()
+    }
+
+    /// The number of nodes of the graph, finished or not.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Whether the graph had no node.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The outputs of the nodes that finished, with their ids, in id order.
+    pub fn iter(&self) -> impl Iterator<Item = (NodeId, &T)> {
+        let graph = self.graph;
+        self.values
+            .iter()
+            .enumerate()
+            .filter_map(move |(index, v)| Some((NodeId { graph, index }, v.as_ref()?)))
+    }
+
+    /// Every node's output in the order of the ids, `None` where the node did not finish.
+    pub fn into_vec(self) -> Vec<Option<T>> {
+        self.values
+    }
+}
+
+impl<T> Index<NodeId> for PartialOutputs<T> {
+    type Output = T;
+
+    /// The output of `node`.
+    ///
+    /// # Panics
+    /// If `node` did not finish (it failed or was cancelled), or is of another graph.
+    #[track_caller]
+    fn index(&self, node: NodeId) -> &T {
+        match self.get(node) {
+            Some(v) => v,
+            None if node.graph == self.graph && node.index < self.len() => panic!(
+                "lagom::PartialOutputs: node {} did not finish (it failed or was cancelled): \
+                 use `get` to ask",
+                node.index
             ),
+            None => missing("PartialOutputs", node, self.graph, self.len()),
         }
     }
 }

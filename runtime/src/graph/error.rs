@@ -5,7 +5,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
-use super::NodeId;
+use super::{NodeId, PartialOutputs};
 use crate::{Error, JoinError};
 
 /// Why a node produced no output.
@@ -38,12 +38,16 @@ pub enum GraphError {
         /// The names of the nodes on the cycle, the first repeated at the end.
         path: Vec<String>,
     },
-    /// A [`NodeId`] that is not of this graph.
-    UnknownNode {
-        /// The id's index.
+    /// A [`NodeId`] of another graph. Every graph numbers its nodes from 0, so the id's
+    /// index alone would name some node of this graph: it is refused instead.
+    ForeignNode {
+        /// The id's index (in its own graph).
         index: usize,
-        /// The number of nodes of the graph.
-        nodes: usize,
+        /// The number of the graph the id belongs to (graphs are numbered from 1 in the
+        /// order they were made, process-wide).
+        node_graph: u64,
+        /// The number of the graph it was given to.
+        graph: u64,
     },
     /// Nodes failed while the graph ran. Nodes that depend on a failed node, directly or not,
     /// were cancelled (never run); every other node ran.
@@ -77,10 +81,15 @@ impl fmt::Display for GraphError {
                 }
                 f.write_str("; a task graph must be acyclic: drop one of these dependencies")
             }
-            GraphError::UnknownNode { index, nodes } => write!(
+            GraphError::ForeignNode {
+                index,
+                node_graph,
+                graph,
+            } => write!(
                 f,
-                "node id {index} is not of this graph, which has {nodes} nodes; use the ids \
-                 that this graph's `add` returned"
+                "node {index} of task graph #{node_graph} was given to task graph #{graph}: a \
+                 NodeId is valid only with the graph whose `add` returned it; use that graph's \
+                 ids"
             ),
             GraphError::Failed {
                 failed,
@@ -129,3 +138,67 @@ impl fmt::Display for GraphError {
 }
 
 impl core::error::Error for GraphError {}
+
+/// A failed [`TaskGraph::run`](super::TaskGraph::run): what went wrong
+/// ([`error`](RunError::error), a [`GraphError::Failed`]) and the outputs of the nodes that
+/// finished ([`outputs`](RunError::outputs)), as std's `PoisonError` and `FromUtf8Error`
+/// hand back what they hold.
+///
+/// It displays as its error; `?` converts it into a [`GraphError`] (the outputs dropped) or,
+/// with `T: 'static`, into a `Box<dyn Error>`. Its `Debug` shows the error and how many nodes
+/// finished, not the outputs, so it needs no `T: Debug`.
+pub struct RunError<T> {
+    pub(crate) error: GraphError,
+    pub(crate) outputs: PartialOutputs<T>,
+}
+
+impl<T> RunError<T> {
+    /// What went wrong: a [`GraphError::Failed`] naming the failed and cancelled nodes.
+    pub fn error(&self) -> &GraphError {
+        &self.error
+    }
+
+    /// The outputs of the nodes that finished.
+    pub fn outputs(&self) -> &PartialOutputs<T> {
+        &self.outputs
+    }
+
+    /// The outputs of the nodes that finished, by value.
+    pub fn into_outputs(self) -> PartialOutputs<T> {
+        self.outputs
+    }
+
+    /// The error alone (the outputs dropped).
+    pub fn into_error(self) -> GraphError {
+        self.error
+    }
+
+    /// The error and the outputs.
+    pub fn into_parts(self) -> (GraphError, PartialOutputs<T>) {
+        (self.error, self.outputs)
+    }
+}
+
+impl<T> fmt::Debug for RunError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunError")
+            .field("error", &self.error)
+            .field("finished", &self.outputs.finished())
+            .field("nodes", &self.outputs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> fmt::Display for RunError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl<T> core::error::Error for RunError<T> {}
+
+impl<T> From<RunError<T>> for GraphError {
+    fn from(e: RunError<T>) -> GraphError {
+        e.error
+    }
+}

@@ -61,6 +61,8 @@ pub(crate) struct NodeRun<'env, T> {
 
 /// A run's shared state, borrowed by every node's task.
 pub(crate) struct RunState<'g, 'env, T> {
+    /// The graph's number, for the [`NodeId`]s of failures.
+    pub(crate) graph: u64,
     pub(crate) order: &'g Order,
     pub(crate) names: &'g [String],
     pub(crate) nodes: Vec<NodeRun<'env, T>>,
@@ -86,6 +88,7 @@ fn catch<R>(f: impl FnOnce() -> R) -> Result<R, Box<dyn core::any::Any + Send>> 
 impl<'g, 'env, T: Send + Sync> RunState<'g, 'env, T> {
     /// The state of a run of `order`'s nodes with these options and closures.
     pub(crate) fn new(
+        graph: u64,
         order: &'g Order,
         names: &'g [String],
         starts: Vec<(Builder, Job<'env, T>)>,
@@ -104,6 +107,7 @@ impl<'g, 'env, T: Send + Sync> RunState<'g, 'env, T> {
             .collect();
         let outputs = (0..order.len()).map(|_| Slot::new()).collect();
         RunState {
+            graph,
             order,
             names,
             nodes,
@@ -136,6 +140,7 @@ impl<'g, 'env, T: Send + Sync> RunState<'g, 'env, T> {
         'env: 's,
     {
         let inputs = Inputs {
+            graph: self.graph,
             outputs: &self.outputs,
             preds: &self.order.preds[i],
         };
@@ -199,20 +204,23 @@ impl<'g, 'env, T: Send + Sync> RunState<'g, 'env, T> {
         }
     }
 
-    /// After every task ended: the outputs, or who failed and who was cancelled.
-    pub(crate) fn finish(self) -> Result<Vec<T>, (Vec<FailedNode>, Vec<String>, usize)> {
+    /// After every task ended: the outputs; or who failed, who was cancelled, and the
+    /// outputs of the nodes that finished (by index, `None` for the others).
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn finish(self) -> Result<Vec<T>, (Vec<FailedNode>, Vec<String>, Vec<Option<T>>)> {
         let mut failed = Vec::new();
         let mut cancelled = Vec::new();
         let mut values = Vec::with_capacity(self.outputs.len());
-        let mut finished = 0;
         for (i, (n, out)) in self.nodes.into_iter().zip(self.outputs).enumerate() {
-            match n.status.load(Ordering::Relaxed) {
-                FINISHED => {
-                    finished += 1;
-                    values.extend(out.into_inner());
-                }
+            let status = n.status.load(Ordering::Relaxed);
+            values.push(out.into_inner());
+            match status {
+                FINISHED => {}
                 FAILED => failed.push(FailedNode {
-                    node: NodeId(i),
+                    node: NodeId {
+                        graph: self.graph,
+                        index: i,
+                    },
                     name: self.names[i].clone(),
                     failure: n
                         .failure
@@ -227,8 +235,9 @@ impl<'g, 'env, T: Send + Sync> RunState<'g, 'env, T> {
             }
         }
         match failed.is_empty() {
-            true => Ok(values),
-            false => Err((failed, cancelled, finished)),
+            // Every node finished, so every slot holds its output.
+            true => Ok(values.into_iter().flatten().collect()),
+            false => Err((failed, cancelled, values)),
         }
     }
 }

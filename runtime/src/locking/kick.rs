@@ -44,7 +44,7 @@
 //! Checked by the loom model `idle_kick` in `loom-tests/`. Mutants: `kick_no_recheck` drops
 //! step 2 of the worker, `kick_no_fence` drops fence B.
 
-use super::atomic::{Ordering, fence};
+use super::atomic::{AtomicU64, Ordering, fence};
 use super::futex::Futex;
 
 /// The worker is running (or spinning before it publishes idle).
@@ -71,6 +71,10 @@ pub enum Idle {
 #[derive(Debug)]
 pub struct Kick {
     futex: Futex,
+    /// The scheduler-clock time of the last kick of the idle worker (written by a kicker
+    /// that saw `IDLE`, before its claim; read by the worker after it was kicked, for how
+    /// long it was idle: the adaptive idle spin, `sched/idle.rs`).
+    kicked_at: AtomicU64,
 }
 
 impl Default for Kick {
@@ -84,6 +88,7 @@ impl Kick {
     pub fn new() -> Self {
         Kick {
             futex: Futex::new(ACTIVE),
+            kicked_at: AtomicU64::new(0),
         }
     }
 
@@ -127,6 +132,9 @@ impl Kick {
         if word.load(Ordering::Relaxed) != IDLE {
             return false;
         }
+        // Before the claim, whose Release publishes it to the worker's Acquire swap.
+        self.kicked_at
+            .store(crate::sys::time::sched_clock(), Ordering::Relaxed);
         if word
             .compare_exchange(IDLE, KICKED, Ordering::Release, Ordering::Relaxed)
             .is_err()
@@ -138,9 +146,17 @@ impl Kick {
         true
     }
 
-    /// Whether the worker has published idle (and not yet been kicked or found work); for
-    /// tests and models.
-    #[cfg(any(test, loom))]
+    /// The scheduler-clock time of the last kick of the idle worker (0: none yet); read by
+    /// the worker after [`idle_wait`](Self::idle_wait) returned [`Idle::Kicked`] (the
+    /// claim's Release and the worker's Acquire order it). A hint: a later kick may have
+    /// overwritten it.
+    pub fn kicked_at(&self) -> u64 {
+        self.kicked_at.load(Ordering::Relaxed)
+    }
+
+    /// Whether the worker has published idle (and not yet been kicked or found work): a
+    /// snapshot, for the stall monitor (which leaves idle workers alone and sleeps when all
+    /// are, `sched/monitor.rs`), tests and models.
     pub fn is_idle(&self) -> bool {
         self.futex.word().load(Ordering::Relaxed) == IDLE
     }

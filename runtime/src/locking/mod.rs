@@ -14,6 +14,8 @@
 //! * [`futex`] — a word to sleep on: `futex(2)`, or a loom-visible stand-in under loom.
 //! * [`kick`] — the idle/kick protocol between an idle worker and the waker that gives it work.
 //! * [`lock`] — the runqueue lock: spins up to 20 µs, then sleeps on a futex.
+//! * [`resched`] — a worker's resched word: the bits that say a scheduling decision is due
+//!   for its running task (need-resched, the tick, a pending wakelist), one load to test.
 //! * [`spin_loop`] — the spin hint, which loom must see.
 //! * [`probe`] — the loom models' coverage probes (`probe!`), nothing outside `cfg(loom)`.
 //! * `loom_const_fn!` — a constructor that is `const fn` normally and a plain `fn` under
@@ -37,6 +39,7 @@ pub mod kick;
 pub mod llist;
 pub mod lock;
 pub mod probe;
+pub mod resched;
 
 /// Declares a function `const fn` normally and a plain `fn` under `cfg(loom)`.
 ///

@@ -15,7 +15,8 @@
 //! up through `LOCAL`, reads the clock, or fires the timers):
 //!
 //! * [`ModelWorker`] (the models of issues #15 and #21) runs a worker through the real
-//!   idle loop's rounds (`sched::idle_step`), the real `schedule()` up to the switch
+//!   idle loop's rounds (`sched::idle_step`, with the stall monitor's wake-up when it leaves
+//!   its idle wait), the real `schedule()` up to the switch
 //!   (`sched::schedule_prepare`: timers, balance tick, drain, `put_prev`, pick,
 //!   `prepare_switch`), the real `finish_task_switch` (`finish_task_switch_on`: `on_cpu`
 //!   cleared, then `put_dead`), the real exit hook (`sched::exit_on`, split from
@@ -31,6 +32,10 @@
 //!   the real `finish_task_switch_on` with `put_dead`, and [`Model::finish_task_switch`]
 //!   runs `finish_task_switch_on`. Their worker threads' balance tick is never due: these
 //!   models place their tasks themselves.
+//!
+//! * [`Model::monitor_deep_sleep`] runs the stall monitor's deep sleep
+//!   (`sched::monitor::deep_sleep`) on the calling loom thread, as the monitor's thread runs
+//!   it once every worker has been idle for a second (the model `monitor_deep_sleep`).
 //!
 //! What the models still do themselves, and why:
 //!
@@ -167,16 +172,24 @@ impl Model {
                 // one takes its lock (`ttwu_queue_cond`).
                 cpus: lagom_policy::CpuMap::flat(workers),
                 layout_fallback: None,
+                float_cpus: alloc::vec::Vec::new(),
+                host_hints: false,
+                host_notes: AtomicU32::new(0),
                 phase: AtomicU32::new(crate::worker::PHASE_RUN),
                 stack_size: crate::arch::MIN_STACK_SIZE,
                 idle_spin: 0,
+                idle_spin_adaptive: false,
                 timer_spin: 0,
+                tick_timer: true,
                 fp_control: crate::arch::FpControl::Preserve,
                 allow_migration,
                 task_clock: crate::worker::TaskClock::Wall,
+                progress_tick: u64::MAX,
+                interpose_sleep: false,
                 next_outside: AtomicUsize::new(0),
                 blocking_borrows: AtomicUsize::new(0),
                 trace: None,
+                monitor: crate::locking::futex::Futex::new(0),
             }),
         }
     }
@@ -272,6 +285,45 @@ impl Model {
                 Some(n.id())
             }
         }
+    }
+
+    /// `cond_resched` of worker `cpu`'s running task `t` at time `now`: the real test of the
+    /// resched word (one load; nothing set: `None`, nothing done), then the real tick
+    /// (`task::tick`: the tick bits taken, need-resched, the wakelist and the charge looked
+    /// at, the tick re-armed) and, if it says so, the real `schedule()` with
+    /// `Reason::Preempt` up to the switch, which the model then plays as
+    /// [`schedule_at`](Self::schedule_at) does. Returns the id of the task running on `cpu`
+    /// afterwards (`t`'s own if nothing switched).
+    pub fn cond_resched(&self, t: &ModelTask, cpu: usize, now: u64) -> Option<u64> {
+        let wt = self.worker_thread(cpu, &t.0);
+        if wt.resched().load() == 0 {
+            return None;
+        }
+        if !crate::task::tick(&wt, now)
+            || sched::schedule_prepare_at(&wt, Reason::Preempt, now).is_none()
+        {
+            return Some(t.id());
+        }
+        let next = Self::adopt(wt.curr.get());
+        self.switch(t, next.as_ref());
+        self.finish_task_switch(t);
+        Some(next.map_or(0, |n| n.id()))
+    }
+
+    /// Sets `bits` in worker `cpu`'s resched word (`locking::resched`), as the tick
+    /// timer's signal or a wakeup check would.
+    pub fn set_resched(&self, cpu: usize, bits: u32) {
+        self.shared.workers[cpu].resched.set(bits);
+    }
+
+    /// Worker `cpu`'s resched word.
+    pub fn resched(&self, cpu: usize) -> u32 {
+        self.shared.workers[cpu].resched.load()
+    }
+
+    /// Whether worker `cpu`'s wakelist is empty.
+    pub fn wakelist_is_empty(&self, cpu: usize) -> bool {
+        self.shared.workers[cpu].wakelist.is_empty()
     }
 
     /// Worker `cpu`'s `schedule()` for its running task `t` at time `now`, up to the switch:
@@ -370,6 +422,13 @@ impl Model {
     /// `Unparker::unpark` of `t`, from a thread outside the workers.
     pub fn unpark(&self, t: &ModelTask) {
         wake::unpark_task(&t.0, WakeFlags::NONE);
+    }
+
+    /// The stall monitor's deep sleep (`sched::monitor::deep_sleep`): sleeps without a
+    /// timeout unless a worker is active, until a worker that leaves its idle wait wakes it.
+    /// Returns whether it slept.
+    pub fn monitor_deep_sleep(&self) -> bool {
+        sched::monitor::deep_sleep(&self.shared)
     }
 
     /// `try_to_wake_up(t)` from a thread outside the workers.

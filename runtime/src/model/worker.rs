@@ -209,7 +209,7 @@ impl ModelWorker {
     /// expiry, `sched/timer.rs`'s `fire`, pops it at the worker's next scheduling call or
     /// idle round).
     pub fn arm_timer(&self, t: &ModelTask, deadline: u64) {
-        crate::task::arm_timer(&self.wt, deadline, Arc::clone(&t.0));
+        let _token = crate::task::arm_timer(&self.wt, deadline, Arc::clone(&t.0));
     }
 
     /// The worker's periodic balance is not due for the rest of the model (its tick ran

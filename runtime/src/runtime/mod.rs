@@ -3,6 +3,17 @@
 //! ([`Stats`], [`WorkerStats`], [`ShutdownStats`], [`WorkerPlace`]), as `tokio::runtime`
 //! holds tokio's. [`Runtime`] is also at the crate's root.
 //!
+//! ## Stalls
+//!
+//! A task gives its worker up only at a scheduling call: a blocking call of lagom, a yield, a
+//! spawn, its end, or [`cond_resched`](crate::task::cond_resched). Code that blocks in the
+//! OS instead (a `std::sync` lock or channel, `std::thread::sleep`, file I/O) or computes
+//! without `cond_resched` holds its worker, and every task queued there waits. The runtime's
+//! stall monitor ([`Builder::stall_monitor`], [`Builder::stall_threshold`],
+//! [`Builder::on_stall`]) reports each such episode once, with what to use instead
+//! ([`StallReport`]), counts it ([`WorkerStats`]'s `stalls`) and traces it; meanwhile it gets
+//! an idle worker to take the queued tasks that may move.
+//!
 //! ```
 //! use lagom::runtime::{Builder, TaskClock};
 //! let rt = Builder::default().task_clock(TaskClock::OnCpu).build()?;
@@ -53,21 +64,28 @@
 //! task that unwinds already is never cancelled again, and keeps its worker's thread while
 //! it unwinds (`sched/unwind.rs`).
 //!
+//! The stall monitor ([`Builder::stall_monitor`]) keeps watching through the shutdown (a
+//! worker stuck there is what it is for) and ends after the workers, within the same timeout.
+//!
 //! The shutdown returns as soon as no task is left, so with nothing running it is quick.
 //! Without the `std` feature nothing can unwind a task: there is no sweep and no FORCE
 //! cancellation, and the shutdown goes to EXIT as soon as the runtime has nothing runnable,
 //! so blocked tasks are abandoned at once (as above: destructors not run, join cancelled).
 
 mod builder;
+mod claim;
 mod shutdown;
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
 pub use crate::arch::{DEFAULT_STACK_SIZE, MIN_STACK_SIZE};
+pub use crate::sched::monitor::{OnStall, StallReport};
+pub use crate::trace::{FutexOp, StallCause, Syscall};
 pub use crate::worker::{ShutdownStats, Stats, TaskClock, WorkerPlace, WorkerStats};
 pub use builder::{
-    Builder, DEFAULT_IDLE_SPIN, DEFAULT_SHUTDOWN_TIMEOUT, DEFAULT_TIMER_SPIN, MAX_IDLE_SPIN,
+    Builder, DEFAULT_IDLE_SPIN, DEFAULT_SHUTDOWN_TIMEOUT, DEFAULT_STALL_THRESHOLD,
+    DEFAULT_TIMER_SPIN, MAX_IDLE_SPIN, MIN_STALL_THRESHOLD,
 };
 
 use crate::Error;
@@ -90,8 +108,21 @@ use crate::worker::Shared;
 pub struct Runtime {
     shared: Arc<Shared>,
     threads: Vec<Thread>,
+    /// The stall monitor's thread, if it runs (`Builder::stall_monitor`).
+    monitor: Option<MonitorThread>,
     /// What the shutdown could not finish (zero until it ran).
     shutdown: ShutdownStats,
+    /// The CPU quota the default worker count honoured (`Builder::worker_threads`).
+    cpu_quota: Option<lagom_topology::CpuQuota>,
+    /// The workers' CPUs in the process's register (`claim.rs`), given back when dropped,
+    /// after the shutdown joined the workers.
+    claim: claim::CpuClaim,
+}
+
+/// The stall monitor's thread (`sched/monitor.rs`) and the flag it sets when it ends.
+struct MonitorThread {
+    thread: Thread,
+    exited: Arc<crate::locking::atomic::AtomicBool>,
 }
 
 impl core::fmt::Debug for Runtime {
@@ -113,8 +144,24 @@ impl Runtime {
         self.shared.workers.iter().map(|w| w.os_cpu).collect()
     }
 
+    /// The CPU quota of the process's cgroup as the build read it
+    /// ([`Builder::worker_threads`] says how it bounds the default worker count), `None`
+    /// where there is none.
+    pub fn cpu_quota(&self) -> Option<&lagom_topology::CpuQuota> {
+        self.cpu_quota.as_ref()
+    }
+
+    /// The workers' CPUs that another runtime of this process already had workers on when
+    /// this one was built (empty when none: the module doc of [`Builder::share_cpus`]).
+    pub fn shared_cpus(&self) -> &[usize] {
+        self.claim.shared()
+    }
+
     /// Runs `f` as a task and returns its value to the calling OS thread, which sleeps
     /// meanwhile. A panic of `f` is resumed here (with `std`; without it, panics abort).
+    ///
+    /// `f` is `'static`, as `std::thread::spawn`'s closure is: to run tasks that borrow from
+    /// the caller's stack, use [`Runtime::scope`], which waits for every one of them.
     ///
     /// # Panics
     /// With `f`'s panic; or, naming the caller's location, if the task cannot be spawned (no
@@ -223,6 +270,7 @@ impl Runtime {
             shutdown: self.shutdown,
             layout: WorkerPlace::all(&self.shared.cpus, &self.worker_cpus()),
             layout_fallback: self.shared.layout_fallback,
+            host_hints: host_notes(&self.shared),
         }
     }
 
@@ -235,4 +283,12 @@ impl Runtime {
             None => Trace::default(),
         }
     }
+}
+
+/// The host hints' notes recorded so far, as text (`worker/host.rs`).
+fn host_notes(shared: &Shared) -> Vec<&'static str> {
+    let bits = shared
+        .host_notes
+        .load(crate::locking::atomic::Ordering::Relaxed);
+    crate::worker::host::notes(bits).collect()
 }

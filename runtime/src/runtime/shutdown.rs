@@ -123,6 +123,7 @@ impl Runtime {
         // (`task/blocking.rs`): then none is unmapped.
         let borrows = shared.blocking_borrows.load(Ordering::Acquire);
         self.shutdown.blocking_borrows = borrows;
+        self.stop_monitor(end);
         if stuck == 0 {
             self.shutdown.abandoned = self.free_leftovers(borrows == 0);
         }
@@ -143,6 +144,25 @@ impl Runtime {
             );
             crate::sys::signal::write_stderr(msg.as_bytes());
         }
+    }
+
+    /// Ends the stall monitor once the workers are done: joined if it ends by `end` (or
+    /// within a millisecond, for a shutdown whose time is up), else — its report callback
+    /// blocks — detached, as a stuck worker is; its reference keeps the runtime's state
+    /// alive until it returns.
+    fn stop_monitor(&mut self, end: u64) {
+        let Some(m) = self.monitor.take() else { return };
+        crate::sched::monitor::stop(&self.shared);
+        let end = end.max(crate::sys::time::monotonic_ns() + 1_000_000);
+        while !m.exited.load(Ordering::Acquire) {
+            let now = crate::sys::time::monotonic_ns();
+            if now >= end {
+                m.thread.detach();
+                return;
+            }
+            nap(end.min(now + POLL));
+        }
+        m.thread.join();
     }
 
     /// Tasks spawned and not yet freed, over every worker's registry.

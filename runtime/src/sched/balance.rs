@@ -257,7 +257,12 @@ pub(crate) fn active_push_switched_out(wt: &WorkerThread, prev: *const Task, h: 
         named: true,
         on_src,
         allowed: on_src && may_pull(t, dst),
-        dst_idle: CpuView::of(dst_rq.nr_runnable(), !d.wakelist.is_empty()).idle,
+        dst_idle: CpuView::of(
+            dst_rq.nr_runnable(),
+            dst_rq.load_weight(),
+            !d.wakelist.is_empty(),
+        )
+        .idle,
     };
     if !may_active_push(shared.features, push) {
         return;
@@ -421,7 +426,7 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
 /// that may not is given an affinity of one, the worker it is queued on, where it last ran).
 /// The caller holds the lock of `t`'s runqueue, and `t` is either not running (nor being
 /// switched away from) or running on the caller's own worker (`active_push_point`).
-fn may_pull(t: &Task, me: usize) -> bool {
+pub(super) fn may_pull(t: &Task, me: usize) -> bool {
     // Mutant `balance_ignores_contract` (loom model `contract`): started tasks are pulled too.
     #[cfg(lagom_mutant = "balance_ignores_contract")]
     return t.allowed(me);

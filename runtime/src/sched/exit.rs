@@ -139,12 +139,17 @@ pub(crate) fn exit_at(
         None => (rq, JoinerWake::None),
     };
     drain(&wt.shared, wt.index, &mut rq, now);
+    // The stall monitor's evidence of progress (`monitor.rs`): an exit is a scheduling call.
+    w.last_point.store(now, Ordering::Relaxed);
     let next = pick(w, &mut rq, now);
     w.stats.inc_owned(&w.stats.exits);
     // SAFETY: `next` is null or was picked from the runqueue: its registry keeps it alive (`tcb/queued.rs`).
     let next_t = unsafe { next.as_ref() };
     match next_t {
-        Some(n) => prepare_switch_on(wt, n),
+        Some(n) => {
+            prepare_switch_on(wt, n);
+            wt.tick_rearm(&rq);
+        }
         None => wt.clear_signal_task(),
     }
     trace::switch(wt, Some(t), next_t, SwitchReason::Exit);
@@ -183,6 +188,9 @@ pub(crate) fn put_dead(wt: &WorkerThread) {
     }
     // SAFETY: the registry keeps the dead task alive until it is removed below.
     let t: &Task = unsafe { &*dead };
+    // Its switch-out is complete (`finish_task_switch` cleared `on_cpu` first): freed or
+    // handed on now, nothing writes it afterwards.
+    t.check_freeable("put_dead");
     let home = t.reg_home.load(Ordering::Relaxed);
     let slot = t.reg_slot.load(Ordering::Relaxed);
     let reg = &wt.shared.workers[home].tasks;

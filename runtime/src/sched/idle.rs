@@ -10,26 +10,34 @@
 //! waker sees IDLE and wakes the sleeper (loom model 4, `idle_kick`). The sleep times out at
 //! the next timer of this worker.
 //!
-//! Idle spin: a wake that finds the worker spinning costs a cache-line transfer, one that
-//! finds it asleep a `futex_wake` in the waker and an OS wakeup. The spin is wall-clock time
-//! (a clock read every `CLOCK_EVERY` spin hints: a count of hints means very different times
-//! on different CPUs), cut short at the next timer. Spinning about as long as a sleep and
-//! wakeup cost catches every wake that comes sooner for no more CPU than sleeping, and at
-//! most doubles the cost of one that comes later (the ski-rental bound): hence
-//! `DEFAULT_IDLE_SPIN`, 30 µs, which catches the 10–30 µs gaps of request/response and
-//! ping-pong wakeups. The curve it was chosen from is in the book's lab,
+//! Idle spin: a wake that finds the worker spinning costs a cache-line transfer (the
+//! waker's kick sees the word `ACTIVE` and makes no system call: the kernel's polling idle
+//! task, `TIF_POLLING_NRFLAG`), one that finds it asleep a `futex_wake` in the waker and an
+//! OS wakeup. The spin is wall-clock time (a clock read every `CLOCK_EVERY` spin hints: a
+//! count of hints means very different times on different CPUs), cut short at the next
+//! timer. By default it adapts (`Builder::idle_spin_adaptive`, `adapt_spin`): KVM's halt
+//! polling rule, with a window that starts at 0, doubles after a wake that a longer spin
+//! within the ceiling (`DEFAULT_IDLE_SPIN`, 30 µs: about what a futex sleep and wakeup cost,
+//! the ski-rental bound) would have caught, and halves after a wake past the ceiling or a
+//! sleep that ended at the worker's own timer. So a worker woken at short gaps by other
+//! workers keeps spinning through them, and one that sleeps to its timers or waits long
+//! costs no spin; an empty runtime's workers do not spin at all. `Builder::idle_spin` fixes
+//! the spin instead (the opt-in for latency). The kick records when it came
+//! (`Kick::kicked_at`), which is how the worker knows how long its idle period was. The
+//! curve of the fixed spin and the adaptive spin's figures are in the book's lab,
 //! `docs/src/lab/idle.md`.
 //!
 //! Timer precision: a task in `sleep` is woken by its worker's timer, which an idle worker
-//! waits for in its futex sleep (the timeout is the next deadline). Two things make that
-//! wakeup late: the kernel's timer slack (up to 50 µs, to merge wakeups), which worker threads
-//! set to 1 ns (`PR_SET_TIMERSLACK`); and the OS wakeup itself, tens of µs on a virtual
-//! machine, so an idle worker whose next timer is within `timer_spin` (`Builder::timer_spin`,
-//! default 100 µs, longer than that wakeup) spins to it instead of sleeping, and a longer
-//! futex sleep ends `timer_spin` early. `Duration::ZERO` restores plain futex timeouts (the
-//! lateness and CPU of each setting: `docs/src/lab/idle.md`). A worker with work never
-//! sleeps: it fires timers at every scheduling call, and `cond_resched` bounds its tick by
-//! the next timer (`task/current.rs`).
+//! waits for in its futex sleep (the timeout is the next deadline). The kernel's timer slack
+//! (up to 50 µs, to merge wakeups) would make that wakeup late, so worker threads set theirs
+//! to 1 ns (`PR_SET_TIMERSLACK`); what is left is the OS wakeup itself, tens of µs on a
+//! virtual machine, as for a thread in `clock_nanosleep`. `Builder::timer_spin` (default 0)
+//! opts into spinning for a timer due within it instead of sleeping, and ends a longer futex
+//! sleep that much early, so that the task wakes within a few µs at the cost of that CPU
+//! per timed wakeup (the lateness and CPU of each setting: `docs/src/lab/idle.md`). A worker
+//! with work never sleeps: it fires timers at every scheduling call, and its tick timer
+//! (`worker/tick.rs`) is armed for the next one, which an idle worker disarms before it
+//! sleeps.
 //!
 //! Newly idle balance (`balance.rs`): before sleeping, the worker pulls one runnable task
 //! that is neither running nor being switched away nor delayed, and may run here, from the
@@ -53,12 +61,13 @@ use alloc::sync::Arc;
 use core::ptr;
 
 use super::schedule::{finish_task_switch, pick, prepare_switch_on};
-use super::{balance, shutdown, timer};
+use super::{balance, monitor, shutdown, timer};
 use crate::arch::{SignalStack, StackPool, TRIM_AFTER, switch};
 use crate::locking::atomic::Ordering;
 use crate::locking::kick::Idle;
 use crate::trace::SwitchReason;
 use crate::wake::drain;
+use crate::worker::host::HostHints;
 use crate::worker::{
     PHASE_DRAIN, PHASE_EXIT, PHASE_FORCE, PHASE_RUN, Shared, WorkerThread, set_local, trace,
 };
@@ -74,21 +83,39 @@ const TIMER_SLACK_NS: u64 = 1;
 
 /// The body of worker thread `index`.
 pub(crate) fn worker_main(shared: Arc<Shared>, index: usize) {
-    let os_cpu = shared.workers[index].os_cpu;
     // Pinning can fail in a restricted container; the worker then still runs, unpinned.
-    let _ = crate::sys::thread::pin_to(os_cpu);
+    if shared.float_cpus.is_empty() {
+        let _ = crate::sys::thread::pin_to(shared.workers[index].os_cpu);
+    } else {
+        let _ = crate::sys::thread::set_affinity(&shared.float_cpus);
+    }
     // Timed idle sleeps end at the next timer, not up to 50 µs later (the default slack); a
     // kernel that refuses (none does for the calling thread) leaves the default.
     let _ = crate::sys::thread::set_timer_slack(TIMER_SLACK_NS);
+    // For the stall monitor's look at this thread under `/proc/self/task/`.
+    shared.workers[index]
+        .tid
+        .store(crate::sys::thread::gettid(), Ordering::Relaxed);
     let pool = StackPool::new(shared.stack_size, POOL_CAPACITY).expect("checked by build()");
+    // What the worker may tell the kernel for its tasks, probed once on its own thread.
+    let host = match shared.host_hints {
+        true => {
+            let base_slice = shared.workers[index].rq.lock().config().base_slice;
+            HostHints::probe(base_slice, &shared.host_notes)
+        }
+        false => None,
+    };
     let wt = Box::new(WorkerThread::new(
         shared,
         index,
         pool,
         SignalStack::install().ok(),
+        host,
     ));
     set_local(&*wt);
+    wt.tick_start();
     idle_loop(&wt);
+    wt.tick_stop();
     set_local(ptr::null());
     let shared = Arc::clone(&wt.shared);
     drop(wt);
@@ -139,6 +166,8 @@ pub(crate) fn idle_step(wt: &WorkerThread, idle_since: &mut Option<u64>) -> Idle
     {
         timer::fire(wt);
         let now = crate::sys::time::sched_clock();
+        // The stall monitor's evidence of progress (`monitor.rs`): the idle loop runs no task.
+        w.last_point.store(now, Ordering::Relaxed);
         let mut rq = w.rq.lock();
         drain(shared, wt.index, &mut rq, now);
         let next = pick(w, &mut rq, now);
@@ -146,6 +175,7 @@ pub(crate) fn idle_step(wt: &WorkerThread, idle_since: &mut Option<u64>) -> Idle
             // SAFETY: picked from the runqueue: its registry keeps it alive (`tcb/queued.rs`).
             let n = unsafe { &*next };
             prepare_switch_on(wt, n);
+            wt.tick_rearm(&rq);
             wt.leave_idle(now);
             trace::switch(wt, None, Some(n), SwitchReason::Idle);
             wt.curr.set(next);
@@ -183,7 +213,8 @@ pub(crate) fn idle_step(wt: &WorkerThread, idle_since: &mut Option<u64>) -> Idle
                 || w.tasks.has_dead()
                 || shared.phase.load(Ordering::Relaxed) != phase
         };
-        if spin(wt, &has_work) {
+        let idle_start = crate::sys::time::sched_clock();
+        if spin(wt, &has_work, idle_start) {
             return IdleStep::Again;
         }
         let mut timeout = wt
@@ -214,11 +245,57 @@ pub(crate) fn idle_step(wt: &WorkerThread, idle_since: &mut Option<u64>) -> Idle
             return IdleStep::Again;
         }
         crate::locking::probe::probe!("sched/idle: the idle loop waits on its kick word");
-        if w.kick.idle_wait(has_work, timeout) != Idle::Work {
+        // An idle worker's tick is stopped (`worker/tick.rs`).
+        wt.tick_disarm();
+        let woke = w.kick.idle_wait(has_work, timeout);
+        if woke != Idle::Work {
             w.stats.inc(&w.stats.idle_sleeps);
         }
+        adapt_spin(wt, woke, idle_start);
+        // Active again (whether it slept or its re-check found work): a monitor that saw
+        // every worker idle and sleeps without a timeout must watch again (`monitor.rs`).
+        monitor::worker_active(shared);
     }
     IdleStep::Again
+}
+
+/// The first window of the adaptive idle spin once an idle period shows that one would have
+/// helped (the kernel's `halt_poll_ns_grow_start` for KVM's halt polling), or the ceiling if
+/// that is lower.
+const SPIN_GROW_START: u64 = 10_000;
+
+/// The adaptive idle spin's step after an idle period that began at scheduler-clock time
+/// `start` and ended as `woke` says (module doc, "Idle spin"): KVM's halt-polling rule. A
+/// wake that came after the window but within the ceiling (`Builder::idle_spin_adaptive`)
+/// doubles the window (from `SPIN_GROW_START`); one that came after the ceiling halves it
+/// (to 0 below `SPIN_GROW_START`); so does a sleep that ended by its own timeout (a timer of
+/// this worker, which the spin does not serve: the worker knows when it is due). A wake
+/// within the window leaves it: the spin caught it.
+fn adapt_spin(wt: &WorkerThread, woke: Idle, start: u64) {
+    let shared = &*wt.shared;
+    if !shared.idle_spin_adaptive {
+        return;
+    }
+    let (max, win) = (shared.idle_spin, wt.spin_window.get());
+    let block = match woke {
+        // Work turned up between the end of the spin and the sleep: just too short.
+        Idle::Work => win.saturating_add(1),
+        Idle::Kicked => wt.worker().kick.kicked_at().saturating_sub(start),
+        Idle::Timeout => u64::MAX,
+    };
+    let next = if block <= win {
+        win
+    } else if block > max {
+        let half = win / 2;
+        if half < SPIN_GROW_START.min(max) {
+            0
+        } else {
+            half
+        }
+    } else {
+        win.saturating_mul(2).max(SPIN_GROW_START).min(max)
+    };
+    wt.spin_window.set(next);
 }
 
 /// The pool's trim (`arch/pool.rs`): once the worker has been idle for `TRIM_AFTER` without a
@@ -270,27 +347,41 @@ fn spin_until_timer(wt: &WorkerThread, has_work: &impl Fn() -> bool) -> bool {
 /// Spin iterations between two clock reads of the idle spin.
 const CLOCK_EVERY: u32 = 16;
 
-/// The idle spin (module doc): polls `has_work` for `idle_spin` ns, cut short at the next
-/// timer. Returns whether work turned up. (Under loom the clock stands still, so a spin would
-/// never end: the models build their workers with `idle_spin` 0.)
-fn spin(wt: &WorkerThread, has_work: &impl Fn() -> bool) -> bool {
-    let len = wt.shared.idle_spin;
+/// The idle spin (module doc): polls `has_work` from scheduler-clock time `start` for the
+/// fixed `idle_spin` ns, or the adaptive spin's current window, cut short at the next
+/// timer. Returns whether work turned up. (Under loom the clock stands still, so a spin
+/// would never end: the models build their workers with `idle_spin` 0 and no adaptation.)
+fn spin(wt: &WorkerThread, has_work: &impl Fn() -> bool, start: u64) -> bool {
+    let len = if wt.shared.idle_spin_adaptive {
+        wt.spin_window.get()
+    } else {
+        wt.shared.idle_spin
+    };
     if len == 0 {
         return false;
     }
-    let start = crate::sys::time::monotonic_ns();
+    let w = wt.worker();
     let mut deadline = start.saturating_add(len);
     if let Some(t) = wt.timers.borrow().next_deadline() {
-        deadline = deadline.min(t);
+        // The timer's distance, moved onto the scheduler clock.
+        let left = t.saturating_sub(crate::sys::time::monotonic_ns());
+        deadline = deadline.min(start.saturating_add(left));
     }
     loop {
         for _ in 0..CLOCK_EVERY {
             if has_work() {
+                w.stats.inc_owned(&w.stats.idle_spin_hits);
+                let now = crate::sys::time::sched_clock();
+                w.stats
+                    .add_owned(&w.stats.idle_spin_ns, now.saturating_sub(start));
                 return true;
             }
             crate::locking::spin_loop();
         }
-        if crate::sys::time::monotonic_ns() >= deadline {
+        let now = crate::sys::time::sched_clock();
+        if now >= deadline {
+            w.stats
+                .add_owned(&w.stats.idle_spin_ns, now.saturating_sub(start));
             return false;
         }
     }

@@ -15,11 +15,15 @@
 //! * `shutdown.rs` — a worker's part of a shutdown: cancelling the blocked tasks it finds;
 //! * `unwind.rs` — a task that unwinds keeps its worker's thread (no other task may see its
 //!   panic count): its blocks wait on the thread;
+//! * `monitor.rs` — the stall monitor (Go's `sysmon`): a thread that reports a worker held by
+//!   a task that makes no scheduling call while others wait, and kicks an idle worker for the
+//!   tasks that may move;
 //! * `timer.rs` — firing the timers of `sleep`.
 
 mod balance;
 mod exit;
 mod idle;
+pub(crate) mod monitor;
 mod schedule;
 mod shutdown;
 mod timer;
@@ -39,4 +43,5 @@ pub(crate) use schedule::{Reason, block_current, finish_task_switch, schedule};
 pub(crate) use schedule::{
     finish_task_switch_on, pick, prepare_switch, schedule_prepare, schedule_prepare_at,
 };
+pub(crate) use timer::publish_next_timer;
 pub(crate) use unwind::thread_unwinding;

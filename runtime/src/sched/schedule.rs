@@ -50,6 +50,7 @@ use core::ptr;
 use super::{balance_tick, timer};
 use crate::arch::{Context, SignalStack, switch};
 use crate::locking::atomic::Ordering;
+use crate::locking::resched::NEED_RESCHED;
 use crate::tcb::RUNNING;
 use crate::trace::SwitchReason;
 use crate::wake::{drain, finished_delayed};
@@ -70,7 +71,7 @@ pub(crate) fn pick(w: &Worker, rq: &mut RunQueue<QueuedTask>, now: u64) -> *cons
             Pick::Idle => break ptr::null(),
         }
     };
-    w.need_resched.store(false, Ordering::Relaxed);
+    w.resched.take(NEED_RESCHED);
     w.publish(rq);
     prefetch_upcoming(rq);
     next
@@ -179,7 +180,8 @@ fn contract_broken(t: &Task, from: usize, to: usize) -> ! {
 /// Marks `next`, just picked by worker thread `wt`'s worker, running there
 /// ([`prepare_switch`] with that worker's idle context and overflow stack).
 pub(crate) fn prepare_switch_on(wt: &WorkerThread, next: &Task) {
-    // The task switched in runs its first `cond_resched` in full (`task/current.rs`).
+    // Without a tick timer, the task switched in runs its first `cond_resched` in full
+    // (`task/current.rs`).
     wt.next_tick.set(0);
     prepare_switch(next, wt.index, wt.idle_ctx(), wt.signals());
 }
@@ -319,6 +321,11 @@ pub(crate) fn schedule_prepare_at(
     let prev_t = unsafe { &*prev };
     balance_tick(wt, now);
     let w = wt.worker();
+    // The stall monitor's evidence of progress (`monitor.rs`): the time this call read anyway.
+    // Mutant `monitor_no_last_point` (runtime/tests/mutants.sh): a worker that blocks and
+    // switches in lagom looks stuck to the monitor.
+    #[cfg(not(lagom_mutant = "monitor_no_last_point"))]
+    w.last_point.store(now, Ordering::Relaxed);
     if reason == Reason::Block {
         w.stats.inc_owned(&w.stats.blocks);
     }
@@ -334,12 +341,16 @@ pub(crate) fn schedule_prepare_at(
         && super::balance::active_push_point(&wt.shared, wt.index, &mut rq, prev_t);
     let next = if push {
         rq.clear_need_resched();
-        w.need_resched.store(false, Ordering::Relaxed);
+        w.resched.take(NEED_RESCHED);
         w.publish(&rq);
         ptr::null()
     } else {
         pick(w, &mut rq, now)
     };
+    if !next.is_null() {
+        // The tick timer for the task that runs next (`worker/tick.rs`).
+        wt.tick_rearm(&rq);
+    }
     if next == prev {
         crate::locking::probe::probe!("sched/schedule: the pick chooses the running task again");
         return None;
@@ -388,6 +399,11 @@ pub(crate) fn finish_task_switch_on(wt: &WorkerThread) {
         // SAFETY: the registry keeps the task alive until it is freed, which happens only on
         // the idle context after its on_cpu is clear.
         let push = super::balance::active_push_pending(wt, unsafe { &*prev });
+        // Mutant `put_dead_before_clear_on_cpu`: the dead task is freed before its `on_cpu`
+        // is cleared, a write after the free (`Task::check_freeable` in `put_dead` fails;
+        // memcheck reports the write, `.ci/memcheck.sh`).
+        #[cfg(lagom_mutant = "put_dead_before_clear_on_cpu")]
+        super::exit::put_dead(wt);
         // SAFETY: as above.
         clear_on_cpu(unsafe { &*prev });
         if let Some(h) = push {
@@ -395,6 +411,7 @@ pub(crate) fn finish_task_switch_on(wt: &WorkerThread) {
         }
     }
     super::exit::put_dead(wt);
+    wt.speak_for_tasks();
 }
 
 /// The switch away from `t` is complete: publish it (Release; O2/O3).

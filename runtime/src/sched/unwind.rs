@@ -40,27 +40,25 @@
 //! blocks while it unwinds holds its worker's thread for as long as it waits: the other tasks
 //! of that worker that may not move wait with it (as they would behind a task that blocks in
 //! the OS). If the destructor waits for one of *them* — a task that can only run on this
-//! worker — it waits forever: that is reported, once, on stderr after [`REPORT_AFTER`]
-//! (naming the task, its worker and how many tasks wait there), and a shutdown ends it at its
-//! give-up point (EXIT): the task is abandoned, its thread runs no task again and leaves its
-//! loop ([`strand`]), and the shutdown frees the tasks left there without unwinding them.
+//! worker — it waits forever. Such a hold is a stall, and the stall monitor (`monitor.rs`)
+//! reports it as one: once the hold has lasted its threshold while other tasks wait there,
+//! once per episode, through the runtime's one reporting path (`Builder::on_stall`: stderr,
+//! a callback or silence; counted in `stalls`, traced), with the cause `Unwinding` — the
+//! hold says nothing itself (`Worker::unwind_hold` tells the monitor; the worker's kick word
+//! reads idle meanwhile). A shutdown ends it at its give-up point (EXIT): the task is
+//! abandoned, its thread runs no task again and leaves its loop ([`strand`]), and the
+//! shutdown frees the tasks left there without unwinding them.
 //!
 //! The shutdown's own waits that would otherwise wait for a task of the same worker while
 //! unwinding — a scope's owner for its children, `join` for its `b` — are no cancellation
 //! points (`task/park.rs`, `park_uncancelled`): a cancelled owner goes on waiting without
 //! unwinding, and unwinds once its children have ended.
 
-use core::time::Duration;
-
 use super::timer;
 use crate::locking::atomic::Ordering;
 use crate::tcb::RUNNING;
 use crate::wake::drain;
 use crate::worker::{PHASE_EXIT, Task, WorkerThread};
-
-/// How long a task that unwinds may hold its worker's thread, while other tasks wait there,
-/// before the hold is reported on stderr (module doc, "The cost").
-pub(crate) const REPORT_AFTER: Duration = Duration::from_millis(100);
 
 /// Whether the calling OS thread is unwinding from a panic (std's per-thread count; never
 /// without `std`, where nothing unwinds, nor under loom, whose models never panic on
@@ -96,9 +94,10 @@ pub(super) fn hold(wt: &WorkerThread, reason: super::Reason) {
 /// waker made it `RUNNING` again (module doc).
 fn wait_on_thread(wt: &WorkerThread, t: &Task) {
     let w = wt.worker();
-    let start = crate::sys::time::monotonic_ns();
-    let report_at = start.saturating_add(REPORT_AFTER.as_nanos() as u64);
-    let mut reported = false;
+    // The stall monitor watches this worker while its kick word reads idle, and reports a
+    // hold that lasts (module doc, "The cost").
+    w.unwind_hold.store(true, Ordering::Relaxed);
+    let _unhold = Unhold(w);
     loop {
         // The task's own `sleep` is among these (woken here, it is made runnable in place).
         timer::fire(wt);
@@ -109,7 +108,9 @@ fn wait_on_thread(wt: &WorkerThread, t: &Task) {
         let phase = wt.shared.phase();
         if phase == PHASE_EXIT {
             // The shutdown gave up on the tasks that have not ended: this one is abandoned,
-            // and its thread, whose panic count it keeps raised, runs no task again.
+            // and its thread, whose panic count it keeps raised, runs no task again (`strand`
+            // does not return: the hold ends here for the monitor).
+            w.unwind_hold.store(false, Ordering::Relaxed);
             super::schedule::strand(wt);
         }
         {
@@ -122,16 +123,11 @@ fn wait_on_thread(wt: &WorkerThread, t: &Task) {
             );
         }
         let now = crate::sys::time::monotonic_ns();
-        let waiting = w.nr_running.load(Ordering::Relaxed).saturating_sub(1);
-        if !reported && now >= report_at && waiting > 0 {
-            reported = true;
-            report(wt, t, now - start, waiting);
-        }
-        let mut until = wt.timers.borrow().next_deadline();
-        if !reported {
-            until = Some(until.map_or(report_at, |d| d.min(report_at)));
-        }
-        let timeout = until.map(|d| d.saturating_sub(now));
+        let timeout = wt
+            .timers
+            .borrow()
+            .next_deadline()
+            .map(|d| d.saturating_sub(now));
         // The kick protocol (`locking/kick.rs`): a waker that made the task RUNNING kicks
         // this worker after its store, a wakelist push kicks it too, and a shutdown's phase
         // change kicks every worker; the re-check sees the first and the last.
@@ -142,27 +138,17 @@ fn wait_on_thread(wt: &WorkerThread, t: &Task) {
             },
             timeout,
         );
+        // Its kick word reads active again: a stall monitor that saw every worker idle and
+        // sleeps without a timeout must watch again (`monitor.rs`).
+        super::monitor::worker_active(&wt.shared);
     }
 }
 
-/// The report of a hold that lasts (module doc, "The cost").
-#[cold]
-fn report(wt: &WorkerThread, t: &Task, held_ns: u64, waiting: usize) {
-    let name = match t.name.as_str() {
-        "" => alloc::format!("task-{}", t.id),
-        n => alloc::string::String::from(n),
-    };
-    let msg = alloc::format!(
-        "lagom: task '{name}' (id {}) has been blocked for {} ms while it unwinds from a panic, \
-         on worker {} (CPU {}), where {waiting} other task(s) wait: no other task may run on a \
-         worker's thread while one unwinds there (std counts panics per OS thread, so they \
-         would see `std::thread::panicking()`). If a destructor of the unwinding task waits \
-         for one of them, this never ends (a shutdown abandons it): do not wait, in a \
-         destructor that may run during a panic, for a task that runs on the same worker.\n",
-        t.id,
-        held_ns / 1_000_000,
-        wt.index,
-        wt.worker().os_cpu,
-    );
-    crate::sys::signal::write_stderr(msg.as_bytes());
+/// Clears `Worker::unwind_hold` when the hold returns (a stranded hold clears it itself).
+struct Unhold<'a>(&'a crate::worker::Worker);
+
+impl Drop for Unhold<'_> {
+    fn drop(&mut self) {
+        self.0.unwind_hold.store(false, Ordering::Relaxed);
+    }
 }

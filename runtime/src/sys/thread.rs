@@ -97,6 +97,12 @@ impl Thread {
     }
 }
 
+/// The calling thread's kernel id (`gettid`), which names it under `/proc/self/task/`.
+pub(crate) fn gettid() -> u32 {
+    // SAFETY: gettid takes no argument and always succeeds.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
 /// Pins the calling thread to `cpu`. Returns the `errno` on failure.
 pub(crate) fn pin_to(cpu: usize) -> Result<(), i32> {
     // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
@@ -106,6 +112,28 @@ pub(crate) fn pin_to(cpu: usize) -> Result<(), i32> {
     }
     // SAFETY: `cpu` is below the set's capacity (checked above).
     unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 is the calling thread.
+    let rc = unsafe { libc::sched_setaffinity(0, core::mem::size_of_val(&set), &set) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(super::mem::errno())
+    }
+}
+
+/// Lets the calling thread run on any of `cpus` (and no other). Returns the `errno` on
+/// failure: `EINVAL` for a CPU beyond the set's capacity or a set with no CPU this process
+/// may use.
+pub(crate) fn set_affinity(cpus: &[usize]) -> Result<(), i32> {
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
+    for &cpu in cpus {
+        if cpu >= 8 * core::mem::size_of::<libc::cpu_set_t>() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: `cpu` is below the set's capacity (checked above).
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
     // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 is the calling thread.
     let rc = unsafe { libc::sched_setaffinity(0, core::mem::size_of_val(&set), &set) };
     if rc == 0 {

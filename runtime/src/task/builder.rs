@@ -70,8 +70,11 @@ impl Builder {
         self
     }
 
-    /// The task's stack size in bytes (at least [`MIN_STACK_SIZE`]: less is an
-    /// [`Error::StackTooSmall`] at spawn); as for
+    /// The task's stack size in bytes (default: its runtime's,
+    /// [`runtime::Builder::stack_size`](crate::runtime::Builder::stack_size), 2 MiB unless
+    /// set there; at least [`MIN_STACK_SIZE`]: less is an [`Error::StackTooSmall`] at spawn).
+    /// A task given its own size gets a stack mapped for it, not one from its worker's pool.
+    /// As for
     /// [`Runtime`](crate::Runtime)'s default, a closure that takes at most 1/16 of it is kept
     /// at its top.
     pub fn stack_size(mut self, bytes: usize) -> Builder {
@@ -314,9 +317,10 @@ where
     task.reg_home.store(prev, Ordering::Relaxed);
     task.reg_slot.store(slot, Ordering::Relaxed);
     // A new task: placement is free (the migration contract binds started tasks only).
-    let target = select_cpu(shared, &task, prev, local_idx, WakeFlags::FORK);
+    let (target, added) = select_cpu(shared, &task, prev, local_idx, local, WakeFlags::FORK);
     task.cpu.store(target, Ordering::Relaxed);
-    enqueue_on(shared, local, target, &task, WakeFlags::FORK);
+    // Activated at once where it goes, under that worker's lock (`wake_up_new_task`).
+    enqueue_on(shared, local, target, &task, WakeFlags::FORK | added);
     Ok(JoinHandle {
         packet,
         id,

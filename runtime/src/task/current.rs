@@ -5,7 +5,7 @@ use alloc::format;
 use alloc::string::String;
 use core::time::Duration;
 
-use crate::locking::atomic::Ordering;
+use crate::locking::resched::{NEED_RESCHED, TICK_BY_CLOCK, TICK_CHECK, TICK_FIRED, WAKE_PENDING};
 use crate::sched::{Reason, balance_tick, schedule};
 use crate::worker::{self, local};
 
@@ -88,7 +88,7 @@ pub fn sched_info() -> Option<SchedInfo> {
     // The charge may end the task's request: its resched is not dropped (the next
     // `cond_resched` switches), as the kernel's `update_curr` sets need-resched itself.
     if rq.update_curr(now) {
-        w.need_resched.store(true, Ordering::Relaxed);
+        w.resched.set_need_resched();
     }
     // SAFETY: the running task's scheduling part belongs to this worker (it runs here).
     let h = unsafe { t.sched(|s| s.handle) }?;
@@ -111,34 +111,31 @@ pub fn yield_now() {
     }
 }
 
-/// How long `cond_resched` may go between two full ticks when nothing asks for the CPU
-/// (module doc of [`cond_resched`]): the latest a used-up request is noticed and the
-/// granularity of the periodic balance, well below any slice (0.1 ms at the least).
-pub(crate) const TICK: u64 = 50_000;
+/// Without a tick timer (`TICK_BY_CLOCK`, `worker/tick.rs`): how long `cond_resched` may go
+/// between two full ticks when nothing asks for the CPU — the latest a used-up request is
+/// noticed and the granularity of the periodic balance, well below any slice (0.1 ms at the
+/// least). The policy's constant, which the simulator's scheduling points use too.
+pub(crate) const TICK: u64 = lagom_policy::COND_RESCHED_TICK;
 
 /// The cheap tick: charges the running task and switches away if it used up its request,
 /// a wakeup asked for preemption, or wakeups wait on this worker's wakelist; every few
 /// milliseconds it also runs the periodic load balance, which may pull tasks to this worker.
 /// Long compute loops call it. Outside tasks it does nothing.
 ///
-/// Most calls cost one read of the scheduler clock and three loads: a call
-/// within 50 µs (`TICK`) of the last full tick, before the worker's next timer, with no
-/// need-resched and an empty wakelist, returns at once. Every wakeup that asks for this CPU
-/// sets need-resched or queues on the wakelist, and a timer bounds the tick, so what waits
-/// for the tick is only the end of the running task's request (noticed at most 50 µs late;
-/// the time is charged all the same, so shares are unchanged) and the periodic balance.
-/// After a full tick whose `schedule()` picked the same task again (a wakee not yet
-/// eligible, a protected slice), the next full tick waits its 50 µs rather than repeating the
-/// lock, drain and pick at every call.
+/// A call with nothing due is one load: the worker's resched word (`locking/resched.rs`),
+/// whose bits a wakeup that asks for this CPU, a wakelist push and the worker's tick timer
+/// set. The timer (`worker/tick.rs`, the kernel's tick and high-resolution tick) is armed for
+/// the end of the running task's protected slice, the worker's next `sleep` timer and its
+/// next periodic balance; its signal sets the bit that makes the next call a full tick
+/// (charge, timers, balance, switch if due). So a used-up request is noticed within the
+/// signal's delivery, some µs, and the clock is read only where time is charged.
 ///
-/// Each call reads the clock rather than a flag that a ticker sets: the clock read is nearly
-/// the whole cost of a call with nothing due, but something would have to set the flag every
-/// `TICK`, and a ticker thread doing so costs a large share of a CPU and still wakes late,
-/// while a per-worker interval timer would be a signal every 50 µs into whatever the task is
-/// doing (interrupted system calls included). Reading the clock only every Nth call would
-/// make the lateness of a due tick grow with the time between calls, without bound when a
-/// loop slows down. What a call costs, and what a tight loop loses by calling it every
-/// iteration, is measured by `benches/sched_call.rs` (the book's
+/// A runtime built with `Builder::tick_timer(false)`, or a worker whose timer the OS refused,
+/// reads the clock at each call instead: a call within 50 µs (`TICK`) of the last full tick,
+/// before the worker's next timer, with nothing flagged, returns at once, so a used-up
+/// request is noticed at most 50 µs late there (the time is charged all the same, so shares
+/// are unchanged). What a call costs either way, and what a tight loop loses by calling it
+/// every iteration, is measured by `benches/sched_call.rs` (the book's
 /// `docs/src/lab/sched-call.md`).
 ///
 /// Past half of a shutdown's timeout, a task in `cond_resched` is cancelled: the call
@@ -185,28 +182,65 @@ pub(crate) fn try_point() {
     resched_point(false);
 }
 
-/// [`cond_resched`], with or without its cancellation point (`cancel`).
+/// [`cond_resched`], with or without its cancellation point (`cancel`): one load of the
+/// resched word, and the full tick only if a bit is set.
 #[inline(always)]
 fn resched_point(cancel: bool) {
     let Some(wt) = local() else { return };
-    let w = wt.worker();
-    let now = crate::sys::time::sched_clock();
-    if now < wt.next_tick.get() && !w.need_resched.load(Ordering::Relaxed) && w.wakelist.is_empty()
-    {
+    let due = wt.resched().load();
+    if due == 0 {
         return;
     }
+    full_tick(wt, due, cancel);
+}
+
+/// The full tick of [`cond_resched`], with `due` the resched word as the caller read it:
+/// [`tick`], then `schedule()` if it says so, followed by the cancellation point if
+/// `cancel`. Without a tick timer (`TICK_BY_CLOCK`) it first reads the clock and returns if
+/// nothing is flagged and the next full tick is not due.
+#[inline(never)]
+fn full_tick(wt: &worker::WorkerThread, due: u32, cancel: bool) {
     if worker::with_current_task(|_| ()).is_none() {
         return;
     }
-    full_tick(wt, now, cancel);
+    let now = crate::sys::time::sched_clock();
+    // Without the timer, the policy's clock test, shared with the simulator's scheduling
+    // points (which tick by the clock too).
+    if due & TICK_BY_CLOCK != 0
+        && !lagom_policy::resched_point_due(
+            now,
+            wt.next_tick.get(),
+            due & NEED_RESCHED != 0,
+            due & WAKE_PENDING != 0,
+        )
+    {
+        return;
+    }
+    if tick(wt, now) {
+        schedule(Reason::Preempt);
+        if cancel {
+            worker::with_current_task(super::cancel::point);
+        }
+    }
 }
 
-/// The full tick of [`cond_resched`]: the periodic balance, the timers, need-resched and
-/// the running task's charge; then the next full tick's time, and `schedule()` if due,
-/// followed by the cancellation point if `cancel`.
-#[inline(never)]
-fn full_tick(wt: &worker::WorkerThread, now: u64, cancel: bool) {
+/// The tick of worker thread `wt`'s running task at scheduler-clock time `now` (the
+/// kernel's `scheduler_tick` with the pending work of the interrupts that set the resched
+/// word): takes the tick bits, runs the periodic balance when due, looks at the timers,
+/// need-resched and the wakelist, and charges the running task; re-arms the tick timer when
+/// nothing asks for a switch. Returns whether to call `schedule()`. Split out of `full_tick`
+/// so that a loom model runs it (`lagom::model`).
+#[inline]
+pub(crate) fn tick(wt: &worker::WorkerThread, now: u64) -> bool {
     let w = wt.worker();
+    let due = w.resched.take(TICK_FIRED | TICK_CHECK);
+    if due & TICK_FIRED != 0 {
+        wt.tick_fired();
+    }
+    // The stall monitor's evidence of progress (`sched/monitor.rs`): a task that calls
+    // `cond_resched` reaches here at each of its ticks, whether or not it switches.
+    w.last_point
+        .store(now, crate::locking::atomic::Ordering::Relaxed);
     balance_tick(wt, now);
     let mut next = now.saturating_add(TICK);
     let timer_due = match wt.timers.borrow().next_deadline() {
@@ -218,18 +252,17 @@ fn full_tick(wt: &worker::WorkerThread, now: u64, cancel: bool) {
         }
         None => false,
     };
-    wt.next_tick.set(next);
-    let resched =
-        w.need_resched.load(Ordering::Relaxed) || !w.wakelist.is_empty() || timer_due || {
-            let mut rq = w.rq.lock();
-            wt.exclude_host_stall(&mut rq, now);
-            rq.task_tick(now)
-        };
-    if resched {
-        schedule(Reason::Preempt);
-        if cancel {
-            worker::with_current_task(super::cancel::point);
+    if due & TICK_BY_CLOCK != 0 {
+        wt.next_tick.set(next);
+    }
+    w.resched.load() & (NEED_RESCHED | WAKE_PENDING) != 0 || timer_due || {
+        let mut rq = w.rq.lock();
+        wt.exclude_host_stall(&mut rq, now);
+        let resched = rq.task_tick(now);
+        if !resched {
+            wt.tick_rearm(&rq);
         }
+        resched
     }
 }
 
@@ -260,7 +293,7 @@ pub fn sleep_until(deadline: impl Into<crate::time::Instant>) {
         slept = true;
         match (local(), worker::current_task()) {
             (Some(wt), Some(t)) => {
-                super::park::arm_timer(wt, deadline, t);
+                let _timer = super::park::TimerGuard(super::park::arm_timer(wt, deadline, t));
                 super::park::park();
             }
             _ => {

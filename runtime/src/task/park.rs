@@ -11,9 +11,10 @@
 
 use core::time::Duration;
 
+use crate::locking::atomic::Ordering;
 use crate::sched::block_current;
 use crate::tcb::{ParkStep, prepare_park, thread_parker};
-use crate::worker::{self, Task, TaskRef, Waiter, WorkerThread};
+use crate::worker::{self, Task, TaskRef, Waiter, WorkerThread, token_worker};
 
 /// Wakes one parked task or thread. Cloning it is cheap; any thread may call `unpark`.
 #[derive(Clone)]
@@ -108,7 +109,8 @@ pub fn park() {
 /// owner waiting for its children, `join` for its `b` (`scope.rs`), a task waiting for its
 /// borrowing closure on the blocking pool (`blocking.rs`) — and which end on their own once
 /// it has: unwinding out of them would free what is still borrowed, and a task that
-/// unwinds may not let the tasks it waits for run on its worker (`sched/unwind.rs`).
+/// unwinds may not let the tasks it waits for run on its worker (`sched/unwind.rs`) — and
+/// the sleep of an `interpose` hook, an `extern "C"` function (`interpose.rs`).
 pub(crate) fn park_uncancelled() {
     let parked = worker::with_current(|wt, t| {
         let mut wt = Some(wt);
@@ -144,7 +146,7 @@ pub(crate) fn park_until(deadline: u64) {
                 super::current::try_point();
                 return;
             }
-            arm_timer(wt, deadline, t);
+            let _timer = TimerGuard(arm_timer(wt, deadline, t));
             park();
         }
         _ => thread_parker().park_until(deadline),
@@ -153,11 +155,49 @@ pub(crate) fn park_until(deadline: u64) {
 
 /// Arms a wakeup of `task` (running on `wt`) at `deadline` (monotonic ns) on the worker's
 /// timer heap (`worker/timer.rs`; fired by `sched/timer.rs`): the one place the task API arms
-/// a timer (`sleep`, `park_timeout` and every timed wait of `lagom::sync` come here). If the
-/// task is woken before the deadline, the timer still fires later: a spurious unpark, which
-/// every caller of `park` absorbs by re-checking.
-pub(crate) fn arm_timer(wt: &WorkerThread, deadline: u64, task: TaskRef) {
-    wt.timers.borrow_mut().add(deadline, task);
+/// a timer (`sleep`, `park_timeout` and every timed wait of `lagom::sync` come here). Returns
+/// the timer's token, which the task now holds (`Task::timer`); the caller keeps it in a
+/// [`TimerGuard`] across its park, so that an early return drops the timer (its expiry then
+/// wakes nobody). The worker publishes a new earliest deadline for the stall monitor.
+pub(crate) fn arm_timer(wt: &WorkerThread, deadline: u64, task: TaskRef) -> u64 {
+    let token = wt.timers.borrow_mut().add(deadline, task, wt.index);
+    if deadline < wt.worker().next_timer.load(Ordering::Relaxed) {
+        crate::sched::publish_next_timer(wt, deadline);
+    }
+    token
+}
+
+/// The timer a timed park armed ([`arm_timer`]), given up when the park is over — returned
+/// normally or unwound by a shutdown's cancellation: if its expiry has not taken the task's
+/// token yet, the task was woken early and waits for it no longer, so the token is cleared
+/// (the expiry will skip the entry) and, on the worker that armed it, an entry at the head of
+/// the heap is dropped at once with the stale ones behind it (`worker/timer.rs`).
+pub(crate) struct TimerGuard(pub(crate) u64);
+
+impl Drop for TimerGuard {
+    fn drop(&mut self) {
+        // Mutant `timer_keeps_stale` (runtime/tests/mutants.sh): a timer whose task was woken
+        // early stays live, and the stall monitor takes its deadline for a waiting sleeper.
+        if cfg!(lagom_mutant = "timer_keeps_stale") {
+            return;
+        }
+        let token = self.0;
+        let Some(wt) = worker::local() else { return };
+        let early = worker::with_current_task(|t| {
+            t.timer.load(Ordering::Relaxed) == token
+                && t.timer
+                    .compare_exchange(token, 0, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+        });
+        if early == Some(true) && token_worker(token) == wt.index {
+            let mut timers = wt.timers.borrow_mut();
+            if timers.head_token() == Some(token) {
+                let next = timers.prune();
+                drop(timers);
+                crate::sched::publish_next_timer(wt, next);
+            }
+        }
+    }
 }
 
 /// The park loop of the running task `task` on worker thread `wt`. `wt` serves the first

@@ -47,6 +47,12 @@ pub(crate) fn recycle_on(wt: Option<&WorkerThread>, mut task: TaskRef) {
     if !Arc::ptr_eq(&task.shared, &wt.shared) {
         return;
     }
+    // Unique, so out of its registry: its worker freed it (`put_dead`) after its switch-out,
+    // and the `Arc`'s count (Release on the drop, Acquire in `get_mut`) orders that switch-out
+    // before this check. Not under loom, which does not model the count of a standard `Arc`:
+    // there the check could read an `on_cpu` older than the one `put_dead` saw clear.
+    #[cfg(not(loom))]
+    task.check_freeable("the recycle of a joined task");
     // SAFETY: this thread is the worker's; the task is unique (checked above), so dead and
     // out of its registry (module doc).
     unsafe { wt.worker().tasks.put_spare(task) };

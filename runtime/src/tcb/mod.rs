@@ -84,7 +84,7 @@ use alloc::vec::Vec;
 use core::ptr::NonNull;
 
 use crate::arch::{Context, DefaultStack, Fiber};
-use crate::locking::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use crate::locking::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use crate::locking::cell::UnsafeCell;
 use crate::locking::llist::{LListNode, Linked};
 use lagom_policy::{Handle, SchedEntity};
@@ -182,11 +182,26 @@ pub(crate) struct Task<R: 'static> {
     /// claiming waker, or the drain of a delayed wakeup), Relaxed: a stale value is only a
     /// hint.
     pub(crate) recent_cpu: AtomicUsize,
+    /// The task's record of the tasks it wakes (`record_wakee`, `wake_wide`: the kernel's
+    /// `wakee_flips`, `wakee_flip_decay_ts`, `last_wakee`; `lagom_policy::WakeeState`).
+    /// Written only by the task itself while it runs, as a waker (`wake/select.rs`), and
+    /// read by its wakers as the wakee's flips: hints, Relaxed, and plain atomics that the
+    /// loom models need not interleave (no protocol step depends on them).
+    pub(crate) wakee_flips: core::sync::atomic::AtomicU32,
+    /// See `wakee_flips`.
+    pub(crate) wakee_decay_ts: core::sync::atomic::AtomicU64,
+    /// See `wakee_flips` (a task id; 0: none).
+    pub(crate) last_wakee: core::sync::atomic::AtomicU64,
     /// The worker whose registry holds the task, and its slot there (`registry.rs`): written
     /// by the spawner before the first enqueue publishes the task.
     pub(crate) reg_home: AtomicUsize,
     /// See `reg_home`.
     pub(crate) reg_slot: AtomicUsize,
+    /// The token of the worker timer the task waits for (`worker/timer.rs`), 0 for none:
+    /// stored by the task when it arms one, cleared by whichever comes first of the expiry
+    /// (which then unparks it) and the task's own early return (`task/park.rs`). Relaxed: a
+    /// stale read only skips or keeps a wakeup that `park`'s callers absorb either way.
+    pub(crate) timer: AtomicU64,
     /// Scheduling state (module doc).
     pub(crate) sched: UnsafeCell<Sched>,
     /// The fiber's saved context; stable for the task's life.
@@ -288,8 +303,12 @@ impl<R: 'static> Task<R> {
             wake_cpu: AtomicUsize::new(usize::MAX),
             wake_flags: AtomicU32::new(0),
             recent_cpu: AtomicUsize::new(usize::MAX),
+            wakee_flips: core::sync::atomic::AtomicU32::new(0),
+            wakee_decay_ts: core::sync::atomic::AtomicU64::new(0),
+            last_wakee: core::sync::atomic::AtomicU64::new(0),
             reg_home: AtomicUsize::new(usize::MAX),
             reg_slot: AtomicUsize::new(usize::MAX),
+            timer: AtomicU64::new(0),
             sched: UnsafeCell::new(Sched {
                 se,
                 handle: None,
@@ -330,6 +349,29 @@ impl<R: 'static> Task<R> {
         crate::locking::atomic::fence(Ordering::SeqCst);
     }
 
+    /// Checks, in debug builds and under loom, that the task may be freed or reused: dead, off
+    /// every runqueue and off every CPU. A task freed while a worker still switches away from
+    /// it is written after its free (`finish_task_switch` clears its `on_cpu`): memcheck
+    /// reports that write (feature `valgrind`), but loom, which does not model the
+    /// allocation, cannot; this check makes the loom models and the debug tests fail at the
+    /// free instead (mutant `put_dead_before_clear_on_cpu`). `at` names the caller. Relaxed
+    /// loads: each caller is ordered after the task's last switch-out already (it cleared
+    /// `on_cpu` itself, or took the task from a list or a unique `Arc` that the clearing
+    /// worker published after it).
+    #[inline(always)]
+    pub(crate) fn check_freeable(&self, at: &str) {
+        if cfg!(any(debug_assertions, loom)) {
+            let (state, on_cpu, on_rq) = (
+                self.state.load(Ordering::Relaxed),
+                self.on_cpu.load(Ordering::Relaxed),
+                self.on_rq.load(Ordering::Relaxed),
+            );
+            if state != DEAD || on_cpu || on_rq {
+                freed_in_use(self.id, at, state == DEAD, on_cpu, on_rq);
+            }
+        }
+    }
+
     /// The task cancels its own sleep (its condition came true before it slept). Fails if a
     /// waker claimed it first; that waker will make it runnable.
     #[must_use]
@@ -360,10 +402,20 @@ impl<R: 'static> Task<R> {
     /// A waker's claim: `BLOCKED → WAKING`. Acquire on success: the waker then reads `on_rq`
     /// and `cpu` written before the task blocked (O1).
     pub(crate) fn claim(&self) -> Claim {
-        #[cfg(not(lagom_mutant = "ttwu_no_claim"))]
+        #[cfg(not(any(lagom_mutant = "ttwu_no_claim", lagom_mutant = "ttwu_claim_relaxed")))]
         let won = self
             .state
             .compare_exchange(BLOCKED, WAKING, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok();
+        // Mutant: the claim without Acquire. The waker's later Acquire loads of `on_rq` and
+        // `on_cpu` do not make up for it: each may read a value older than the one the
+        // previous round published, and nothing then orders what the waker reads of the task
+        // after the previous round's writes (loom model `two_wakers` at three preemptions:
+        // the enqueue reads the entity before the dequeue that stored it).
+        #[cfg(lagom_mutant = "ttwu_claim_relaxed")]
+        let won = self
+            .state
+            .compare_exchange(BLOCKED, WAKING, Ordering::Relaxed, Ordering::Relaxed)
             .is_ok();
         // Mutant: a plain check then store; two wakers may both "win".
         #[cfg(lagom_mutant = "ttwu_no_claim")]
@@ -382,6 +434,27 @@ impl<R: 'static> Task<R> {
     pub(crate) unsafe fn sched<T>(&self, f: impl FnOnce(&mut Sched) -> T) -> T {
         // SAFETY: the caller's contract makes this the only access.
         self.sched.with_mut(|s| f(unsafe { &mut *s }))
+    }
+}
+
+/// [`Task::check_freeable`] failed: a bug of lagom's, about to corrupt memory. Under loom the
+/// model panics; otherwise the process aborts with the message (a panic here would unwind
+/// into whatever task the worker switched to).
+#[cold]
+#[inline(never)]
+fn freed_in_use(id: u64, at: &str, dead: bool, on_cpu: bool, on_rq: bool) -> ! {
+    let msg = alloc::format!(
+        "lagom: internal error: {at} frees task {id} while it is {}{}{}; aborting\n",
+        if dead { "dead" } else { "not dead" },
+        if on_cpu { ", still on_cpu" } else { "" },
+        if on_rq { ", still on_rq" } else { "" },
+    );
+    #[cfg(loom)]
+    panic!("{msg}");
+    #[cfg(not(loom))]
+    {
+        crate::sys::signal::write_stderr(msg.as_bytes());
+        crate::sys::signal::abort()
     }
 }
 

@@ -207,6 +207,7 @@ impl<R: 'static> Registry<R> {
             // SAFETY: pushed by `push_dead`; the own slot keeps the task alive until removed
             // here, and the pusher's writes happen-before this take (Release/Acquire).
             let task = unsafe { t.as_ref() };
+            task.check_freeable("the home's reap");
             // SAFETY: the task is dead, off every queue and CPU, and its pusher touches it no
             // more: this thread is the only one to reach its scheduling part.
             let fiber = unsafe { task.sched(|s| s.fiber.take()) };

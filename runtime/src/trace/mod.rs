@@ -39,7 +39,11 @@
 //!   and its six parts); spawns are no wakeups;
 //! * **migrate** (task, from, to, cause): by the worker that pulls a task in newly idle balance,
 //!   and by the waker when `select_task_rq` chooses a worker other than the task's previous
-//!   one (or the worker draining a delayed wakeup forwards it).
+//!   one (or the worker draining a delayed wakeup forwards it);
+//! * **stall** (task, worker, how long, what its thread was doing, how many waited): by the
+//!   stall monitor's thread ([`Builder::stall_threshold`](crate::runtime::Builder::stall_threshold)),
+//!   which is no worker, into the outside log, once per reported episode; the JSON draws it
+//!   on the stalled worker's track.
 //!
 //! Each log is a fixed array allocated when the runtime is built
 //! ([`Builder::trace_capacity`](crate::runtime::Builder::trace_capacity) events per worker, and as many
@@ -64,8 +68,8 @@ mod record;
 pub(crate) use record::Recorder;
 
 pub use lagom_trace::{
-    ChromeJson, MigrateCause, SaveError, SwitchReason, Trace, TraceEvent, TraceEventKind,
-    TrackTrace, WakePath,
+    ChromeJson, FutexOp, MigrateCause, SaveError, StallCause, SwitchReason, Syscall, Trace,
+    TraceEvent, TraceEventKind, TrackTrace, WakePath,
 };
 
 /// The default capacity of each worker's trace log, in events (about 12 MiB per worker, of

@@ -3,7 +3,7 @@
 
 use crate::locking::atomic::Ordering;
 use crate::tcb::RUNNING;
-use crate::worker::{QueuedTask, TaskRef, Worker};
+use crate::worker::{QueuedTask, TaskRef, Worker, tick_check};
 use lagom_policy::{
     ActivatePath, EnqueueFlags, EnqueueKind, Handle, RunQueue, SchedEntity, WakeFlags, Wakeup,
     activation_flags,
@@ -17,8 +17,7 @@ use lagom_policy::{
 /// `t`'s wakeup. The runqueue borrows the task's registry reference ([`QueuedTask`]): no
 /// count changes.
 ///
-/// A new task's enqueue is a fork (`activation_flags(Fork, ..)`) whatever path brought it (a
-/// spawn to another worker may be drained from its wakelist like a wakeup).
+/// A new task's enqueue is a fork (`activation_flags(Fork, ..)`).
 ///
 /// # Safety
 /// `t` is in its registry (or, in a loom model, held by the model) until it has been dequeued
@@ -66,6 +65,7 @@ pub(crate) unsafe fn activate(
     task.state.store(RUNNING, Ordering::Release);
     check_preempt(w, rq, h, wf, now);
     w.publish(rq);
+    tick_check(w, rq);
 }
 
 /// Runs the policy's wakeup-preemption check for `h` (woken, forked or migrated, as `wf`
@@ -79,14 +79,14 @@ pub(crate) fn check_preempt(
 ) {
     // Already asked to reschedule: nothing to decide. Set and cleared
     // under this runqueue's lock, which the caller holds.
-    if w.need_resched.load(Ordering::Relaxed) {
+    if w.resched.need_resched() {
         return;
     }
     loop {
         match rq.wakeup_preempt(h, wf, now) {
             Wakeup::NoPreempt => return,
             Wakeup::Preempt => {
-                w.need_resched.store(true, Ordering::Relaxed);
+                w.resched.set_need_resched();
                 return;
             }
             Wakeup::FinishedDelayed { se, payload } => finished_delayed(w, se, payload),

@@ -26,10 +26,12 @@
 //!    spin until `on_cpu` clears (Acquire: the saved context is visible). Either way no
 //!    worker switches the task in before its switch-out completed (loom model 6,
 //!    `on_cpu_handoff`; mutants `ttwu_on_cpu_wrong_cpu`, `ttwu_no_on_cpu_wait`).
-//! 5. **select_task_rq** (`select_task_rq_fair`, `lab/policy/src/select.rs`) over the workers'
-//!    published load and the runtime's `CpuMap`, with the wakeup's `WF_SYNC`
-//!    (`Unparker::unpark_sync`); store the chosen `cpu` (this waker owns the task
-//!    exclusively now).
+//! 5. **select_task_rq** (`lagom_policy::select_task_rq`) over the workers' published load
+//!    and the runtime's `CpuMap`, with the wakeup's `WF_SYNC` (`Unparker::unpark_sync`): a
+//!    task that may run on one CPU stays there; otherwise the fair class's selection runs
+//!    (the waker task's `record_wakee`, `wake_wide`, `wake_affine`, `select_idle_sibling`)
+//!    and the wakeup gains `WF_RQ_SELECTED`; store the chosen `cpu` (this waker owns the task
+//!    exclusively now), and `WF_MIGRATED` if it differs from the last.
 //! 6. **Enqueue**: on the waker's own worker directly under its lock; on another worker
 //!    through its wakelist and a kick, or under its lock followed by a kick, as
 //!    `ttwu_queue_cond` says (policy: the wakelist across LLCs or to an idle worker, the lock
@@ -41,12 +43,13 @@
 //! The TTWU_QUEUE_ON_CPU hand-off (step 4) is gated by the same `ttwu_queue_cond`; a worker
 //! that does not take it spins on `on_cpu`.
 //!
-//! Delayed wakees: with TTWU_QUEUE_DELAYED a waker that sees `on_rq` and
-//! `sched_delayed` (Acquire; set with Release when the task was delayed) for a task on another
-//! worker does not take that worker's lock: it records its own CPU in `wake_cpu`, marks the
-//! entry `wake_delayed` and pushes the task on the owner's wakelist; the owner finishes the
-//! dequeue under its own lock (unless a pick already did), selects a CPU and activates the
-//! task there or forwards it (`queue.rs`, `drain`). With TTWU_DEQUEUE, `ttwu_runnable` finishes
+//! Delayed wakees: with TTWU_QUEUE_DELAYED (the RFC's v2 `ttwu_delayed`) a waker that sees
+//! `on_rq` and `sched_delayed` (Acquire; set with Release when the task was delayed) for a
+//! task on another worker does not take that worker's lock: it records its own CPU in
+//! `wake_cpu`, marks the entry `wake_delayed` and pushes the task on the owner's wakelist; the
+//! owner finishes the dequeue under its own lock (unless a pick already did), selects a CPU
+//! with `WF_TTWU` alone (the waker's CPU as `this`) and activates the task there or forwards
+//! it (`queue.rs`, `drain`). With TTWU_DEQUEUE, `ttwu_runnable` finishes
 //! the delayed dequeue and returns "not done", so the task takes the full path (CPU
 //! selection included); lagom's DELAYED_WAKE_IDLE does the same only when the wakee would
 //! otherwise wait behind the running task while an idle CPU of its LLC could take it

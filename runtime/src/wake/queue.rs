@@ -9,6 +9,7 @@ use core::ptr::NonNull;
 use super::activate::{activate, finished_delayed};
 use super::select::select_cpu;
 use crate::locking::atomic::Ordering;
+use crate::locking::resched::WAKE_PENDING;
 use crate::trace::MigrateCause;
 use crate::worker::{QueuedTask, Shared, TaskRef, WorkerThread, trace};
 use lagom_policy::{ActivatePath, Feature, RunQueue, WakeFlags, activation_flags, ttwu_queue_cond};
@@ -23,8 +24,10 @@ use lagom_policy::{ActivatePath, Feature, RunQueue, WakeFlags, activation_flags,
 /// A wakeup to another worker goes through its wakelist or under its lock as
 /// `ttwu_queue_cond` says (policy: across LLCs or to an idle worker the wakelist, to a busy
 /// one in the waker's LLC the lock; TTWU_QUEUE_DEFAULT: always the wakelist). A spawn to
-/// another worker always uses the wakelist under TTWU_QUEUE (the spawner never takes
-/// another worker's lock).
+/// another worker is activated under that worker's lock, as the kernel's
+/// `wake_up_new_task` activates the child on its runqueue at once: the next spawn's
+/// selection sees it counted there (a spawn sent through the wakelist was counted only
+/// once the target drained it, and a burst of spawns piled onto a worker that had not).
 pub(crate) fn enqueue_on(
     shared: &Shared,
     local: Option<&WorkerThread>,
@@ -36,18 +39,22 @@ pub(crate) fn enqueue_on(
     let w = &shared.workers[target];
     let local_idx = local.map(|wt| wt.index);
     let here = local.filter(|wt| wt.index == target);
-    // `ttwu_queue_cond` for a wakeup; a spawn to another worker always uses the wakelist
-    // under TTWU_QUEUE.
+    // `ttwu_queue_cond` for a wakeup; a spawn is activated under the target's lock
+    // (`wake_up_new_task`). Mutant `spawn_counted_late` (runtime/tests/mutants.sh): a spawn
+    // to another worker through its wakelist, counted there only once drained.
     let wakelist = here.is_none()
         && shared.features.is_enabled(Feature::TtwuQueue)
-        && (spawn
-            || ttwu_queue_cond(
+        && if spawn {
+            cfg!(lagom_mutant = "spawn_counted_late")
+        } else {
+            ttwu_queue_cond(
                 &shared.cpus,
                 shared.features,
                 local_idx,
                 target,
                 w.nr_running.load(Ordering::Relaxed),
-            ));
+            )
+        };
     trace::enqueue(shared, t, local_idx, target, wf, wakelist);
     if spawn {
         w.stats.inc(&w.stats.spawns);
@@ -113,6 +120,8 @@ pub(super) unsafe fn queue_wakelist(shared: &Shared, cpu: usize, t: &TaskRef, fl
     // SAFETY: the task is claimed (or new) and on no list: this waker has it until the
     // owner's take_all, and the registry keeps it alive meanwhile (the caller's contract).
     unsafe { w.wakelist.push(NonNull::from(&**t)) };
+    // After the push: the running task's next `cond_resched` drains (`locking/resched.rs`).
+    w.resched.set_wake_pending();
     // Mutant `ttwu_queue_no_kick` (loom model `idle_worker`): the push without its kick.
     if !cfg!(lagom_mutant = "ttwu_queue_no_kick") && w.kick.kick() {
         crate::locking::probe::probe!("wake/queue: a wakelist push kicks an idle worker");
@@ -134,10 +143,18 @@ pub(crate) fn drain(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, n
     // Look before taking: most drains find the list empty, and the swap is a locked
     // instruction. An entry pushed after this look waits for the next drain (or the idle
     // re-check), as one pushed just after the swap would. The look is inlined into the
-    // caller; the rest is out of line.
-    if !shared.workers[me].wakelist.is_empty() {
+    // caller; the rest is out of line. The wakelist's bit in the resched word is cleared
+    // first (`locking/resched.rs`): a push after the clear sets it again.
+    let w = &shared.workers[me];
+    #[cfg(not(lagom_mutant = "wake_pending_cleared_late"))]
+    w.resched.take(WAKE_PENDING);
+    if !w.wakelist.is_empty() {
         drain_pending(shared, me, rq, now);
     }
+    // Mutant `wake_pending_cleared_late` (loom model `resched_word`): the bit cleared after
+    // the take, wiping a push that came between them.
+    #[cfg(lagom_mutant = "wake_pending_cleared_late")]
+    w.resched.take(WAKE_PENDING);
 }
 
 /// The body of [`drain`] once the list was seen non-empty.
@@ -154,8 +171,12 @@ fn drain_pending(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, now:
             // Still queued (delayed) unless a pick finished the dequeue after the waker saw
             // `sched_delayed` (loom model `delayed_wakeup`, mutant `drain_delayed_no_recheck`).
             // Acquire: that pick may have run on another worker, after a balancer moved the
-            // task there; its entity store must be visible before `activate` reads it.
+            // task there; its entity store must be visible before `activate` reads it here
+            // (loom model `migration_chase_busy_new_owner`, mutant `drain_on_rq_relaxed`).
+            #[cfg(not(lagom_mutant = "drain_on_rq_relaxed"))]
             let queued = t.on_rq.load(Ordering::Acquire);
+            #[cfg(lagom_mutant = "drain_on_rq_relaxed")]
+            let queued = t.on_rq.load(Ordering::Relaxed);
             // Queued, but maybe no longer here: the periodic balancer may have moved the
             // delayed task (it changes `cpu` under both locks, this one included). Chase
             // after it: forward the entry to its owner, which repeats this under its own
@@ -185,14 +206,17 @@ fn drain_pending(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, now:
             // A task that may not migrate was never moved: it last ran here.
             debug_assert!(t.migratable || owner == me, "lagom: a pinned task moved");
             let waker = t.wake_cpu.load(Ordering::Relaxed);
-            let target = select_cpu(
+            // The entry's flags (`WF_TTWU`): a delayed wakee has run, last here, so it moves
+            // only if it may (the migration contract, `select.rs`). No waker task runs here
+            // to record the wakee.
+            let wf = WakeFlags::from_bits(t.wake_flags.load(Ordering::Relaxed));
+            let (target, added) = select_cpu(
                 shared,
                 &t,
                 me,
                 (waker < shared.workers.len()).then_some(waker),
-                // The waker's flags (`WF_TTWU`, perhaps `WF_SYNC`): a delayed wakee has run,
-                // last here, so it moves only if it may (the migration contract, `select.rs`).
-                WakeFlags::from_bits(t.wake_flags.load(Ordering::Relaxed)),
+                None,
+                wf,
             );
             if target != me {
                 crate::locking::probe::probe!(
@@ -206,8 +230,21 @@ fn drain_pending(shared: &Shared, me: usize, rq: &mut RunQueue<QueuedTask>, now:
                 unsafe { queue_wakelist(shared, target, &t, flags) };
                 continue;
             }
+            // Mutant `drain_takeback_stale_cpu`: the task is activated here with `cpu` still
+            // naming the worker it was moved to.
+            if owner != me && !cfg!(lagom_mutant = "drain_takeback_stale_cpu") {
+                // The balancer moved the delayed task to `owner` and a pick there finished its
+                // dequeue: it is activated here, so its `cpu` must name this worker again, as
+                // the simulator's drain sets it (loom model `migration_chase_busy_new_owner`,
+                // where the new owner is busy and selection keeps the task here).
+                crate::locking::probe::probe!(
+                    "wake/queue: the drain takes back a delayed task moved and dequeued elsewhere"
+                );
+                t.cpu.store(me, Ordering::Relaxed);
+            }
+            let wf = activation_flags(ActivatePath::Direct, wf | added);
             // SAFETY: as below.
-            unsafe { activate(w, rq, &t, now, WakeFlags::TTWU) };
+            unsafe { activate(w, rq, &t, now, wf) };
             continue;
         }
         // The entry's flags (`WF_MIGRATED` or nothing: `sched_ttwu_pending`).

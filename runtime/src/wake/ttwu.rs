@@ -99,9 +99,10 @@ fn ttwu<'a>(
                 crate::locking::probe::probe!(
                     "wake/ttwu: a delayed task handed to its worker's wakelist"
                 );
-                // The waker's flags travel with the entry: the owner selects a CPU with them.
+                // The owner selects a CPU with `WF_TTWU` alone (the RFC's `ttwu_delayed`: the
+                // waker's `WF_SYNC` does not travel).
                 // SAFETY: claimed just above; a claimed task is alive in its registry.
-                unsafe { queue_wakelist(shared, cpu, t, wf) };
+                unsafe { queue_wakelist(shared, cpu, t, WakeFlags::TTWU) };
                 return (Woken::Runnable, held);
             }
         }
@@ -164,15 +165,15 @@ fn ttwu<'a>(
     let _ = t.loom_ctx.with(|c| unsafe { *c });
     let prev = t.cpu.load(Ordering::Relaxed);
     // A woken task has run (it blocked): it moves only if it may (`select.rs`).
-    let target = select_cpu(shared, t, prev, local_idx, wf);
+    let (target, added) = select_cpu(shared, t, prev, local_idx, local_wt, wf);
     trace::migrate(shared, t, prev, target, MigrateCause::Wakeup);
     t.cpu.store(target, Ordering::Relaxed);
-    // `set_task_cpu` to another CPU: the activation is a migration (`WF_MIGRATED`).
-    let wf = if target != prev {
-        wf | WakeFlags::MIGRATED
-    } else {
-        wf
-    };
+    // `WF_RQ_SELECTED` if CPU selection ran; `set_task_cpu` to another CPU: the activation
+    // is a migration (`WF_MIGRATED`).
+    let mut wf = wf | added;
+    if target != prev {
+        wf |= WakeFlags::MIGRATED;
+    }
     match (held.as_mut(), local_wt) {
         // Only if the target is the held lock's worker: CPU selection may send the task
         // elsewhere (loom model `exit_wake_remote_idle`, mutant `ttwu_held_any_target`).

@@ -48,7 +48,11 @@
 //! * Timers, slices' wall-clock deadlines and the ticks stay on the scheduler clock; only the
 //!   charge changes.
 //!
-//! [`TaskClock::Wall`], the default, reads nothing and charges wall time, as before.
+//! [`TaskClock::OnCpu`] is the default: on a machine shared with other processes the wall
+//! clock ends slices early and wakes a sleeper milliseconds late (the book's lab page "On a
+//! shared machine" has the figures), and on a machine the runtime has to itself it costs
+//! one clock comparison per accounting point and a CPU-clock read per idle exit.
+//! [`TaskClock::Wall`] reads nothing and charges wall time.
 
 use core::cell::Cell;
 
@@ -57,12 +61,13 @@ use core::cell::Cell;
 pub enum TaskClock {
     /// The scheduler clock (wall time): a task is charged the time its worker's thread was
     /// off its CPU while the task was current. Costs nothing.
-    #[default]
     Wall,
     /// The scheduler clock less the time the worker's thread was off its CPU, measured with
     /// the thread's CPU clock where a stall can have happened (the module doc of
     /// `worker/clock.rs`): the kernel's `rq_clock_task`. Costs a system call per stall, per
-    /// long gap between two scheduling calls and every [`RESYNC`](TaskClock::RESYNC) of running.
+    /// long gap between two scheduling calls and every [`RESYNC`](TaskClock::RESYNC) of
+    /// running. The default.
+    #[default]
     OnCpu,
 }
 

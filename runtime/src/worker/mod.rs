@@ -13,11 +13,14 @@
 //! * `timer.rs` — the timer heap of `sleep` (its firing is `sched/timer.rs`);
 //! * the workers' order and CPU view from the topology come from `lagom_topology::layout` (shared
 //!   with the simulator);
+//! * `host.rs` — the worker thread's nice and slice told to the kernel (host hints);
 //! * `stats.rs` — the counters; `trace.rs` — the trace hooks, which record into `trace/`'s logs.
 
 mod clock;
+pub(crate) mod host;
 mod stats;
 mod thread;
+mod tick;
 mod timer;
 pub(crate) mod trace;
 
@@ -29,6 +32,8 @@ pub use stats::{Stats, WorkerPlace, WorkerStats};
 pub(crate) use thread::{
     WorkerThread, current_task, local, set_local, with_current, with_current_task,
 };
+pub(crate) use tick::tick_check;
+pub(crate) use timer::token_worker;
 
 use alloc::vec::Vec;
 
@@ -39,6 +44,7 @@ use crate::locking::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Orde
 use crate::locking::kick::Kick;
 use crate::locking::llist::LList;
 use crate::locking::lock::Lock;
+use crate::locking::resched::Resched;
 use crate::tcb;
 use lagom_policy::{CpuMap, Features, RqConfig, RunQueue};
 
@@ -63,9 +69,9 @@ pub(crate) type RqGuard<'a> = crate::locking::lock::LockGuard<'a, RunQueue<Queue
 /// The layout follows who writes what, so that a cross-worker wakeup moves as few cache
 /// lines as it can (remote wake to a busy worker). The first line holds what a
 /// waker on another worker touches and the owner polls at every runtime call (`wakelist`,
-/// `kick`, `need_resched`) and the published load that CPU selection reads: a remote
+/// `kick`, `resched`) and the published load that CPU selection reads: a remote
 /// wakeup pulls that one line from the owner and hands it back, which is the signal itself.
-/// The runqueue (whose lock the owner takes at every `cond_resched`), the counters and the
+/// The runqueue (whose lock the owner takes at every scheduling call), the counters and the
 /// registry each start on their own line pair (`CachePadded`), so that the owner's writes
 /// there do not take the first line away from wakers, nor the reverse.
 #[repr(C)]
@@ -78,10 +84,18 @@ pub(crate) struct Worker {
     /// `load_weight` of the runqueue (queued weight, delayed entities included), published
     /// with `nr_running` (a hint for balancing).
     pub(crate) load: AtomicU64,
+    /// The smallest slice among its runnable tasks (`RunQueue::min_slice`, `u64::MAX` for
+    /// none), published with `load` for the worker's own host hints (`host.rs`).
+    pub(crate) min_slice: AtomicU64,
     /// The idle/kick word.
     pub(crate) kick: Kick,
-    /// A wakeup asked the running task to yield (acted on at its next runtime call).
-    pub(crate) need_resched: AtomicBool,
+    /// What is due for the running task (`locking/resched.rs`): need-resched, the tick, a
+    /// pending wakelist; its `cond_resched` tests it with one load.
+    pub(crate) resched: Resched,
+    /// The scheduler-clock time the worker's tick timer is armed for (`u64::MAX`: not
+    /// armed; `tick.rs`). Written by the worker's thread; read by an enqueue under its lock,
+    /// which sets `TICK_CHECK` when it brings the running task's resched time before it.
+    pub(crate) tick_at: AtomicU64,
     /// The OS CPU it is pinned to.
     pub(crate) os_cpu: usize,
     /// The runqueue (the cfs_rq), behind the runqueue lock.
@@ -106,6 +120,26 @@ pub(crate) struct Worker {
     pub(crate) active_push: AtomicUsize,
     /// The id of the task `active_push` asks for (the one running here at the request).
     pub(crate) active_push_task: AtomicU64,
+    /// The scheduler-clock time of this worker's last scheduling call — a `schedule()`, an
+    /// exit, a full tick of `cond_resched`, a round of the idle loop — for the stall monitor
+    /// (`sched/monitor.rs`): stored Relaxed by the worker's thread with the time the call
+    /// read anyway, read by the monitor. Its only reader is the monitor, so one plain store
+    /// per scheduling call is all it costs; it sits on the line of `active_push`, which
+    /// `schedule()` reads at every switch.
+    pub(crate) last_point: AtomicU64,
+    /// The earliest deadline (monotonic ns) of a timer on this worker's heap whose task still
+    /// waits for it (`u64::MAX`: none), published by the worker's thread when it arms or
+    /// fires a timer (`worker/timer.rs`): the heap is the thread's own, and the monitor needs
+    /// to see a sleeper whose timer a stuck worker cannot fire.
+    pub(crate) next_timer: AtomicU64,
+    /// The worker thread's kernel id (0 until it starts), for the monitor's look at
+    /// `/proc/self/task/TID/`.
+    pub(crate) tid: AtomicU32,
+    /// The worker's thread holds a task that unwinds and blocked (`sched/unwind.rs`): its
+    /// kick word reads idle, but the stall monitor watches it as a busy worker, and reports
+    /// a hold that lasts with its own cause. Written by the worker's thread, read by the
+    /// monitor.
+    pub(crate) unwind_hold: AtomicBool,
     /// The worker's thread has left its loop and freed its own state (set last, with
     /// Release; a shutdown waits for it before it joins the thread).
     pub(crate) exited: AtomicBool,
@@ -118,8 +152,10 @@ impl Worker {
             wakelist: LList::new(),
             nr_running: AtomicUsize::new(0),
             load: AtomicU64::new(0),
+            min_slice: AtomicU64::new(u64::MAX),
             kick: Kick::new(),
-            need_resched: AtomicBool::new(false),
+            resched: Resched::new(),
+            tick_at: AtomicU64::new(u64::MAX),
             os_cpu,
             rq: CachePadded::new(Lock::new(RunQueue::new(cfg))),
             stats: CachePadded::new(Counters::default()),
@@ -128,6 +164,10 @@ impl Worker {
             nr_balance_failed: AtomicU32::new(0),
             active_push: AtomicUsize::new(usize::MAX),
             active_push_task: AtomicU64::new(0),
+            last_point: AtomicU64::new(0),
+            next_timer: AtomicU64::new(u64::MAX),
+            tid: AtomicU32::new(0),
+            unwind_hold: AtomicBool::new(false),
             exited: AtomicBool::new(false),
         }
     }
@@ -146,7 +186,7 @@ impl Shared {
         self.phase.store(phase, Ordering::Release);
         for w in &self.workers {
             if phase >= PHASE_FORCE {
-                w.need_resched.store(true, Ordering::Relaxed);
+                w.resched.set_need_resched();
             }
             w.kick.kick();
         }
@@ -165,15 +205,16 @@ impl Shared {
 impl Worker {
     /// Publishes `rq`'s runnable count and load, and passes on its request for a switch
     /// (`RunQueue::need_resched`: a charge of the running task inside the operation, or a
-    /// wakeup preemption) to the running task, which polls `need_resched` at its next runtime
-    /// call. The caller holds `rq`'s lock and has just changed it; every operation on a
+    /// wakeup preemption) to the running task, which tests its resched word at its next
+    /// runtime call. The caller holds `rq`'s lock and has just changed it; every operation on a
     /// runqueue is followed by this, so that no charge's request for a switch is dropped
     /// (the kernel's `update_curr` sets `TIF_NEED_RESCHED` itself).
     pub(crate) fn publish(&self, rq: &RunQueue<QueuedTask>) {
         self.nr_running.store(rq.nr_runnable(), Ordering::Relaxed);
         self.load.store(rq.load_weight(), Ordering::Relaxed);
+        self.min_slice.store(rq.min_slice(), Ordering::Relaxed);
         if rq.need_resched() {
-            self.need_resched.store(true, Ordering::Relaxed);
+            self.resched.set_need_resched();
         }
     }
 }
@@ -207,11 +248,19 @@ pub(crate) struct Shared {
     pub(crate) phase: AtomicU32,
     /// Stack size of tasks without their own.
     pub(crate) stack_size: usize,
-    /// Nanoseconds an idle worker spins before it sleeps (0: sleep at once).
+    /// Nanoseconds an idle worker spins before it sleeps (0: sleep at once); with
+    /// `idle_spin_adaptive`, the most its adaptive window grows to.
     pub(crate) idle_spin: u64,
+    /// The idle spin adapts its window to the wakes seen (`sched/idle.rs`,
+    /// `Builder::idle_spin_adaptive`, the default).
+    pub(crate) idle_spin_adaptive: bool,
     /// Nanoseconds before its next timer an idle worker spins instead of sleeping (0: it
     /// sleeps to the deadline; `sched/idle.rs`, "Timer precision").
     pub(crate) timer_spin: u64,
+    /// Each worker keeps a tick timer (`Builder::tick_timer`, `tick.rs`); `false`: every
+    /// scheduling point reads the clock.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) tick_timer: bool,
     /// How switches treat the FP control state, for every context of this runtime.
     pub(crate) fp_control: FpControl,
     /// Every task of this runtime may migrate once started (`Builder::allow_migration`, the
@@ -219,6 +268,28 @@ pub(crate) struct Shared {
     pub(crate) allow_migration: bool,
     /// Which clock charges running tasks (`Builder::task_clock`, `worker/clock.rs`).
     pub(crate) task_clock: TaskClock,
+    /// With the stall monitor on, the longest the tick timer waits between two ticks of a
+    /// running task that others wait behind: half the monitor's threshold, so that a task
+    /// which calls `cond_resched` shows its progress (its tick stores `last_point`) before
+    /// the monitor would call its worker held, even when its slice is longer than the
+    /// threshold. `u64::MAX` with the monitor off. In the kernel the periodic tick (HZ)
+    /// plays this part; lagom's tick timer otherwise fires only when something is due.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) progress_tick: u64,
+    /// The C library's sleep functions sleep the calling task of this runtime instead of its
+    /// worker (`Builder::interpose_sleep`, the `interpose` feature's hooks in
+    /// `task/interpose.rs`); always `false` without the feature.
+    #[cfg_attr(not(feature = "interpose"), allow(dead_code))]
+    pub(crate) interpose_sleep: bool,
+    /// Empty: each worker pins its thread to its CPU (the default); else the CPUs of the
+    /// process's affinity, over which the worker threads float (`Builder::pin_workers`).
+    pub(crate) float_cpus: Vec<usize>,
+    /// Workers tell the kernel their tasks' slice and weight (`Builder::host_hints`,
+    /// `host.rs`).
+    pub(crate) host_hints: bool,
+    /// What the kernel refused of the host hints, a bit set of `host.rs`'s notes, each
+    /// recorded once by the first worker that met it.
+    pub(crate) host_notes: AtomicU32,
     /// Round-robin hint for spawns from outside.
     pub(crate) next_outside: AtomicUsize,
     /// Closures of `task::blocking` that tasks of this runtime handed to the blocking pool
@@ -230,4 +301,8 @@ pub(crate) struct Shared {
     pub(crate) blocking_borrows: AtomicUsize,
     /// The trace recorder, if tracing is on (`trace/`).
     pub(crate) trace: Option<alloc::boxed::Box<crate::trace::Recorder>>,
+    /// The stall monitor's sleep word (`sched/monitor.rs`): `AWAKE` while it samples, `DEEP`
+    /// while it sleeps without a timeout because every worker slept (a worker that leaves its
+    /// idle sleep and finds `DEEP` wakes it), `STOP` once the shutdown ends it.
+    pub(crate) monitor: crate::locking::futex::Futex,
 }

@@ -82,6 +82,29 @@ lagom_trace::sched_counters!(counters! {
     host_stalls,
     /// The nanoseconds those stalls left out.
     host_stall_ns,
+    /// Expiries of this worker's tick timer that a running task's tick answered
+    /// (`Builder::tick_timer`; 0 without the timer).
+    tick_timer_fires,
+    /// Times this worker armed its tick timer (one `timer_settime` each).
+    tick_timer_arms,
+    /// Idle spins of this worker that found work (`Builder::idle_spin`).
+    idle_spin_hits,
+    /// Nanoseconds this worker spent in idle spins (the timer spin not included).
+    idle_spin_ns,
+    /// Stalls the stall monitor reported here: the running task made no scheduling call for
+    /// longer than the threshold while other tasks waited
+    /// ([`Builder::stall_threshold`](crate::runtime::Builder::stall_threshold)); one per
+    /// episode.
+    stalls,
+    /// How long those stalls lasted, in nanoseconds (each added when it ends: at the
+    /// worker's next scheduling call).
+    stall_ns,
+    /// Kicks the stall monitor sent to an idle worker for tasks that waited here, during a
+    /// stall, and may move (their newly idle balance takes them).
+    stall_kicks,
+    /// `sched_setattr` calls this worker's thread made to tell the kernel its tasks' slice
+    /// and weight ([`Builder::host_hints`](crate::runtime::Builder::host_hints)).
+    host_attr_calls,
 });
 
 impl Counters {
@@ -132,6 +155,12 @@ pub struct Stats {
     pub layout: Vec<WorkerPlace>,
     /// Why the runtime's CPU view is flat (one LLC, no preference), if it had to fall back.
     pub layout_fallback: Option<&'static str>,
+    /// What the kernel refused of the workers' host hints
+    /// ([`Builder::host_hints`](crate::runtime::Builder::host_hints)), each reason once:
+    /// a kernel without custom slices for fair threads, a nice that could not come back
+    /// down without privilege, a call that failed. Empty when everything was passed on (or
+    /// the hints are off).
+    pub host_hints: Vec<&'static str>,
 }
 
 /// Where one worker runs in the topology (`Stats::layout`).
@@ -239,6 +268,9 @@ impl fmt::Display for Stats {
         }
         if let Some(why) = self.layout_fallback {
             writeln!(f, "layout: flat ({why})")?;
+        }
+        for why in &self.host_hints {
+            writeln!(f, "host hints: {why}")?;
         }
         let s = &self.shutdown;
         if s.abandoned > 0 || s.stuck_workers > 0 || s.blocking_borrows > 0 {

@@ -4,15 +4,21 @@
 use alloc::sync::Arc;
 use core::cell::{Cell, RefCell};
 
+use super::tick::TickTimer;
 use super::timer::Timers;
 use super::{QueuedTask, Shared, StallMeter, Task, TaskClock, TaskRef, Worker};
 use crate::arch::{Context, SignalStack, StackPool};
+use crate::locking::resched::Resched;
 #[cfg(not(all(feature = "std", not(loom))))]
 use crate::sys::thread::Key;
 use lagom_policy::RunQueue;
 
 /// The thread-local part of a worker, reachable from its OS thread only (through `LOCAL`).
 pub(crate) struct WorkerThread {
+    /// The worker's resched word (`Worker::resched`, in `shared`), reached without the
+    /// look-up through `shared.workers`: `cond_resched` loads it and nothing else when
+    /// nothing is due.
+    resched: *const Resched,
     /// The runtime.
     pub(crate) shared: Arc<Shared>,
     /// The worker's index in `shared.workers`.
@@ -39,13 +45,23 @@ pub(crate) struct WorkerThread {
     signals: Option<SignalStack>,
     /// When the tick next runs the periodic balance (`sched/balance.rs`).
     pub(crate) next_balance: Cell<u64>,
-    /// Scheduler-clock time before which `cond_resched` skips its full tick unless a wakeup
-    /// asks for the CPU (`task/current.rs`): at most `TICK` after the last full tick, never
-    /// past the next timer; 0 (a full tick at the next call) after every switch.
+    /// Without a tick timer (`TICK_BY_CLOCK`): the scheduler-clock time before which
+    /// `cond_resched` skips its full tick unless its resched word asks for one
+    /// (`task/current.rs`): at most `TICK` after the last full tick, never past the next
+    /// timer; 0 (a full tick at the next call) after every switch.
     pub(crate) next_tick: Cell<u64>,
+    /// The adaptive idle spin's current window, ns (`sched/idle.rs`).
+    pub(crate) spin_window: Cell<u64>,
+    /// The worker's tick timer (`tick.rs`; under loom, where no worker thread runs, never
+    /// made).
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) tick: TickTimer,
     /// The host-stall meter of [`TaskClock::OnCpu`](super::TaskClock::OnCpu) (`None` with
     /// the wall clock; `worker/clock.rs`).
     stall: Option<StallMeter>,
+    /// What this worker's thread tells the kernel for its tasks (`host.rs`; `None` with
+    /// the hints off or where the kernel lets it say nothing).
+    pub(crate) host: Option<super::host::HostHints>,
     /// A task abandoned while it unwound left this thread's panic count raised: the thread
     /// runs no task again and its idle loop ends (`sched/unwind.rs`).
     pub(crate) stranded: Cell<bool>,
@@ -162,7 +178,7 @@ impl WorkerThread {
     /// thread); its idle context is never switched to.
     pub(crate) fn for_model(shared: Arc<Shared>, index: usize) -> WorkerThread {
         let pool = StackPool::new(shared.stack_size, 0).expect("the model's stack size is valid");
-        WorkerThread::new(shared, index, pool, None)
+        WorkerThread::new(shared, index, pool, None, None)
     }
 }
 
@@ -174,10 +190,12 @@ impl WorkerThread {
         index: usize,
         pool: StackPool,
         signals: Option<SignalStack>,
+        host: Option<super::host::HostHints>,
     ) -> WorkerThread {
         let fp_control = shared.fp_control;
         let stall = (shared.task_clock == TaskClock::OnCpu).then(StallMeter::default);
         WorkerThread {
+            resched: &shared.workers[index].resched,
             shared,
             index,
             idle_ctx: core::cell::UnsafeCell::new(Context::with_fp_control(fp_control)),
@@ -190,9 +208,20 @@ impl WorkerThread {
             signals,
             next_balance: Cell::new(0),
             next_tick: Cell::new(0),
+            spin_window: Cell::new(0),
+            tick: TickTimer::default(),
             stall,
+            host,
             stranded: Cell::new(false),
         }
+    }
+
+    /// The worker's resched word (`locking/resched.rs`).
+    #[inline(always)]
+    pub(crate) fn resched(&self) -> &Resched {
+        // SAFETY: it points into `self.shared`'s workers, which never move or shrink while
+        // `self` holds the `Arc`.
+        unsafe { &*self.resched }
     }
 
     /// The worker's shared part.

@@ -100,10 +100,13 @@ pub(crate) fn migrate(shared: &Shared, t: &Task, from: usize, to: usize, cause: 
     }
 }
 
-/// Hook: `t` was spawned; keep its name for the export.
+/// Hook: `t` was spawned; keep its name for the export. An unnamed task keeps no entry: the
+/// export names it `task-<id>`, as errors and reports do.
 #[inline]
 pub(crate) fn spawn(shared: &Shared, t: &Task) {
-    if let Some(r) = &shared.trace {
+    if let Some(r) = &shared.trace
+        && !t.name.is_empty()
+    {
         r.name(t.id, &t.name);
     }
 }

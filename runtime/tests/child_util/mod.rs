@@ -22,6 +22,12 @@ pub struct ChildRun {
 /// Under an emulator (cross-testing with `qemu-aarch64`, say), set `LAGOM_TEST_RUNNER` to the
 /// runner command line: the child is then started through it, as cargo started this process.
 pub fn run_child(env: &str, value: &str) -> ChildRun {
+    run_child_with(env, value, &[])
+}
+
+/// [`run_child`] with more of the child's environment: each `(name, Some(value))` is set,
+/// each `(name, None)` removed.
+pub fn run_child_with(env: &str, value: &str, vars: &[(&str, Option<&str>)]) -> ChildRun {
     let exe = std::env::current_exe().unwrap();
     let runner = std::env::var("LAGOM_TEST_RUNNER").unwrap_or_default();
     let mut words = runner.split_whitespace();
@@ -33,6 +39,12 @@ pub fn run_child(env: &str, value: &str) -> ChildRun {
         }
         None => Command::new(&exe),
     };
+    for (name, v) in vars {
+        match v {
+            Some(v) => cmd.env(name, v),
+            None => cmd.env_remove(name),
+        };
+    }
     let out = cmd
         .args(["--exact", "child", "--nocapture", "--test-threads=1"])
         .env(env, value)

@@ -334,8 +334,13 @@ impl Spinner {
 
 /// Spawns a [`Spinner`] named `name` on `rt`, pinned to the worker of OS CPU `cpu`.
 pub fn pinned_spinner(rt: &lagom::Runtime, name: &str, cpu: usize) -> Spinner {
+    pinned_spinner_nice(rt, name, cpu, 0)
+}
+
+/// [`pinned_spinner`] at nice `nice`.
+pub fn pinned_spinner_nice(rt: &lagom::Runtime, name: &str, cpu: usize, nice: i32) -> Spinner {
     let stop = Arc::new(AtomicBool::new(false));
-    let (handle, running) = spawn_spinning(rt, name, cpu, 0, &stop);
+    let (handle, running) = spawn_spinning(rt, name, cpu, nice, &stop);
     Spinner {
         handle,
         running,

@@ -26,8 +26,17 @@ impl<'a> Ev<'a> {
         self.v["tid"].as_u64().expect("tid")
     }
     /// A microsecond field as integer nanoseconds (the exporter writes exact ns).
+    /// A timestamp or duration in the export's unit, 1/1024 µs (`lagom_trace`'s `ChromeJson`:
+    /// exact in binary, so sums compare exactly); named `ns` for the nanosecond it nearly is.
     fn ns(&self, key: &str) -> u64 {
-        (self.v[key].as_f64().expect(key) * 1000.0).round() as u64
+        let steps = self.v[key].as_f64().expect(key) * 1024.0;
+        assert_eq!(
+            steps.fract(),
+            0.0,
+            "{key} is not in steps of 1/1024 µs: {}",
+            self.v
+        );
+        steps as u64
     }
     fn arg(&self, key: &str) -> &'a Value {
         &self.v["args"][key]
