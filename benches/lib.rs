@@ -58,3 +58,4 @@ pub fn features_arg(spec: String) -> Result<String, String> {
 }
 
 pub mod pingpong;
+pub mod workloads;

@@ -12,10 +12,14 @@
 //!   `coroutine::park`/`Coroutine::unpark`, tokio `Notify` ping-pong on a current-thread
 //!   runtime); the time of one round trip.
 //!
-//! * `clock/*`, `flag/relaxed_load` — the two candidate sources of `cond_resched`'s "is a
-//!   tick due": a read of the TSC (what the scheduler clock is on x86_64 with an
-//!   invariant TSC, before its multiply), `clock_gettime(CLOCK_MONOTONIC)` through the vDSO,
-//!   and the load of a flag that a ticker thread would set;
+//! * `lagom_no_host_hints/*` — `cond_resched_idle` and `park_unpark_rt` on a runtime built
+//!   with `host_hints(false)`: beside the default's, the cost of the workers' host hints;
+//!
+//! * `clock/*`, `flag/relaxed_load` — the candidate sources of `cond_resched`'s "is a tick
+//!   due": a read of the TSC (what the scheduler clock is on x86_64 with an invariant TSC,
+//!   before its multiply), `clock_gettime(CLOCK_MONOTONIC)` through the vDSO, and the load
+//!   of a flag, which is what the call does now (the worker's resched word, set by its tick
+//!   timer);
 //! * `task_clock/*` — the candidate sources of a task clock that leaves out the time the
 //!   worker thread was off its CPU (the kernel's `clock_task`): the thread's
 //!   `CLOCK_THREAD_CPUTIME_ID`, `getrusage(RUSAGE_THREAD)`, and a read of
@@ -25,94 +29,32 @@
 //! iteration of a tight loop is timed, interleaved round by round with the same loop without
 //! the call (on one lagom worker, nothing else runnable), for a tiny and a ~0.3 µs work unit;
 //! each side's fastest round is kept and the loss printed in %. Last, the cost of the
-//! alternative to `cond_resched`'s clock read: a ticker thread waking every 50 µs (its CPU
-//! time per second and how late its wakeups are).
+//! alternative to the worker's tick timer that was measured and rejected: a ticker thread
+//! waking every 50 µs (its CPU time per second and how late its wakeups are).
 #![allow(missing_docs)]
 
 use std::hint::black_box;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use lagom::Runtime;
-use lagom::task::Unparker;
+use lagom_benches::workloads;
 
 /// A lagom runtime with one worker, on the first CPU this process may use.
 fn lagom_rt() -> Runtime {
+    lagom_rt_hints(true)
+}
+
+/// [`lagom_rt`] with its worker's host hints on or off (`Builder::host_hints`).
+fn lagom_rt_hints(hints: bool) -> Runtime {
     let cpu = Runtime::builder().build().expect("runtime").worker_cpus()[0];
     Runtime::builder()
         .worker_cpus([cpu])
+        .host_hints(hints)
         .build()
         .expect("one-worker runtime")
-}
-
-fn lagom_cond_resched(rt: &Runtime, iters: u64) -> Duration {
-    rt.block_on(move || {
-        let t = Instant::now();
-        for _ in 0..iters {
-            lagom::task::cond_resched();
-        }
-        t.elapsed()
-    })
-}
-
-fn lagom_yield_pair(rt: &Runtime, iters: u64) -> Duration {
-    rt.block_on(move || {
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = Arc::clone(&stop);
-        let other = lagom::task::spawn(move || {
-            while !s.load(Ordering::Relaxed) {
-                lagom::task::yield_now();
-            }
-        });
-        // Let the other task start, so that every timed yield finds it runnable.
-        lagom::task::yield_now();
-        let t = Instant::now();
-        for _ in 0..iters {
-            lagom::task::yield_now();
-        }
-        let e = t.elapsed();
-        stop.store(true, Ordering::Relaxed);
-        other.join().expect("yielder");
-        e
-    })
-}
-
-fn lagom_park_unpark(rt: &Runtime, iters: u64) -> Duration {
-    rt.block_on(move || {
-        let turn = Arc::new(AtomicU64::new(0));
-        let peer: Arc<OnceLock<Unparker>> = Arc::new(OnceLock::new());
-        let me = lagom::task::current_unparker();
-        let (t2, p2) = (Arc::clone(&turn), Arc::clone(&peer));
-        let b = lagom::task::spawn(move || {
-            p2.set(lagom::task::current_unparker()).expect("once");
-            for i in 0..iters {
-                while t2.load(Ordering::Acquire) != 2 * i + 1 {
-                    lagom::task::park();
-                }
-                t2.store(2 * i + 2, Ordering::Release);
-                me.unpark();
-            }
-        });
-        let other = loop {
-            if let Some(o) = peer.get() {
-                break o.clone();
-            }
-            lagom::task::yield_now();
-        };
-        let t = Instant::now();
-        for i in 0..iters {
-            turn.store(2 * i + 1, Ordering::Release);
-            other.unpark();
-            while turn.load(Ordering::Acquire) != 2 * i + 2 {
-                lagom::task::park();
-            }
-        }
-        let e = t.elapsed();
-        b.join().expect("B");
-        e
-    })
 }
 
 // may's worker takes coroutines spawned from outside its threads from a global queue only
@@ -242,14 +184,24 @@ fn benches() {
     let mut g = c.benchmark_group("sched_call");
     let rt = lagom_rt();
     g.bench_function("lagom/cond_resched_idle", |b| {
-        b.iter_custom(|n| lagom_cond_resched(&rt, n))
+        b.iter_custom(|n| workloads::cond_resched(&rt, n))
     });
     g.bench_function("lagom/yield_pair", |b| {
-        b.iter_custom(|n| lagom_yield_pair(&rt, n))
+        b.iter_custom(|n| workloads::yield_pair(&rt, n))
     });
     g.bench_function("lagom/park_unpark_rt", |b| {
-        b.iter_custom(|n| lagom_park_unpark(&rt, n))
+        b.iter_custom(|n| workloads::park_unpark(&rt, n))
     });
+    // The cost of the host hints: the same two calls on a runtime without them, beside the
+    // default's above.
+    let off = lagom_rt_hints(false);
+    g.bench_function("lagom_no_host_hints/cond_resched_idle", |b| {
+        b.iter_custom(|n| workloads::cond_resched(&off, n))
+    });
+    g.bench_function("lagom_no_host_hints/park_unpark_rt", |b| {
+        b.iter_custom(|n| workloads::park_unpark(&off, n))
+    });
+    drop(off);
     may::config().set_workers(1);
     g.bench_function("may/yield_pair", |b| b.iter_custom(may_yield_pair));
     g.bench_function("may/park_unpark_rt", |b| b.iter_custom(may_park_unpark));

@@ -108,7 +108,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("rank") => {
                 a.ranks = parse_ranks(&p.value()?.string()?).map_err(lexopt::Error::from)?
             }
-            Long("seconds") => a.seconds = p.value()?.parse()?,
+            Long("seconds") => a.seconds = lagom_examples::seconds_arg("--seconds", p.value()?)?,
             Long("preemptible") => a.preemptible = true,
             Long("json") => a.json = true,
             Short('h') | Long("help") => {

@@ -38,7 +38,10 @@ use std::time::{Duration, Instant};
 
 use lagom::Runtime;
 use lagom::task::{Builder, Unparker};
-use lagom_examples::{features_arg, usage_error};
+use lagom_examples::{features_arg, micros_arg, usage_error};
+
+/// The most ping-pong turns `-n` asks for (each keeps a few words of figures).
+const MAX_WAKES: usize = 100_000_000;
 
 const USAGE: &str =
     "usage: busy_wake [-n N] [--slice-us S] [--hog-nice K] [--hog-yield] [--stall-us T]
@@ -97,8 +100,8 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("slice-us") => a.slice_us = Some(p.value()?.parse()?),
             Long("hog-nice") => a.hog_nice = p.value()?.parse()?,
             Long("hog-yield") => a.hog_yield = true,
-            Long("stall-us") => a.stall_ns = p.value()?.parse::<u64>()? * 1000,
-            Long("gap-us") => a.gap_ns = p.value()?.parse::<u64>()? * 1000,
+            Long("stall-us") => a.stall_ns = micros_arg("--stall-us", p.value()?)?,
+            Long("gap-us") => a.gap_ns = micros_arg("--gap-us", p.value()?)?,
             Long("list") => a.list = p.value()?.parse()?,
             Long("raw") => a.raw = true,
             Long("stats") => a.stats = true,
@@ -111,8 +114,8 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             _ => return Err(arg.unexpected()),
         }
     }
-    if a.n == 0 {
-        return Err("-n must be at least 1".into());
+    if a.n == 0 || a.n > MAX_WAKES {
+        return Err(format!("-n {}: from 1 to {MAX_WAKES} wakes", a.n).into());
     }
     Ok(a)
 }

@@ -63,6 +63,12 @@ fn list(s: std::ffi::OsString) -> Result<Vec<u64>, lexopt::Error> {
         .collect()
 }
 
+/// The most wakes `-n` asks for per setting (each keeps a word of figures).
+const MAX_WAKES: usize = 100_000_000;
+
+/// The longest mean gap between wakes `--intervals-us` takes: one second.
+const MAX_INTERVAL_US: u64 = 1_000_000;
+
 fn parse_args() -> Result<Args, lexopt::Error> {
     use lexopt::prelude::*;
     let mut a = Args {
@@ -89,8 +95,14 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             _ => return Err(arg.unexpected()),
         }
     }
-    if a.n == 0 {
-        return Err("-n must be at least 1".into());
+    if a.n == 0 || a.n > MAX_WAKES {
+        return Err(format!("-n {}: from 1 to {MAX_WAKES} wakes", a.n).into());
+    }
+    if let Some(&us) = a.intervals_us.iter().find(|&&us| us > MAX_INTERVAL_US) {
+        return Err(format!(
+            "--intervals-us: {us} µs is longer than the longest mean gap, {MAX_INTERVAL_US} µs"
+        )
+        .into());
     }
     if let Some(&us) = a
         .spins_us

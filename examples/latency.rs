@@ -6,7 +6,7 @@
 //! ```text
 //! cargo run --release -p lagom-examples --example latency -- [--runtime lagom|os] [-n HOGS]
 //!     [--nice N[,N…]] [-p PERIOD_US] [-s SECONDS] [--slice-us US] [--cpu CPU] [--json]
-//!     [--task-clock wall|on-cpu] [--host-spinners N]
+//!     [--task-clock wall|on-cpu] [--host-spinners N] [--host-hints on|off]
 //! ```
 //!
 //! - `lagom`: one worker on the CPU; the hogs call `task::cond_resched` every iteration of
@@ -45,9 +45,11 @@
 //!
 //! A noisy host on purpose: `--host-spinners N` runs N plain threads spinning on the same CPU
 //! for the whole run (in both runtimes), so the host keeps the worker thread (lagom) or the
-//! tasks' threads (os) off the CPU part of the time. `--task-clock on-cpu` is lagom's
-//! `Builder::task_clock(TaskClock::OnCpu)`: the time the worker thread was off its CPU is
-//! not charged to the task that was current.
+//! tasks' threads (os) off the CPU part of the time. `--task-clock wall` is lagom's
+//! `Builder::task_clock(TaskClock::Wall)`: the time the worker thread was off its CPU is
+//! charged to the task that was current (the default, `on-cpu`, leaves it out). `--host-hints off` is lagom's
+//! `Builder::host_hints(false)`: the worker thread keeps the kernel's default slice and its
+//! nice instead of passing on its tasks' (the default passes them on).
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -59,8 +61,9 @@ use lagom_examples::{features_arg, usage_error};
 use lagom_policy::weight_of_nice;
 
 const USAGE: &str = "usage: latency [--runtime lagom|os] [-n HOGS] [--nice N[,N...]] [-p PERIOD_US]
-               [-s SECONDS] [--slice-us US] [--cpu CPU] [--timer-spin-us US] [--json]
+               [-s SECONDS] [--slice-us US] [--cpu CPU] [--timer-spin-us US] [--no-tick-timer] [--json]
                [--features SPEC] [--task-clock wall|on-cpu] [--host-spinners N]
+               [--host-hints on|off]
 
 HOGS CPU-bound tasks and one periodic sleeper on one CPU for SECONDS; the sleeper sleeps
 until an absolute deadline every PERIOD_US µs and records how late it wakes. Prints the
@@ -78,14 +81,18 @@ lateness p50/p90/p99/max (µs) and each task's CPU share against its weight.
   --timer-spin-us US
                    lagom: how long before a timer an idle worker spins instead of sleeping
                    (Builder::timer_spin; default: the runtime's)
+  --no-tick-timer  lagom: Builder::tick_timer(false), every cond_resched reads the clock
   --json           one JSON object on one line
   --features SPEC  lagom's scheduler features on top of the defaults, e.g. NO_DELAY_DEQUEUE
                    (default: $LAGOM_FEATURES; an error with --runtime os)
-  --task-clock C   lagom: what charges a running task, wall (default) or on-cpu (the
-                   worker thread's time off its CPU left out: Builder::task_clock)
+  --task-clock C   lagom: what charges a running task, on-cpu (the default: the
+                   worker thread's time off its CPU left out) or wall (Builder::task_clock)
   --host-spinners N
                    N plain OS threads spin on the same CPU for the whole run, a noisy host
-                   made on purpose (default 0); both runtimes";
+                   made on purpose (default 0); both runtimes
+  --host-hints on|off
+                   lagom: whether the worker tells the kernel its tasks' slice and weight
+                   (Builder::host_hints; default on)";
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Rt {
@@ -102,10 +109,12 @@ struct Args {
     slice: Option<Duration>,
     cpu: Option<usize>,
     timer_spin: Option<Duration>,
+    no_tick_timer: bool,
     json: bool,
     features: Option<String>,
     task_clock: Option<lagom::runtime::TaskClock>,
     host_spinners: usize,
+    host_hints: Option<bool>,
 }
 
 fn parse_args() -> Result<Args, lexopt::Error> {
@@ -119,10 +128,12 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         slice: None,
         cpu: None,
         timer_spin: None,
+        no_tick_timer: false,
         json: false,
         features: None,
         task_clock: None,
         host_spinners: 0,
+        host_hints: None,
     };
     let mut p = lexopt::Parser::from_env();
     while let Some(arg) = p.next()? {
@@ -153,6 +164,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("timer-spin-us") => {
                 a.timer_spin = Some(Duration::from_micros(p.value()?.parse()?));
             }
+            Long("no-tick-timer") => a.no_tick_timer = true,
             Long("json") => a.json = true,
             Long("features") => a.features = Some(features_arg(p.value()?)?),
             Long("task-clock") => {
@@ -172,6 +184,13 @@ fn parse_args() -> Result<Args, lexopt::Error> {
                     return Err(format!("--host-spinners {}: at most 64", a.host_spinners).into());
                 }
             }
+            Long("host-hints") => {
+                a.host_hints = Some(match p.value()?.string()?.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    v => return Err(format!("--host-hints: {v:?} is neither on nor off").into()),
+                });
+            }
             Short('h') | Long("help") => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -179,8 +198,12 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             _ => return Err(arg.unexpected()),
         }
     }
-    if a.period < Duration::from_micros(10) {
-        return Err("-p must be at least 10 µs".into());
+    if a.period < Duration::from_micros(10) || a.period > Duration::from_secs(60) {
+        return Err(format!(
+            "-p {} µs: the period must be from 10 µs to 60 s",
+            a.period.as_micros()
+        )
+        .into());
     }
     if !(a.seconds.is_finite() && a.seconds > 0.0 && a.seconds <= 3600.0) {
         return Err(format!("-s {}: must be in (0, 3600]", a.seconds).into());
@@ -194,10 +217,16 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         .into());
     }
     if a.runtime == Rt::Os
-        && (a.features.is_some() || a.timer_spin.is_some() || a.task_clock.is_some())
+        && (a.features.is_some()
+            || a.timer_spin.is_some()
+            || a.task_clock.is_some()
+            || a.no_tick_timer
+            || a.host_hints.is_some())
     {
         return Err(
-            "--features, --timer-spin-us and --task-clock apply to --runtime lagom only".into(),
+            "--features, --timer-spin-us, --task-clock, --no-tick-timer and --host-hints apply \
+             to --runtime lagom only"
+                .into(),
         );
     }
     Ok(a)
@@ -299,8 +328,15 @@ fn run_delay_ns(f: &std::fs::File) -> Option<u64> {
         .ok()
 }
 
-fn run_lagom(a: &Args, cpu: usize) -> Result<(SleeperOut, Vec<HogOut>), String> {
-    let mut b = Runtime::builder().worker_cpus([cpu]);
+/// What a run measured: the sleeper, the hogs, and (lagom) what the kernel refused of the
+/// worker's host hints (`Stats::host_hints`).
+type RunOut = (SleeperOut, Vec<HogOut>, Vec<&'static str>);
+
+fn run_lagom(a: &Args, cpu: usize) -> Result<RunOut, String> {
+    let mut b = Runtime::builder()
+        .worker_cpus([cpu])
+        .tick_timer(!a.no_tick_timer)
+        .host_hints(a.host_hints.unwrap_or(true));
     if let Some(s) = a.timer_spin {
         b = b.timer_spin(s);
     }
@@ -373,8 +409,9 @@ fn run_lagom(a: &Args, cpu: usize) -> Result<(SleeperOut, Vec<HogOut>), String> 
         .into_iter()
         .map(|h| h.join().map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
+    let notes = rt.stats().host_hints;
     rt.shutdown();
-    Ok((s, h))
+    Ok((s, h, notes))
 }
 
 /// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), ns.
@@ -387,26 +424,7 @@ fn gettid() -> libc::pid_t {
     unsafe { libc::gettid() }
 }
 
-/// Pins the calling thread to `cpu`.
-fn pin(cpu: usize) -> Result<(), String> {
-    // SAFETY: an all-zero cpu_set_t is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu` is checked against the set's size by CPU_SET's caller below.
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(format!("CPU {cpu} is beyond CPU_SETSIZE"));
-    }
-    // SAFETY: `cpu` < CPU_SETSIZE (checked above).
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: `set` is a valid cpu_set_t of the size passed.
-    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
-    if r != 0 {
-        return Err(format!(
-            "sched_setaffinity to CPU {cpu}: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(())
-}
+use lagom_examples::pin_thread as pin;
 
 /// Sets the calling thread's nice (Linux: `setpriority` on a thread id applies to that thread).
 fn set_nice(nice: i32) -> Result<(), String> {
@@ -487,7 +505,7 @@ fn set_slice(slice: Duration) -> Result<u64, String> {
     Ok(got.sched_runtime)
 }
 
-fn run_os(a: &Args, cpu: usize) -> Result<(SleeperOut, Vec<HogOut>), String> {
+fn run_os(a: &Args, cpu: usize) -> Result<RunOut, String> {
     let stop = Arc::new(AtomicBool::new(false));
     // Each thread reports its set-up (pinning, nice, slice) before it starts its loop, so a
     // failure ends the run before anything is measured.
@@ -574,7 +592,7 @@ fn run_os(a: &Args, cpu: usize) -> Result<(SleeperOut, Vec<HogOut>), String> {
         .collect::<Result<_, _>>()?;
     match err {
         Some(e) => Err(e),
-        None => Ok((s, h)),
+        None => Ok((s, h, Vec::new())),
     }
 }
 
@@ -600,38 +618,24 @@ fn main() {
             }
         },
     };
-    // The noisy host, made on purpose: plain threads spinning on the same CPU.
-    let spin_stop = Arc::new(AtomicBool::new(false));
-    let spinners: Vec<_> = (0..a.host_spinners)
-        .map(|_| {
-            let stop = Arc::clone(&spin_stop);
-            std::thread::spawn(move || {
-                pin(cpu)?;
-                while !stop.load(Ordering::Relaxed) {
-                    std::hint::spin_loop();
-                }
-                Ok::<(), String>(())
-            })
-        })
-        .collect();
-    let result = match a.runtime {
-        Rt::Lagom => run_lagom(&a, cpu),
-        Rt::Os => run_os(&a, cpu),
-    };
-    spin_stop.store(true, Ordering::Relaxed);
-    for s in spinners {
-        if let Err(e) = s
-            .join()
-            .unwrap_or_else(|_| Err("a spinner panicked".into()))
-        {
-            eprintln!("error: host spinner: {e}");
-            std::process::exit(1)
-        }
-    }
-    let (mut sleeper, hogs) = result.unwrap_or_else(|e| {
+    // The noisy host, made on purpose: plain threads spinning on the same CPU, stopped
+    // when `spinners` drops (before an error exits, too).
+    let result =
+        lagom_examples::HostSpinners::start(&[cpu], a.host_spinners).and_then(|spinners| {
+            let r = match a.runtime {
+                Rt::Lagom => run_lagom(&a, cpu),
+                Rt::Os => run_os(&a, cpu),
+            };
+            drop(spinners);
+            r
+        });
+    let (mut sleeper, hogs, notes) = result.unwrap_or_else(|e| {
         eprintln!("error: {e}");
         std::process::exit(1)
     });
+    for n in &notes {
+        eprintln!("note: host hints: {n}");
+    }
     sleeper.lateness_ns.sort_unstable();
     sleeper.excl_host_ns.sort_unstable();
     let ex = &sleeper.excl_host_ns;
@@ -681,6 +685,7 @@ fn main() {
             "period_us": a.period.as_micros() as u64, "seconds": a.seconds,
             "slice_us": slice_us, "features": a.features,
             "timer_spin_us": a.timer_spin.map(|s| s.as_micros() as u64),
+            "tick_timer": a.runtime == Rt::Lagom && !a.no_tick_timer,
             "wakes": lat.len(), "missed": sleeper.missed,
             "lateness_us": {"p50": p50, "p90": p90, "p99": p99, "max": max},
             "lateness_excl_host_us": excl_host,
@@ -692,6 +697,8 @@ fn main() {
             "max_work_share_error_pct": max_work_err,
             "task_clock": a.task_clock.map(|c| format!("{c:?}")),
             "host_spinners": a.host_spinners,
+            "host_hints": (a.runtime == Rt::Lagom).then_some(a.host_hints.unwrap_or(true)),
+            "host_hint_notes": notes,
         });
         println!("{v}");
         return;

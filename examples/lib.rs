@@ -31,6 +31,34 @@ pub fn features_arg(v: std::ffi::OsString) -> Result<String, lexopt::Error> {
     }
 }
 
+/// The value of a flag given in µs (`--gap-us 3`), in ns: a usage error naming `flag` when
+/// it is no number or too large for a count of nanoseconds.
+pub fn micros_arg(flag: &str, v: std::ffi::OsString) -> Result<u64, lexopt::Error> {
+    let us: u64 = v
+        .into_string()
+        .map_err(lexopt::Error::NonUnicodeValue)?
+        .parse()
+        .map_err(|e| format!("{flag}: {e}"))?;
+    us.checked_mul(1000)
+        .ok_or_else(|| format!("{flag} {us}: too large (at most {} µs)", u64::MAX / 1000).into())
+}
+
+/// The value of a flag given in seconds (`--seconds 2.5`): a usage error naming `flag` when it
+/// is no number, not above zero, or longer than a year.
+pub fn seconds_arg(flag: &str, v: std::ffi::OsString) -> Result<f64, lexopt::Error> {
+    const YEAR: f64 = 365.0 * 24.0 * 3600.0;
+    let text = v.into_string().map_err(lexopt::Error::NonUnicodeValue)?;
+    let s: f64 = text
+        .trim()
+        .parse()
+        .map_err(|e| format!("{flag} `{text}`: {e}"))?;
+    if s.is_finite() && s > 0.0 && s <= YEAR {
+        Ok(s)
+    } else {
+        Err(format!("{flag} {text}: a number of seconds above 0 and at most a year").into())
+    }
+}
+
 /// A CPU set as a JSON array of CPU numbers.
 pub fn cpus_json(set: &CpuSet) -> serde_json::Value {
     serde_json::Value::from(set.iter().collect::<Vec<_>>())
@@ -128,6 +156,88 @@ pub fn thread_cpu_time() -> Duration {
     // SAFETY: `ts` is writable; CLOCK_THREAD_CPUTIME_ID always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// A noisy host made on purpose: plain OS threads outside any runtime, each pinned to one
+/// CPU and spinning there at nice 0 until this is dropped (also on an early return or a
+/// panic that unwinds; a process exit ends them with it). `--host-spinners` of `latency`
+/// and `schbench` starts them.
+pub struct HostSpinners {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl HostSpinners {
+    /// Starts `per_cpu` spinners on each of `cpus`, and returns once every one of them is
+    /// pinned and spinning. An error (a CPU this process may not use) stops those started.
+    pub fn start(cpus: &[usize], per_cpu: usize) -> Result<HostSpinners, String> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, mpsc};
+        let mut s = HostSpinners {
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Vec::new(),
+        };
+        let (tx, rx) = mpsc::channel();
+        for &cpu in cpus {
+            for _ in 0..per_cpu {
+                let (stop, tx) = (Arc::clone(&s.stop), tx.clone());
+                s.threads.push(std::thread::spawn(move || {
+                    let pinned = pin_thread(cpu);
+                    let ok = pinned.is_ok();
+                    let _ = tx.send(pinned);
+                    while ok && !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                }));
+            }
+        }
+        drop(tx);
+        let n = s.threads.len();
+        // Each spinner keeps its sender while it spins: take one report from each.
+        for r in rx.iter().take(n) {
+            r.map_err(|e| format!("host spinner: {e}"))?;
+        }
+        Ok(s)
+    }
+
+    /// How many spinners run.
+    pub fn len(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// Whether none runs.
+    pub fn is_empty(&self) -> bool {
+        self.threads.is_empty()
+    }
+}
+
+impl Drop for HostSpinners {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Pins the calling thread to `cpu`.
+pub fn pin_thread(cpu: usize) -> Result<(), String> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(format!("CPU {cpu} is beyond CPU_SETSIZE"));
+    }
+    // SAFETY: an all-zero cpu_set_t is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` < CPU_SETSIZE (checked above).
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 is the calling thread.
+    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
+    if r != 0 {
+        return Err(format!(
+            "sched_setaffinity to CPU {cpu}: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

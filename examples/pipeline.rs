@@ -22,6 +22,13 @@ channels; prints the checksum and the time.
   --bound N    each channel's capacity, at least 1 (default 16)
   --workers N  worker threads, at least 1 (default: one per allowed CPU)";
 
+/// The most stages `--stages` asks for: each is a task with a channel.
+const MAX_STAGES: u64 = 100_000;
+/// The most items `--items` sends: the checksum, about items² / 2, stays within 64 bits.
+const MAX_ITEMS: u64 = 1_000_000_000;
+/// The largest channel capacity `--bound` asks for.
+const MAX_BOUND: usize = 1 << 24;
+
 struct Args {
     items: u64,
     stages: u64,
@@ -51,8 +58,20 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             _ => return Err(arg.unexpected()),
         }
     }
-    if a.bound == 0 {
-        return Err("--bound: a channel needs room for at least 1 item".into());
+    if a.bound == 0 || a.bound > MAX_BOUND {
+        return Err(format!(
+            "--bound {}: a channel's room, from 1 to {MAX_BOUND} items",
+            a.bound
+        )
+        .into());
+    }
+    if a.stages > MAX_STAGES || a.items > MAX_ITEMS {
+        return Err(format!(
+            "--stages {} --items {}: at most {MAX_STAGES} stages (a task each) and {MAX_ITEMS} \
+             items (their checksum must fit 64 bits)",
+            a.stages, a.items
+        )
+        .into());
     }
     if a.workers == Some(0) {
         return Err("--workers: at least 1".into());

@@ -181,11 +181,21 @@ fn main() {
         eprintln!("auto pinning message and worker threads");
     }
     let cfg = config(&o, &place);
-    let result = match o.backend {
-        Backend::Os => run::<os::Os>(&o, cfg, |cpus, f| os::Os::spawn("schbench-msg", cpus, f))
-            .and_then(|fin| finish::print(&o, &fin, None)),
-        Backend::Lagom => run_lagom(&o, cfg, &place),
-    };
+    // A noisy host made on purpose, stopped when `spinners` drops (before an error exits).
+    let result = lagom_examples::HostSpinners::start(
+        o.spinner_cpus.as_deref().unwrap_or(&place.pool),
+        o.host_spinners,
+    )
+    .map_err(|e| format!("schbench: {e}"))
+    .and_then(|spinners| {
+        let r = match o.backend {
+            Backend::Os => run::<os::Os>(&o, cfg, |cpus, f| os::Os::spawn("schbench-msg", cpus, f))
+                .and_then(|fin| finish::print(&o, &fin, None)),
+            Backend::Lagom => run_lagom(&o, cfg, &place),
+        };
+        drop(spinners);
+        r
+    });
     if let Err(e) = result {
         die(e);
     }
@@ -195,7 +205,11 @@ fn main() {
 fn run_lagom(o: &Opts, cfg: Config, place: &cpus::Placement) -> Result<(), String> {
     let mut b = Runtime::builder()
         .worker_cpus(place.pool.iter().copied())
-        .tracing(o.trace.is_some());
+        .tracing(o.trace.is_some())
+        .pin_workers(!o.float);
+    if let Some(on) = o.host_hints {
+        b = b.host_hints(on);
+    }
     // SAFETY: schbench measures the kernel-faithful scheduler, wakeup placement and balancing
     // of started tasks included, so its tasks may migrate. Their code keeps the migration
     // contract's promises: nothing thread-local is held across a blocking call (the per-CPU
@@ -216,6 +230,9 @@ fn run_lagom(o: &Opts, cfg: Config, place: &cpus::Placement) -> Result<(), Strin
         rt.spawn_with(tb, f).map_err(|e| format!("schbench: {e}"))
     })?;
     let (stats, trace) = rt.shutdown_with_trace();
+    for n in &stats.host_hints {
+        eprintln!("note: host hints: {n}");
+    }
     finish::print(o, &fin, Some(&stats))?;
     if let Some(path) = &o.trace {
         trace.save(path).map_err(|e| format!("schbench: {e}"))?;

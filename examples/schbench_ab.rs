@@ -62,6 +62,9 @@ struct Args {
     features: String,
 }
 
+/// The most runs `--runs` asks for (each runs every row under every configuration).
+const MAX_RUNS: usize = 10_000;
+
 fn parse_args() -> Result<Args, lexopt::Error> {
     use lexopt::prelude::*;
     let here = std::env::current_exe().map_err(|e| e.to_string())?;
@@ -75,7 +78,12 @@ fn parse_args() -> Result<Args, lexopt::Error> {
     while let Some(arg) = p.next()? {
         match arg {
             Short('r') => a.secs = p.value()?.parse()?,
-            Long("runs") => a.runs = p.value()?.parse()?,
+            Long("runs") => {
+                a.runs = p.value()?.parse()?;
+                if a.runs == 0 || a.runs > MAX_RUNS {
+                    return Err(format!("--runs {}: from 1 to {MAX_RUNS}", a.runs).into());
+                }
+            }
             Long("bin") => a.bin = p.value()?.into(),
             Long("features") => a.features = lagom_examples::features_arg(p.value()?)?,
             Short('h') | Long("help") => {

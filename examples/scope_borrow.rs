@@ -16,6 +16,11 @@ recursive lagom::join, and prints both.
   --words N   words in the text (default 200000)
   --chunks N  scoped tasks, at least 1 (default 8)";
 
+/// The most words `--words` asks for: the text is built in memory first.
+const MAX_WORDS: usize = 100_000_000;
+/// The most chunks `--chunks` asks for: one scoped task each.
+const MAX_CHUNKS: usize = 1_000_000;
+
 fn parse_args() -> Result<(usize, usize), lexopt::Error> {
     use lexopt::prelude::*;
     let (mut words, mut chunks) = (200_000, 8);
@@ -31,8 +36,13 @@ fn parse_args() -> Result<(usize, usize), lexopt::Error> {
             _ => return Err(arg.unexpected()),
         }
     }
-    if chunks == 0 {
-        return Err("--chunks: at least 1".into());
+    if chunks == 0 || chunks > MAX_CHUNKS {
+        return Err(format!("--chunks {chunks}: from 1 to {MAX_CHUNKS} (a task each)").into());
+    }
+    if words > MAX_WORDS {
+        return Err(
+            format!("--words {words}: at most {MAX_WORDS} (each is built in memory)").into(),
+        );
     }
     Ok((words, chunks))
 }

@@ -59,7 +59,9 @@ fn parse_args() -> Result<Args, lexopt::Error> {
     while let Some(arg) = parser.next()? {
         match arg {
             Short('n') => a.n = parser.value()?.parse()?,
-            Long("seconds") => a.seconds = parser.value()?.parse()?,
+            Long("seconds") => {
+                a.seconds = lagom_examples::seconds_arg("--seconds", parser.value()?)?
+            }
             Long("features") => features = Some(lagom_examples::features_arg(parser.value()?)?),
             Short('h') | Long("help") => {
                 println!("{USAGE}");

@@ -24,6 +24,9 @@ that thread runs everything, and other processes taking the CPU away do not infl
   --features SPEC  scheduler features on top of the defaults, e.g. NO_DELAY_DEQUEUE
                (default: $LAGOM_FEATURES)";
 
+/// The most rounds `-r` asks for (each keeps its times).
+const MAX_ROUNDS: usize = 100_000;
+
 fn main() {
     lagom_examples::default_sigpipe();
     let (mut json, mut n, mut rounds, mut workers) = (false, 100_000u64, 9usize, None);
@@ -44,6 +47,9 @@ fn main() {
                 }
                 _ => return Err(arg.unexpected()),
             }
+        }
+        if rounds > MAX_ROUNDS {
+            return Err(format!("-r {rounds}: at most {MAX_ROUNDS} rounds").into());
         }
         if n == 0 || rounds == 0 || workers == Some(0) {
             return Err("-n, -r and --workers must be at least 1".into());

@@ -36,7 +36,7 @@ use lagom_examples::usage_error;
 
 const USAGE: &str = "usage: taskgraph [--width W] [--depth D] [--fan-in F] [--cost-us C]
                  [--blocking PCT] [--seed N] [--file FILE] [--dump] [--workers N]
-                 [--features SPEC] [--json]
+                 [--features SPEC] [--json] [--trace FILE]
 
 Runs a build-system-like DAG on a lagom TaskGraph and reports the critical path against
 the makespan and the parallelism achieved. Live progress on a terminal, plain lines
@@ -51,9 +51,19 @@ otherwise.
   --file FILE   read the graph instead: one node a line, `NAME COST [DEP ...]`, COST
                 `cpu:DUR`, `chan:DUR` or `lock:DUR`, DUR like `200us` or `2ms`; `#` comments
   --dump        print the graph in that format and exit
-  --workers N   run on the first N allowed CPUs (default: all)
+  --workers N   run N workers (Builder::worker_threads: spread over the machine as the
+                kernel spreads busy threads; default: one per allowed CPU, within the
+                CPU quota)
   --features SPEC  scheduler features on top of the defaults (default: $LAGOM_FEATURES)
-  --json        print the summary as one JSON line";
+  --json        print the summary as one JSON line
+  --trace FILE  record the run's trace and save it as Chrome trace JSON to FILE (open it
+                in ui.perfetto.dev or speedscope: a slice per node run, named after it)";
+
+/// The most nodes a generated graph may have (`--width` x `--depth`).
+const MAX_NODES: usize = 10_000_000;
+
+/// The largest mean cost of a node, in µs (`--cost-us`): ten seconds.
+const MAX_COST_US: u64 = 10_000_000;
 
 /// What a node does for its cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +96,7 @@ struct Options {
     workers: Option<usize>,
     features: Option<String>,
     json: bool,
+    trace: Option<String>,
 }
 
 fn parse_args() -> Options {
@@ -101,6 +112,7 @@ fn parse_args() -> Options {
         workers: None,
         features: None,
         json: false,
+        trace: None,
     };
     let mut parser = lexopt::Parser::from_env();
     let parsed: Result<(), lexopt::Error> = (|| {
@@ -120,6 +132,7 @@ fn parse_args() -> Options {
                     o.features = Some(lagom_examples::features_arg(parser.value()?)?)
                 }
                 Long("json") => o.json = true,
+                Long("trace") => o.trace = Some(parser.value()?.string()?),
                 Short('h') | Long("help") => {
                     println!("{USAGE}");
                     std::process::exit(0);
@@ -129,6 +142,20 @@ fn parse_args() -> Options {
         }
         if o.width == 0 || o.depth == 0 || o.workers == Some(0) {
             return Err("--width, --depth and --workers must be at least 1".into());
+        }
+        if o.width.checked_mul(o.depth).is_none_or(|n| n > MAX_NODES) {
+            return Err(format!(
+                "--width {} x --depth {} nodes: at most {MAX_NODES} nodes",
+                o.width, o.depth
+            )
+            .into());
+        }
+        if o.cost_us > MAX_COST_US {
+            return Err(format!(
+                "--cost-us {}: at most {MAX_COST_US} (a node's mean cost, in µs)",
+                o.cost_us
+            )
+            .into());
         }
         if o.blocking > 100 {
             return Err(
@@ -418,11 +445,10 @@ fn main() {
         b = b.features(f.as_str());
     }
     if let Some(w) = o.workers {
-        let allowed = Runtime::builder()
-            .build()
-            .unwrap_or_else(|e| fail(&e))
-            .worker_cpus();
-        b = b.worker_cpus(allowed.into_iter().take(w));
+        b = b.worker_threads(w);
+    }
+    if o.trace.is_some() {
+        b = b.tracing(true);
     }
     let rt = b.build().unwrap_or_else(|e| fail(&e));
     let workers = rt.worker_cpus().len();
@@ -507,6 +533,9 @@ fn main() {
         run.join().expect("the run thread")
     });
     let makespan = t0.elapsed();
+    if let Some(path) = &o.trace {
+        rt.trace().save(path).unwrap_or_else(|e| fail(&e));
+    }
     if tty {
         println!();
     }

@@ -91,6 +91,14 @@ pub struct Opts {
     pub trace: Option<String>,
     /// `--stats`: print lagom's counters.
     pub stats: bool,
+    /// `--host-spinners N`: plain spinning threads pinned to each CPU of the pool.
+    pub host_spinners: usize,
+    /// `--spinner-cpus LIST`: where the host spinners run (`None`: every CPU of the pool).
+    pub spinner_cpus: Option<Vec<usize>>,
+    /// `--host-hints on|off`: lagom's `Builder::host_hints` (`None`: the default).
+    pub host_hints: Option<bool>,
+    /// `--float`: lagom's worker threads are not pinned (`Builder::pin_workers(false)`).
+    pub float: bool,
     /// The command line, for the JSON.
     pub cmdline: String,
     /// Lines schbench prints while parsing (a capped pipe size).
@@ -124,6 +132,10 @@ impl Default for Opts {
             features: None,
             trace: None,
             stats: false,
+            host_spinners: 0,
+            host_hints: None,
+            spinner_cpus: None,
+            float: false,
             cmdline: String::new(),
             notes: Vec::new(),
         }
@@ -167,7 +179,12 @@ lagom's options:
 \t--cpus LIST: lagom's worker CPUs, one pinned worker each (def: every allowed CPU)
 \t--features STRING: lagom scheduler features, e.g. NO_DELAY_DEQUEUE,TTWU_QUEUE_DELAYED
 \t--trace FILE: write a Chrome/Perfetto trace of lagom's scheduling to FILE
-\t--stats: print lagom's per-worker counters after the tables";
+\t--stats: print lagom's per-worker counters after the tables
+\t--host-spinners N: N plain threads spin pinned to each CPU of the pool, a noisy host
+\t    made on purpose (both runtimes; def: 0)
+\t--spinner-cpus LIST: the CPUs the host spinners run on (def: every CPU of the pool)
+\t--host-hints on|off: lagom's workers tell the kernel their tasks' slice and weight (def: on)
+\t--float: lagom's worker threads float over the allowed CPUs instead of one pinned per CPU";
 
 /// Long options: name, the short letter they stand for, whether they take a value.
 const LONG: &[(&str, char, bool)] = &[
@@ -195,6 +212,10 @@ const LONG: &[(&str, char, bool)] = &[
     ("features", '3', true),
     ("trace", '4', true),
     ("stats", '5', false),
+    ("host-spinners", '6', true),
+    ("host-hints", '7', true),
+    ("float", '8', false),
+    ("spinner-cpus", '9', true),
 ];
 
 /// The long option `name` stands for: an exact name, or the one name it is a prefix of.
@@ -218,6 +239,19 @@ fn resolve_long(name: &str) -> Result<(&'static str, char), ParseError> {
 }
 
 /// A whole number for option `opt`.
+/// The most threads (message and worker threads together) `-m` and `-t` ask for.
+const MAX_THREADS: usize = 1 << 16;
+
+/// The largest count `-n`, `-R` and `-A` take.
+const MAX_COUNT: u64 = 1_000_000_000;
+
+/// The largest matrix footprint per worker `-F` takes, in KiB (16 GiB): its matrices are
+/// allocated and filled.
+const MAX_FOOTPRINT_KB: u64 = 16 << 20;
+
+/// The longest time in seconds an option takes (a year): the run counts in µs.
+const MAX_SECONDS: u64 = 365 * 24 * 3600;
+
 fn number(opt: &str, value: &str) -> Result<u64, ParseError> {
     if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
         return Err(ParseError::Line(format!(
@@ -342,6 +376,28 @@ pub fn parse(args: &[OsString]) -> Result<Opts, ParseError> {
             '3' => o.features = Some(v.to_string()),
             '4' => o.trace = Some(v.to_string()),
             '5' => o.stats = true,
+            '6' => {
+                o.host_spinners = number(&opt, v)? as usize;
+                if o.host_spinners > 64 {
+                    return Err(ParseError::Line(format!(
+                        "schbench: --host-spinners {}: at most 64 per CPU",
+                        o.host_spinners
+                    )));
+                }
+            }
+            '7' => {
+                o.host_hints = Some(match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => {
+                        return Err(ParseError::Line(format!(
+                            "schbench: --host-hints takes on or off, got '{v}'"
+                        )));
+                    }
+                })
+            }
+            '8' => o.float = true,
+            '9' => o.spinner_cpus = Some(cpu_list(&opt, v)?),
             _ => {
                 return Err(ParseError::Usage(Some(format!(
                     "schbench: invalid option -- '{c}'"
@@ -360,6 +416,47 @@ pub fn parse(args: &[OsString]) -> Result<Opts, ParseError> {
             "schbench: -m must be at least 1, got 0".to_string(),
         ));
     }
+    if o.message_threads > MAX_THREADS
+        || o.worker_threads > MAX_THREADS
+        || o.message_threads.saturating_mul(o.worker_threads.max(1)) > MAX_THREADS
+    {
+        return Err(ParseError::Line(format!(
+            "schbench: -m {} x -t {} threads: at most {MAX_THREADS} in all",
+            o.message_threads, o.worker_threads
+        )));
+    }
+    for (name, v, max) in [
+        ("--operations", o.operations, MAX_COUNT),
+        ("--rps", o.rps, MAX_COUNT),
+        ("--auto-rps", o.auto_rps, MAX_COUNT),
+        ("--sleep_usec", o.sleep_us, MAX_SECONDS * 1_000_000),
+    ] {
+        if v > max {
+            return Err(ParseError::Line(format!(
+                "schbench: {name} {v} is too large: at most {max}"
+            )));
+        }
+    }
+    if o.footprint_kb > MAX_FOOTPRINT_KB {
+        return Err(ParseError::Line(format!(
+            "schbench: --cache_footprint {} KB is too large: at most {MAX_FOOTPRINT_KB} KB \
+             (16 GiB) per worker",
+            o.footprint_kb
+        )));
+    }
+    // Times in seconds are counted in µs while running: bounded so that none overflows.
+    for (name, secs) in [
+        ("--runtime", o.runtime),
+        ("--warmuptime", o.warmup),
+        ("--intervaltime", o.interval),
+        ("--zerotime", o.zerotime),
+    ] {
+        if secs > MAX_SECONDS {
+            return Err(ParseError::Line(format!(
+                "schbench: {name} {secs} is too long: at most {MAX_SECONDS} seconds (a year)"
+            )));
+        }
+    }
     if o.calibrate {
         o.locking = false;
     }
@@ -372,6 +469,8 @@ pub fn parse(args: &[OsString]) -> Result<Opts, ParseError> {
             ("--features", o.features.is_some()),
             ("--trace", o.trace.is_some()),
             ("--stats", o.stats),
+            ("--host-hints", o.host_hints.is_some()),
+            ("--float", o.float),
         ];
         if let Some((name, _)) = lagom_only.iter().find(|(_, set)| *set) {
             return Err(ParseError::Line(format!(
