@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! cargo run --release -p lagom-examples --example sim -- <SCENARIO|FILE> [--topology ROOT|NAME]
-//!     [--features STRING] [--seed N] [--wakeups N] [--duration DUR] [--trace FILE] [--json]
+//!     [--features STRING] [--seed N] [--wakeups N] [--duration DUR]
+//!     [--preempt cooperative|kernel[:LATENCY]] [--trace FILE] [--json]
 //! ```
 //!
 //! SCENARIO is a built-in scenario (`--list` names them) or a scenario file (format in the
@@ -22,12 +23,12 @@ use std::process::Command;
 use std::time::Instant;
 
 use lagom_examples::usage_error;
-use lagom_sim::{BUILTIN, Machine, Options, Report, Scenario, Sim, builtin, parse};
+use lagom_sim::{BUILTIN, Machine, Options, Preempt, Report, Scenario, Sim, builtin, parse};
 use lagom_topology::Topology;
 
 const USAGE: &str =
     "usage: sim <SCENARIO|FILE> [--topology ROOT|NAME] [--features STRING] [--seed N]
-           [--wakeups N] [--duration DUR] [--trace FILE] [--json] [--list]
+           [--wakeups N] [--duration DUR] [--preempt MODE] [--trace FILE] [--json] [--list]
 
 Runs a scenario (built-in name or scenario file) in the deterministic simulator.
   --topology ROOT|NAME  the machine: ryzen-7950x, cpus-N, cpus-N-llcs-L, live, a sysfs
@@ -37,8 +38,13 @@ Runs a scenario (built-in name or scenario file) in the deterministic simulator.
   --seed N              the seed (default: the scenario's)
   --wakeups N           stop after N wakeups of measured tasks (default: the scenario's)
   --duration DUR        virtual time to simulate, e.g. 500ms (default: the scenario's)
+  --preempt MODE        when a busy CPU acts on a wakeup preemption, a remote wakeup or an
+                        active balance: `cooperative` (lagom's: at the running task's next
+                        scheduling point) or `kernel[:LATENCY]` (the kernel's resched IPI and
+                        stopper, within LATENCY, default 2us) (default: the scenario's, else
+                        cooperative)
   --trace FILE          write a Chrome trace JSON timeline (ui.perfetto.dev) to FILE
-  --json                print one JSON line: scenario, features, seed, wakeups, stalls,
+  --json                print one JSON line: scenario, features, preempt, seed, wakeups, stalls,
                         handoff_p50_us, handoff_p99_us, events, events_per_sec
   --list                list the built-in scenarios and machines";
 
@@ -49,6 +55,7 @@ struct Args {
     seed: Option<u64>,
     wakeups: Option<u64>,
     duration: Option<String>,
+    preempt: Option<String>,
     trace: Option<PathBuf>,
     json: bool,
 }
@@ -63,6 +70,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
         seed: None,
         wakeups: None,
         duration: None,
+        preempt: None,
         trace: None,
         json: false,
     };
@@ -74,6 +82,7 @@ fn parse_args() -> Result<Args, lexopt::Error> {
             Long("seed") => a.seed = Some(parser.value()?.parse()?),
             Long("wakeups") => a.wakeups = Some(parser.value()?.parse()?),
             Long("duration") => a.duration = Some(parser.value()?.string()?),
+            Long("preempt") => a.preempt = Some(parser.value()?.string()?),
             Long("trace") => a.trace = Some(parser.value()?.into()),
             Long("json") => a.json = true,
             Long("list") => {
@@ -239,6 +248,10 @@ fn main() {
         opts.duration = parse(&probe)
             .map(|s| s.duration)
             .unwrap_or_else(|e| usage_error(format!("--duration: {}", e.message), USAGE));
+    }
+    if let Some(p) = &args.preempt {
+        opts.preempt =
+            Preempt::parse(p).unwrap_or_else(|e| usage_error(format!("--preempt: {e}"), USAGE));
     }
     if args.trace.is_some() {
         opts.trace_capacity = Some(lagom::trace::DEFAULT_TRACE_CAPACITY);

@@ -84,10 +84,12 @@ impl Sim {
                     let curr = self.cpus[src].curr;
                     if curr != NONE {
                         // `request_active`: name the task, and need-resched makes its next
-                        // `cond_resched` a schedule point.
+                        // `cond_resched` a schedule point; in the kernel's mode that point
+                        // comes within the stopper's latency (`resched_ipi`).
                         let cpu = &mut self.cpus[src];
                         cpu.active_push = Some((me, curr));
                         cpu.rq.set_need_resched();
+                        self.resched_ipi(src);
                     }
                 }
                 false

@@ -25,6 +25,7 @@ use alloc::vec::Vec;
 use core::cmp::Reverse;
 
 use super::engine::{NONE, Sim};
+use super::scenario::Preempt;
 use super::stats::Counters;
 use super::task::State;
 use lagom_policy::{
@@ -101,6 +102,10 @@ pub(super) struct Cpu {
     /// An ITMT active-balance request on this CPU: (the idle preferred CPU, the task that
     /// ran here when it asked), honoured at that task's next wakeup placement.
     pub(super) active_push: Option<(usize, u32)>,
+    /// In [`Preempt::Kernel`](super::Preempt) mode, when the pending resched IPI (or
+    /// stopper) interrupts the running task (`u64::MAX`: none pending); cleared when the
+    /// CPU picks or switches.
+    pub(super) ipi_at: u64,
 }
 
 impl Cpu {
@@ -123,6 +128,7 @@ impl Cpu {
             counters: Counters::default(),
             nr_balance_failed: 0,
             active_push: None,
+            ipi_at: u64::MAX,
         }
     }
 
@@ -213,7 +219,8 @@ impl Sim {
 
     /// Work was published for CPU `c` (a wakelist push, a remote enqueue): an idle CPU that
     /// spins sees it after `wakelist` ns; one that sleeps is kicked and acts after `kick` ns
-    /// (counted in `kicks`). A busy CPU sees it at its next scheduling point.
+    /// (counted in `kicks`). A busy CPU sees it at its next scheduling point, which the
+    /// kernel's mode brings forward ([`Sim::resched_ipi`]).
     pub(super) fn notify(&mut self, c: usize) {
         match self.cpus[c].state {
             CpuState::Idle(Idle::Spinning) => {
@@ -225,7 +232,46 @@ impl Sim {
                 self.cpus[c].counters.kicks += 1;
                 self.kick(c);
             }
-            _ => {}
+            _ => self.resched_ipi(c),
+        }
+    }
+
+    /// In [`Preempt::Kernel`] mode, the interrupt that makes CPU `c` act on a request made
+    /// to it while it runs a task: need-resched set (a wakeup preemption, a charge of the
+    /// running task, an active balance's request for it) or a wakeup on its wakelist. The
+    /// kernel sends a resched IPI (`resched_curr` → `smp_send_reschedule`), a function-call
+    /// IPI for the wakelist (`__smp_call_single_queue` → `send_call_function_single_ipi`)
+    /// or wakes the stopper (`stop_one_cpu_nowait` for `active_load_balance_cpu_stop`), and
+    /// the running task is interrupted within microseconds whatever it is doing. Modelled:
+    /// the CPU's next scheduling point comes at most `latency` ns after the first pending
+    /// request ([`Cpu::ipi_at`]), and is the same point (`cond_resched`, the same policy
+    /// calls) the cooperative mode runs at the next `resched` boundary: the mode changes
+    /// when the CPU acts, not what it decides. Differences from the kernel: a local request
+    /// waits the same latency as a remote one (the kernel's acts at the next
+    /// `preempt_enable`, sooner); the stopper is no task of its own, so its move is the
+    /// active-balance steps of `balance.rs` run at that point (the named task put back and
+    /// moved, [`Sim::active_push_point`]), and a named task that blocked meanwhile keeps the
+    /// request for its wakeup, as in the cooperative mode; sleep timers and the balance
+    /// tick still run at the task's scheduling points (no timer interrupt is modelled).
+    /// In [`Preempt::Cooperative`] mode (lagom's) this does nothing.
+    pub(super) fn resched_ipi(&mut self, c: usize) {
+        let Preempt::Kernel { latency } = self.options.preempt else {
+            return;
+        };
+        let cpu = &self.cpus[c];
+        let busy = matches!(cpu.state, CpuState::Running | CpuState::Switching);
+        if !busy || cpu.ipi_at != u64::MAX {
+            return;
+        }
+        if !self.need_resched(c) && self.cpus[c].wakelist.is_empty() {
+            return;
+        }
+        let at = self.now.saturating_add(latency);
+        self.cpus[c].ipi_at = at;
+        // A switching CPU takes it when the task it switches to starts computing
+        // (`continue_run`).
+        if self.cpus[c].state == CpuState::Running {
+            self.arm_by(c, at);
         }
     }
 
@@ -360,7 +406,9 @@ impl Sim {
                 Pick::Idle => break None,
             }
         };
-        self.cpus[c].need_resched = false;
+        let cpu = &mut self.cpus[c];
+        cpu.need_resched = false;
+        cpu.ipi_at = u64::MAX;
         next
     }
 
@@ -379,6 +427,8 @@ impl Sim {
         let costs = self.params.costs;
         let measuring = self.measuring();
         let stall = self.stall;
+        // A pending interrupt is spent: the CPU schedules now.
+        self.cpus[c].ipi_at = u64::MAX;
         match next {
             Some(n) => {
                 let t = &mut self.tasks[n as usize];
@@ -466,21 +516,18 @@ impl Sim {
 
     /// Runs the wakeup-preemption check for `h` on CPU `c` (`check_preempt` of
     /// `wake/activate.rs`).
+    /// A need-resched it leaves (or one the enqueue before it left) reaches a running CPU
+    /// by [`Sim::resched_ipi`] in the kernel's mode.
     pub(super) fn check_preempt(&mut self, c: usize, h: Handle, wf: WakeFlags) {
-        if self.need_resched(c) {
-            return;
-        }
         let now = self.now;
-        loop {
+        while !self.need_resched(c) {
             match self.cpus[c].rq.wakeup_preempt(h, wf, now) {
-                Wakeup::NoPreempt => return,
-                Wakeup::Preempt => {
-                    self.cpus[c].need_resched = true;
-                    return;
-                }
+                Wakeup::NoPreempt => break,
+                Wakeup::Preempt => self.cpus[c].need_resched = true,
                 Wakeup::FinishedDelayed { se, payload } => self.finished_delayed(c, payload, se),
             }
         }
+        self.resched_ipi(c);
     }
 
     /// Arms a sleep timer of task `t` on CPU `c` for `at`.

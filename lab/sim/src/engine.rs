@@ -13,7 +13,7 @@ use super::error::ScenarioError;
 use super::machine::Machine;
 use super::queue::{Event, EventQueue};
 use super::rng::Rng;
-use super::scenario::{Params, Scenario};
+use super::scenario::{Params, Preempt, Scenario};
 use super::task::Task;
 use super::trace::TraceBuf;
 use lagom_policy::{Features, RqConfig, RunQueue, UnknownFeature, WakeFlags};
@@ -40,6 +40,10 @@ pub struct Options {
     /// Record a trace of switches, wakeups and migrations, at most this many events per CPU
     /// (`None`: no trace).
     pub trace_capacity: Option<usize>,
+    /// When a CPU acts on a request made while it runs a task (the scenario's `preempt`
+    /// line, unless given): lagom's cooperative scheduling points or the kernel's IPI and
+    /// stopper.
+    pub preempt: Preempt,
 }
 
 impl Options {
@@ -61,6 +65,7 @@ impl Options {
             wakeups: s.wakeups,
             duration: s.duration,
             trace_capacity: None,
+            preempt: s.params.preempt,
         })
     }
 }

@@ -69,8 +69,18 @@
 //!
 //! What it leaves out (so what its figures cannot show): the cost of the policy's own work
 //! (a pick, a CPU scan: decisions take no virtual time), caches beyond a fixed migration
-//! cost, SMT siblings slowing each other, the host taking CPUs away, and the kernel's
-//! asynchronous preemption (as lagom, it preempts only at scheduling points).
+//! cost, SMT siblings slowing each other, the host taking CPUs away, and the kernel's timer
+//! interrupts (a sleep timer and the balance tick run at a running task's scheduling points).
+//!
+//! ## When a busy CPU acts: the preemption mode
+//!
+//! [`Preempt`] (the scenario's `preempt` line, [`Options::preempt`], `sim --preempt`):
+//! `cooperative`, the default, is lagom's threaded runtime — a CPU running a task acts on a
+//! wakeup preemption, a remote wakeup on its wakelist or an active balance's request for its
+//! task only at the task's next scheduling point (`cond_resched`, every `resched` ns of
+//! computing); `kernel` is the kernel's resched IPI and stopper thread — the same scheduling
+//! point, brought forward to at most a latency (default [`KERNEL_PREEMPT_LATENCY`], 2 µs)
+//! after the request. The mode changes when the CPU acts, never what the policy decides.
 //!
 //! ```
 //! use lagom_sim::{Machine, Options, Report, Sim, parse};
@@ -120,5 +130,8 @@ pub use machine::Machine;
 pub use parse::parse;
 pub use report::{CpuReport, Report, TaskReport};
 pub use rng::{Dist, Rng};
-pub use scenario::{Affinity, Instance, Op, Params, Scenario, Step, Target, TaskSpec, Waker};
+pub use scenario::{
+    Affinity, Instance, KERNEL_PREEMPT_LATENCY, Op, Params, Preempt, Scenario, Step, Target,
+    TaskSpec, Waker,
+};
 pub use stats::{Counters, Histogram, TaskStats};

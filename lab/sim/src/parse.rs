@@ -6,7 +6,10 @@ use alloc::vec::Vec;
 
 use super::error::ScenarioError;
 use super::rng::Dist;
-use super::scenario::{Affinity, Instance, Op, Scenario, Step, Target, TaskSpec, Waker};
+use super::scenario::{
+    Affinity, Instance, KERNEL_PREEMPT_LATENCY, Op, Preempt, Scenario, Step, Target, TaskSpec,
+    Waker,
+};
 use lagom_policy::{MAX_NICE, MIN_NICE};
 use lagom_topology::CpuSet;
 
@@ -20,6 +23,7 @@ use lagom_topology::CpuSet;
 /// seed N                   duration DUR            warmup DUR
 /// wakeups N                stall DUR               resched DUR
 /// idle_spin DUR            cost switch|wake|wakelist|kick|migrate DUR
+/// preempt cooperative|kernel [DUR]
 ///
 /// task NAME [count=N|cpus] [nice=N] [slice=DUR] [cpus=LIST | cpu=EXPR] [start=yes|no] [measure=yes|no]
 ///   run DIST | sleep DIST | block | yield | exit
@@ -38,6 +42,10 @@ use lagom_topology::CpuSet;
 ///   the instance's own index (`cpu=i` pins instance i to CPU i).
 /// * TARGET: `self`, `NAME` (its instance 0), or `NAME[EXPR]`.
 /// * `count=cpus`: one instance per virtual CPU of the machine the scenario runs on.
+/// * `preempt`: when a CPU acts on a request made while it runs a task
+///   ([`Preempt`](super::Preempt)): `cooperative` (the default, lagom's: at the task's next
+///   scheduling point) or `kernel` (within DUR, 2 µs if not given, as the kernel's resched
+///   IPI and stopper do).
 /// * `wake … sync`: the waker blocks next (the threaded runtime's `Unparker::unpark_sync`):
 ///   CPU selection and the preemption check get `WF_SYNC`. Only for a wake made now, from
 ///   the task's own CPU.
@@ -117,6 +125,14 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
                 }
                 s.params.resched = d;
             }
+            "preempt" => {
+                let spec = match args {
+                    [mode] => mode.clone(),
+                    [mode, latency] => format!("{mode}:{latency}"),
+                    _ => String::new(),
+                };
+                s.params.preempt = preempt(&spec).map_err(|m| ScenarioError::new(line, head, m))?;
+            }
             "idle_spin" => s.params.idle_spin = dur(line, head, one(line, head, args)?)?,
             "cost" => {
                 let [what, v] = args else {
@@ -150,7 +166,7 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
                     line,
                     head,
                     "unknown directive; expected scenario, topology, features, seed, duration, \
-                     warmup, wakeups, stall, resched, idle_spin, cost or task",
+                     warmup, wakeups, stall, resched, preempt, idle_spin, cost or task",
                 ));
             }
         }
@@ -250,6 +266,21 @@ fn int(line: usize, field: &str, v: &str) -> Result<u64, ScenarioError> {
 }
 
 /// A duration (module doc) in ns.
+/// A preemption mode, `cooperative`, `kernel` or `kernel:DUR` ([`Preempt::parse`]).
+pub(super) fn preempt(spec: &str) -> Result<Preempt, String> {
+    let expected = "expected `cooperative`, `kernel` or `kernel:DUR` (a latency such as `2us`)";
+    match spec.split_once(':') {
+        None if spec == "cooperative" => Ok(Preempt::Cooperative),
+        None if spec == "kernel" => Ok(Preempt::Kernel {
+            latency: KERNEL_PREEMPT_LATENCY,
+        }),
+        Some(("kernel", latency)) => dur(0, "preempt", latency)
+            .map(|latency| Preempt::Kernel { latency })
+            .map_err(|e| format!("the latency: {}", e.message)),
+        _ => Err(format!("`{spec}`: {expected}")),
+    }
+}
+
 fn dur(line: usize, field: &str, v: &str) -> Result<u64, ScenarioError> {
     let bad = || {
         ScenarioError::new(

@@ -5,6 +5,7 @@ use alloc::vec::Vec;
 use core::fmt::{self, Write};
 
 use super::engine::{Sim, Stop};
+use super::scenario::Preempt;
 use super::stats::{Counters, Histogram, TaskStats};
 use lagom_policy::Features;
 
@@ -50,6 +51,8 @@ pub struct Report {
     pub features_label: String,
     /// The seed.
     pub seed: u64,
+    /// The preemption mode it ran under.
+    pub preempt: Preempt,
     /// Virtual time simulated (ns).
     pub elapsed: u64,
     /// Of which measured (after the warm-up).
@@ -101,6 +104,7 @@ impl Report {
             features: sim.options.features,
             features_label: sim.options.features_label.clone(),
             seed: sim.options.seed,
+            preempt: sim.options.preempt,
             elapsed: sim.ended_at,
             measured: sim.ended_at.saturating_sub(sim.warmup),
             stall_threshold: sim.stall,
@@ -143,16 +147,17 @@ impl Report {
     }
 
     /// The summary as one JSON object on one line, with these keys:
-    /// `scenario`, `features`, `seed`, `wakeups`, `stalls`, `handoff_p50_us`, `handoff_p99_us`,
+    /// `scenario`, `features`, `preempt`, `seed`, `wakeups`, `stalls`, `handoff_p50_us`, `handoff_p99_us`,
     /// `events`, `events_per_sec` (the caller's wall-clock figure).
     pub fn json_line(&self, events_per_sec: f64) -> String {
         let mut s = String::new();
         let _ = write!(
             s,
-            "{{\"scenario\": {}, \"features\": {}, \"seed\": {}, \"wakeups\": {}, \"stalls\": {}, \
+            "{{\"scenario\": {}, \"features\": {}, \"preempt\": \"{}\", \"seed\": {}, \"wakeups\": {}, \"stalls\": {}, \
              \"handoff_p50_us\": {}, \"handoff_p99_us\": {}, \"events\": {}, \"events_per_sec\": {:.0}}}",
             JsonStr(&self.scenario),
             JsonStr(&self.features_label),
+            self.preempt,
             self.seed,
             self.wakeups,
             self.stalls,
@@ -224,12 +229,13 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "scenario {} on {} ({} CPUs), seed {}, features {}",
+            "scenario {} on {} ({} CPUs), seed {}, features {}, preempt {}",
             self.scenario,
             self.machine,
             self.cpus.len(),
             self.seed,
-            self.features_label
+            self.features_label,
+            self.preempt
         )?;
         writeln!(
             f,

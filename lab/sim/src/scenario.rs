@@ -175,6 +175,76 @@ impl TaskSpec {
     }
 }
 
+/// The default latency of [`Preempt::Kernel`] (ns): how long after a request a CPU acts.
+///
+/// 2 µs: of the order of the kernel's resched IPI — the interrupt's delivery, the return
+/// from it into `schedule()` — and of `stop_one_cpu_nowait` waking the stopper thread on an
+/// x86 server (one to a few µs), and about four of the simulator's `kick` costs. The exact
+/// figure matters little beside lagom's cooperative window (`resched`, 10–20 µs in the
+/// built-in scenarios): what the mode models is that the kernel does not wait for the
+/// running task's next scheduling point.
+pub const KERNEL_PREEMPT_LATENCY: u64 = 2_000;
+
+/// When a simulated CPU acts on a request made to it while it runs a task: a wakeup
+/// preemption (need-resched), a remote wakeup put on its wakelist, an active balance's
+/// request for its running task. The mode changes only *when* the CPU acts (at which
+/// instant it reaches its scheduling point), never what the policy decides there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Preempt {
+    /// lagom's threaded runtime: a CPU acts at its running task's next scheduling point
+    /// (`cond_resched` every `resched` ns of computing, a spawn, a block, a yield). The
+    /// default, to replay the threaded runtime.
+    #[default]
+    Cooperative,
+    /// The kernel's: the request interrupts the running task within `latency` ns,
+    /// wherever it is in its computation — a resched IPI (`resched_curr` →
+    /// `smp_send_reschedule`; the wakelist's `send_call_function_single_ipi`) or the
+    /// stopper thread of an active balance (`stop_one_cpu_nowait` →
+    /// `active_load_balance_cpu_stop`). The CPU then runs the same scheduling point the
+    /// cooperative mode would run later.
+    Kernel {
+        /// How long after the request the CPU acts (ns).
+        latency: u64,
+    },
+}
+
+impl Preempt {
+    /// The kernel's mode with [`KERNEL_PREEMPT_LATENCY`].
+    pub const KERNEL: Preempt = Preempt::Kernel {
+        latency: KERNEL_PREEMPT_LATENCY,
+    };
+
+    /// Parses `cooperative`, `kernel` or `kernel:DUR` (DUR as in a scenario file: `2us`,
+    /// `500ns`, `0`), the form of the simulator's `--preempt` flag and of the scenario's
+    /// `preempt` line.
+    ///
+    /// # Errors
+    /// A message saying what was expected.
+    ///
+    /// ```
+    /// use lagom_sim::Preempt;
+    /// assert_eq!(Preempt::parse("kernel:5us"), Ok(Preempt::Kernel { latency: 5_000 }));
+    /// assert_eq!(Preempt::parse("kernel"), Ok(Preempt::KERNEL));
+    /// assert!(Preempt::parse("eager").is_err());
+    /// ```
+    pub fn parse(spec: &str) -> Result<Preempt, String> {
+        super::parse::preempt(spec)
+    }
+}
+
+impl core::fmt::Display for Preempt {
+    /// `cooperative` or `kernel:DUR`, which [`Preempt::parse`] reads back.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Preempt::Cooperative => f.write_str("cooperative"),
+            Preempt::Kernel { latency } if latency != 0 && latency % 1000 == 0 => {
+                write!(f, "kernel:{}us", latency / 1000)
+            }
+            Preempt::Kernel { latency } => write!(f, "kernel:{latency}ns"),
+        }
+    }
+}
+
 /// The simulated runtime's parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Params {
@@ -186,6 +256,9 @@ pub struct Params {
     pub idle_spin: u64,
     /// Costs of the mechanism.
     pub costs: Costs,
+    /// When a CPU acts on a request made while it runs a task (the scenario's `preempt`
+    /// line; [`Options::preempt`](super::Options::preempt) overrides it per run).
+    pub preempt: Preempt,
 }
 
 impl Default for Params {
@@ -194,6 +267,7 @@ impl Default for Params {
             resched: 10_000,
             idle_spin: 30_000,
             costs: Costs::default(),
+            preempt: Preempt::Cooperative,
         }
     }
 }

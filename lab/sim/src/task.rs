@@ -357,12 +357,15 @@ impl Sim {
     }
 
     /// The running task of CPU `c` computes: its next scheduling point is one `resched`
-    /// interval on, or the end of its run if that comes first.
+    /// interval on, or the end of its run if that comes first, or a pending interrupt of the
+    /// kernel's mode (`Cpu::ipi_at`, `resched_ipi`) if that comes sooner.
     pub(super) fn continue_run(&mut self, c: usize) {
         let t = self.cpus[c].curr as usize;
         let step = self.tasks[t].remaining.min(self.params.resched.max(1));
-        self.cpus[c].last_point = self.now;
-        self.arm(c, self.now + step);
+        let cpu = &mut self.cpus[c];
+        cpu.last_point = self.now;
+        let at = self.now.saturating_add(step).min(cpu.ipi_at.max(self.now));
+        self.arm(c, at);
     }
 
     /// CPU `c`'s running task reached the end of a stretch of computing: the end of its run,
@@ -374,8 +377,14 @@ impl Sim {
         task.remaining = task.remaining.saturating_sub(elapsed);
         if task.remaining == 0 {
             self.run_task(c);
-        } else if !self.cond_resched(c) {
-            self.continue_run(c);
+        } else {
+            // A pending interrupt due now is delivered: this is its scheduling point.
+            if self.now >= self.cpus[c].ipi_at {
+                self.cpus[c].ipi_at = u64::MAX;
+            }
+            if !self.cond_resched(c) {
+                self.continue_run(c);
+            }
         }
     }
 }
