@@ -37,6 +37,7 @@ MUTANTS=(
     "rwlock_downgrade_unlock   lagom         sync_rwlock      test_downgrade_atomic::tasks_1_worker"
     "asym_prefer_tie_by_index  lagom-policy  policy_cpumap    itmt_ignores_equal_priorities"
     "asym_prefer_tie_by_index  lagom-sim     sim_placement    itmt_leaves_cpus_of_equal_priority_alone"
+    "active_request_last_wins  lagom-sim     sim_placement    the_first_active_balance_request_stands"
     "try_no_preempt_point      lagom         sync_spin        a_sender_spinning_until_the_receiver_left_lets_it_leave"
     "try_no_preempt_point      lagom         sync_spin        every_failing_attempt_is_a_preemption_point"
     "condvar_cancel_unlocks    lagom         sync_condvar     a_cancelled_waiter_never_unlocks_a_mutex_it_does_not_hold"

@@ -600,3 +600,30 @@ pub fn may_active_push(features: Features, p: ActivePush) -> bool {
     let recheck = features.is_enabled(Feature::ActiveBalanceRecheck);
     p.named && p.on_src && p.allowed && (p.dst_idle || !recheck)
 }
+
+/// Whether an idle CPU's ITMT active-balance request for the task running alone on the
+/// busiest CPU is made (the kernel's `sched_balance_rq`, under the busiest runqueue's lock,
+/// once `need_active_balance` said yes): not when that task may not run on the asking CPU
+/// (`allowed`: its affinity and, in the threaded runtime, the migration contract — the
+/// kernel's test of `busiest->curr->cpus_ptr`, which a `migrate_disable`d task narrows to
+/// its CPU), and not while an earlier request for the same running task is pending
+/// (`pending`: the kernel sets `busiest->active_balance` and `push_cpu` only when no
+/// stopper work is queued, so the first asker wins and later ones leave it alone).
+///
+/// A request is pending in lagom while it names the task that still runs there: lagom has
+/// no stopper that always runs and clears the flag, and a request whose task has since
+/// blocked, moved or exited is stale, so a new asker may replace it.
+///
+/// ```
+/// use lagom_policy::active_request_made;
+/// assert!(active_request_made(true, false));
+/// assert!(!active_request_made(false, false), "the task may not run on the asker");
+/// assert!(!active_request_made(true, true), "the first asker's request stands");
+/// ```
+pub fn active_request_made(allowed: bool, pending: bool) -> bool {
+    // The last asker overwrites (runtime/tests/mutants.sh).
+    if cfg!(lagom_mutant = "active_request_last_wins") {
+        return allowed;
+    }
+    allowed && !pending
+}

@@ -97,9 +97,10 @@ mod weight;
 
 pub use balance::{
     ActivePush, BALANCE_INTERVAL, Candidate, IMBALANCE_PCT, Imbalance, LoadView, MIGRATION_COST,
-    MIGRATION_COST_ALWAYS_HOT, MigrateEnv, Migration, PullReason, asym_active_balance,
-    cache_nice_tries, can_migrate, imbalance_pct, may_active_push, moved, newidle_imbalance,
-    newidle_imbalance_domains, periodic_imbalance, periodic_imbalance_domains, task_hot,
+    MIGRATION_COST_ALWAYS_HOT, MigrateEnv, Migration, PullReason, active_request_made,
+    asym_active_balance, cache_nice_tries, can_migrate, imbalance_pct, may_active_push, moved,
+    newidle_imbalance, newidle_imbalance_domains, periodic_imbalance, periodic_imbalance_domains,
+    task_hot,
 };
 pub use config::{NORMALIZED_BASE_SLICE, RqConfig, TunableScaling, scaled_base_slice};
 pub use cpumap::{CpuMap, DomainParams, LevelFlags, MapLevel};

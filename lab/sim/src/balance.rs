@@ -16,8 +16,8 @@ use super::engine::{NONE, Sim};
 use lagom_policy::{
     ActivatePath, ActivePush, BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueFlags,
     EnqueueKind, Imbalance, LoadView, MigrateEnv, PullReason, WakeFlags, activation_flags,
-    asym_active_balance, can_migrate, may_active_push, moved, newidle_imbalance_domains,
-    nohz_kick_target, periodic_imbalance_domains, task_hot,
+    active_request_made, asym_active_balance, can_migrate, may_active_push, moved,
+    newidle_imbalance_domains, nohz_kick_target, periodic_imbalance_domains, task_hot,
 };
 use lagom_trace::MigrateCause;
 
@@ -82,7 +82,13 @@ impl Sim {
             None => {
                 if let Some(src) = asym_active_balance(map, me, |i| self.load_view(i), features) {
                     let curr = self.cpus[src].curr;
-                    if curr != NONE {
+                    // A request pending for the same running task stands (the first asker
+                    // wins), and none is made for a task that may not run here.
+                    let pending =
+                        matches!(self.cpus[src].active_push, Some((_, who)) if who == curr);
+                    if curr != NONE
+                        && active_request_made(self.tasks[curr as usize].allowed(me), pending)
+                    {
                         // `request_active`: name the task, and need-resched makes its next
                         // `cond_resched` a schedule point; in the kernel's mode that point
                         // comes within the stopper's latency (`resched_ipi`).

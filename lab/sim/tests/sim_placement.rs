@@ -285,3 +285,24 @@ fn wake_wide_sees_many_to_many_wakeups() {
     let narrow = run(&text("    post hub[0]\n"), "cpus-8-llcs-2", "", None);
     assert_eq!(narrow.total().place_wide, 0, "{:?}", narrow.total());
 }
+
+/// The first idle CPU's active-balance request for a running task stands: the kernel's
+/// `sched_balance_rq` sets `busiest->active_balance` and `push_cpu` only when no stopper
+/// work is pending, so a later asker leaves the request alone (`active_request_made`).
+/// Two hogs allowed on CPUs 4-7 of the 7950X (ranked 211 / 216 / 231 / 221) start on 4 and
+/// 5; at the start the idle CPUs 6 and 7 both ask, 6 first, for CPU 4's task: it goes to
+/// 6, the top-ranked CPU, at once, and CPU 5's follows to 7 later. (With the last asker
+/// overwriting, the mutant `active_request_last_wins`, CPU 4's task goes to 7 and CPU 6
+/// gets a task only 4 ms later.)
+#[test]
+fn the_first_active_balance_request_stands() {
+    let text = "duration 20ms\nresched 10us\n\
+                task hog count=2 cpus=4,5,6,7\n  loop\n    run 1ms\n  end\nend\n";
+    let r = run(text, "ryzen-7950x", "", None);
+    let (six, seven) = (busy(&r, |c| c == 6), busy(&r, |c| c == 7));
+    assert!(
+        six > 19_900_000 && seven < 16_000_000,
+        "CPU 6 busy {six} ns, CPU 7 {seven} ns of 20 ms: {:?}",
+        r.total()
+    );
+}

@@ -91,8 +91,9 @@ use crate::worker::{QueuedTask, Shared, Task, Worker, WorkerThread, trace};
 use lagom_policy::{
     ActivatePath, ActivePush, BALANCE_INTERVAL, Candidate, CpuView, DequeueKind, Dequeued,
     EnqueueFlags, EnqueueKind, Handle, Imbalance, LoadView, MigrateEnv, PullReason, RunQueue,
-    WakeFlags, activation_flags, asym_active_balance, can_migrate, may_active_push, moved,
-    newidle_imbalance_domains, nohz_kick_target, periodic_imbalance_domains, task_hot,
+    WakeFlags, activation_flags, active_request_made, asym_active_balance, can_migrate,
+    may_active_push, moved, newidle_imbalance_domains, nohz_kick_target,
+    periodic_imbalance_domains, task_hot,
 };
 
 /// At most this many queued tasks are examined, and so moved, in one balance (the kernel's
@@ -157,8 +158,18 @@ fn request_active(shared: &Shared, src: usize, me: usize) {
     if rq.nr_runnable() != 1 {
         return;
     }
-    w.active_push_task
-        .store(rq.payload(c).id, Ordering::Relaxed);
+    let t = rq.payload(c);
+    // The running task has started, so it may come here only if its affinity allows and it
+    // opted in to migration (`may_pull` without the `started` read, which would touch the
+    // scheduling part of a task another worker is running). A request is pending while it
+    // names the task that still runs here.
+    let allowed = t.allowed(me) && t.migratable;
+    let pending = w.active_push.load(Ordering::Relaxed) != usize::MAX
+        && w.active_push_task.load(Ordering::Relaxed) == t.id;
+    if !active_request_made(allowed, pending) {
+        return;
+    }
+    w.active_push_task.store(t.id, Ordering::Relaxed);
     w.active_push.store(me, Ordering::Relaxed);
     rq.set_need_resched();
     w.publish(&rq);
