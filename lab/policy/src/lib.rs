@@ -96,10 +96,11 @@ mod wakee;
 mod weight;
 
 pub use balance::{
-    ActivePush, BALANCE_INTERVAL, Candidate, IMBALANCE_PCT, Imbalance, LoadView, MIGRATION_COST,
-    MIGRATION_COST_ALWAYS_HOT, MigrateEnv, Migration, PullReason, asym_active_balance,
-    cache_nice_tries, can_migrate, imbalance_pct, may_active_push, moved, newidle_imbalance,
-    newidle_imbalance_domains, periodic_imbalance, periodic_imbalance_domains, task_hot,
+    ActivePush, BALANCE_INTERVAL, Candidate, IMBALANCE_PCT, Imbalance, LbOutcome, LoadView,
+    MIGRATION_COST, MIGRATION_COST_ALWAYS_HOT, MigrateEnv, Migration, PinnedCpus, PullReason,
+    asym_active_balance, cache_nice_tries, can_migrate, clears_all_pinned, failed_after,
+    imbalance_pct, may_active_push, moved, newidle_imbalance, newidle_imbalance_domains,
+    periodic_imbalance, periodic_imbalance_domains, task_hot,
 };
 pub use config::{NORMALIZED_BASE_SLICE, RqConfig, TunableScaling, scaled_base_slice};
 pub use cpumap::{CpuMap, DomainParams, LevelFlags, MapLevel};

@@ -94,8 +94,9 @@ pub(super) struct Cpu {
     /// Since when the current task runs (valid while `curr` is a task).
     pub(super) busy_since: u64,
     pub(super) counters: Counters,
-    /// Balance attempts here that found an imbalance and moved nothing since the last that
-    /// moved something (the kernel's `sd->nr_balance_failed`; the threaded runtime's
+    /// Balance attempts here that found an imbalance, an entity that may come, and moved
+    /// nothing, since the last that moved something or found every source all pinned (the
+    /// kernel's `sd->nr_balance_failed`, `policy::failed_after`; the threaded runtime's
     /// `Worker::nr_balance_failed`).
     pub(super) nr_balance_failed: u32,
     /// An ITMT active-balance request on this CPU: (the idle preferred CPU, the task that

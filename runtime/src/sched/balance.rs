@@ -73,11 +73,26 @@
 //! within an SMT core; hot tasks move once `nr_balance_failed` exceeds the domain's
 //! `cache_nice_tries` (1 within an LLC or package, 2 across NUMA nodes); an ineligible task
 //! stays while no attempt has failed and the puller has tasks. `Worker::nr_balance_failed`
-//! counts the puller's attempts that found an imbalance and moved nothing, and is reset by
-//! one that moved something. The kernel counts only periodic and idle balances there, not
-//! newly idle ones; lagom's idle worker has no separate idle balance (a kicked idle worker
-//! runs its newly idle balance, which stands for the kernel's nohz idle balance), so every
-//! attempt counts. A moved task is enqueued with `ENQUEUE_MIGRATED`
+//! counts the puller's attempts that found an imbalance and a task that may come, and moved
+//! nothing; one that moved something resets it, and so does one that found every source all
+//! pinned (`policy::failed_after`, the kernel's `out_all_pinned`). The kernel counts only
+//! periodic and idle balances there, not newly idle ones; lagom's idle worker has no
+//! separate idle balance (a kicked idle worker runs its newly idle balance, which stands for
+//! the kernel's nohz idle balance), so every attempt counts. The kernel also resets the
+//! count when a domain is balanced (`out_balanced`); lagom does not yet (`failed_after`
+//! says why).
+//!
+//! ## All pinned: the redo
+//!
+//! Under the migration contract most queued tasks of a busy worker may not come (they
+//! started there). When no task a pull examined may come (LBF_ALL_PINNED:
+//! `policy::clears_all_pinned` of none, on a source with more than one runnable task), the
+//! attempt leaves that worker out and asks the policy again (`policy::PinnedCpus`, the
+//! kernel's `goto redo` in `sched_balance_rq`), so an idle worker that meets a worker full of
+//! started tasks goes on to one where a task that never ran waits. Each redo leaves one more
+//! worker out, so an attempt takes at most one pull per worker. The kernel redoes within
+//! one domain and meets the pinned CPU again at the next; lagom leaves it out for the rest
+//! of the walk (the same answer). A moved task is enqueued with `ENQUEUE_MIGRATED`
 //! (`EnqueueFlags::MIGRATED`), which clears its `exec_start`: it is not hot where it arrives.
 //!
 //! A pulled runnable task runs the wakeup-preemption check on its new runqueue, as the
@@ -90,9 +105,10 @@ use crate::wake::{check_preempt, cpu_view};
 use crate::worker::{QueuedTask, Shared, Task, Worker, WorkerThread, trace};
 use lagom_policy::{
     ActivatePath, ActivePush, BALANCE_INTERVAL, Candidate, CpuView, DequeueKind, Dequeued,
-    EnqueueFlags, EnqueueKind, Handle, Imbalance, LoadView, MigrateEnv, PullReason, RunQueue,
-    WakeFlags, activation_flags, asym_active_balance, can_migrate, may_active_push, moved,
-    newidle_imbalance_domains, nohz_kick_target, periodic_imbalance_domains, task_hot,
+    EnqueueFlags, EnqueueKind, Handle, Imbalance, LbOutcome, LoadView, MigrateEnv, PinnedCpus,
+    PullReason, RunQueue, WakeFlags, activation_flags, asym_active_balance, can_migrate,
+    clears_all_pinned, failed_after, may_active_push, moved, newidle_imbalance_domains,
+    nohz_kick_target, periodic_imbalance_domains, task_hot,
 };
 
 /// At most this many queued tasks are examined, and so moved, in one balance (the kernel's
@@ -124,25 +140,50 @@ fn view(shared: &Shared) -> impl Fn(usize) -> LoadView + '_ {
 
 /// Newly idle balance of worker `me` (module doc): the policy walks `me`'s domains
 /// (`newidle_imbalance_domains`: SMT, LLC, then up; ITMT asym packing first where it
-/// applies). Returns whether a task was pulled.
+/// applies), searching again without a worker whose tasks were all pinned (`PinnedCpus`,
+/// the kernel's `redo`). Returns whether a task was pulled.
 pub(crate) fn newidle_balance(shared: &Shared, me: usize, now: u64) -> bool {
-    let Some((imb, why)) =
-        newidle_imbalance_domains(&shared.cpus, me, view(shared), shared.features)
-    else {
-        // ITMT active balance: a less preferred worker runs one task that should be here.
-        if let Some(src) = asym_active_balance(&shared.cpus, me, view(shared), shared.features) {
-            request_active(shared, src, me);
+    let mut pinned = PinnedCpus::default();
+    loop {
+        let Some((imb, why)) =
+            newidle_imbalance_domains(&shared.cpus, me, view(shared), shared.features, &pinned)
+        else {
+            settle_failed(shared, me, pinned.nothing_found());
+            // ITMT active balance: a less preferred worker runs one task that should be here.
+            if let Some(src) = asym_active_balance(&shared.cpus, me, view(shared), shared.features)
+            {
+                request_active(shared, src, me);
+            }
+            return false;
+        };
+        let (pulled, outcome) = pull(shared, me, imb, Balancer::NewlyIdle, now);
+        if pinned.redo(imb.busiest, outcome) {
+            continue;
         }
-        return false;
-    };
-    let pulled = pull(shared, me, imb, Balancer::NewlyIdle, now);
-    if why == PullReason::AsymPacking && pulled > 0 {
-        let w = &shared.workers[me];
-        w.stats
-            .balance_asym
-            .fetch_add(pulled as u64, Ordering::Relaxed);
+        settle_failed(shared, me, outcome);
+        if why == PullReason::AsymPacking && pulled > 0 {
+            let w = &shared.workers[me];
+            w.stats
+                .balance_asym
+                .fetch_add(pulled as u64, Ordering::Relaxed);
+        }
+        return pulled > 0;
     }
-    pulled > 0
+}
+
+/// Worker `me`'s `nr_balance_failed` after an attempt that ended in `outcome`
+/// (`policy::failed_after`: reset when all pinned or moved; one more when it failed), and
+/// the `balance_failed` counter (the failures). Only `me` writes its count.
+fn settle_failed(shared: &Shared, me: usize, outcome: LbOutcome) {
+    let w = &shared.workers[me];
+    let was = w.nr_balance_failed.load(Ordering::Relaxed);
+    let now = failed_after(was, outcome);
+    if now != was {
+        w.nr_balance_failed.store(now, Ordering::Relaxed);
+    }
+    if outcome == LbOutcome::Failed {
+        w.stats.inc(&w.stats.balance_failed);
+    }
 }
 
 /// Asks worker `src`, which runs a single task, to hand that task to the idle, preferred
@@ -277,10 +318,22 @@ pub(crate) fn active_push_switched_out(wt: &WorkerThread, prev: *const Task, h: 
     d.kick.kick();
 }
 
-/// Periodic balance of worker `me` (module doc). Returns how many tasks were pulled.
+/// Periodic balance of worker `me` (module doc), searching again without a worker whose
+/// tasks were all pinned (`PinnedCpus`, the kernel's `redo`). Returns how many tasks were
+/// pulled.
 pub(crate) fn periodic_balance(shared: &Shared, me: usize, now: u64) -> usize {
-    periodic_imbalance_domains(&shared.cpus, me, view(shared))
-        .map_or(0, |imb| pull(shared, me, imb, Balancer::Periodic, now))
+    let mut pinned = PinnedCpus::default();
+    loop {
+        let Some(imb) = periodic_imbalance_domains(&shared.cpus, me, view(shared), &pinned) else {
+            settle_failed(shared, me, pinned.nothing_found());
+            return 0;
+        };
+        let (pulled, outcome) = pull(shared, me, imb, Balancer::Periodic, now);
+        if !pinned.redo(imb.busiest, outcome) {
+            settle_failed(shared, me, outcome);
+            return pulled;
+        }
+    }
 }
 
 /// The tick's part: runs the periodic balance when its interval has passed. The caller is
@@ -333,8 +386,10 @@ fn nohz_kick(shared: &Shared, me: usize, curr_movable: bool) {
     }
 }
 
-/// Pulls tasks from `imb.busiest` to `me` while the policy allows; returns how many moved.
-fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> usize {
+/// Pulls tasks from `imb.busiest` to `me` while the policy allows; returns how many moved
+/// and the outcome (`LbOutcome::of_pull`: all pinned when no task examined may come here).
+/// The caller settles `nr_balance_failed` ([`settle_failed`]) once the attempt is over.
+fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> (usize, LbOutcome) {
     let src = imb.busiest;
     let (lo, hi) = (me.min(src), me.max(src));
     let mut g_lo = shared.workers[lo].rq.lock();
@@ -346,7 +401,7 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
     };
     let curr = src_rq.curr();
     let buddy = src_rq.next_buddy();
-    let failed = &shared.workers[me].nr_balance_failed;
+    let src_nr_running = src_rq.nr_runnable();
     let env = MigrateEnv::of(
         &shared.cpus,
         me,
@@ -354,9 +409,10 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
         now,
         src_rq.config().migration_cost,
         dst_rq.nr_runnable(),
-        failed.load(Ordering::Relaxed),
+        shared.workers[me].nr_balance_failed.load(Ordering::Relaxed),
         src_rq.features(),
     );
+    let mut affine = false;
     let mut hot_skipped = 0;
     let mut left = imb.amount;
     // Choose first (at most NR_MIGRATE examined), then move: handles stay valid while other
@@ -375,16 +431,23 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
             weight: se.weight,
             delayed: se.sched_delayed,
             running,
-            allowed: !running && may_pull(t, me),
+            // A running task has started: it may come iff its affinity allows and it opted
+            // in (the contract), read without its scheduling part, which its CPU owns.
+            allowed: if running {
+                t.allowed(me) && t.migratable
+            } else {
+                may_pull(t, me)
+            },
             next_buddy: Some(h) == buddy,
             exec_start: se.exec_start,
             eligible: src_rq.entity_eligible(h),
         };
+        affine |= clears_all_pinned(&env, &imb, c);
         if can_migrate(&env, &imb, left, c) {
             chosen[n] = Some(h);
             n += 1;
             left -= moved(&imb, c).min(left);
-        } else if c.allowed && task_hot(&env, c) {
+        } else if c.allowed && !c.running && task_hot(&env, c) {
             hot_skipped += 1;
         }
     }
@@ -399,13 +462,6 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
             .balance_hot_skipped
             .fetch_add(hot_skipped, Ordering::Relaxed);
     }
-    let now_failed = env.failed_after(pulled);
-    if now_failed != env.nr_balance_failed {
-        failed.store(now_failed, Ordering::Relaxed);
-    }
-    if pulled == 0 {
-        w.stats.inc(&w.stats.balance_failed);
-    }
     if pulled > 0 {
         shared.workers[src].publish(src_rq);
         w.publish(dst_rq);
@@ -418,7 +474,7 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
         };
         counter.fetch_add(pulled as u64, Ordering::Relaxed);
     }
-    pulled
+    (pulled, LbOutcome::of_pull(src_nr_running, pulled, affine))
 }
 
 /// Whether the queued task `t` may be pulled to worker `me`: its affinity allows `me`, and it
