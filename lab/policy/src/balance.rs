@@ -8,7 +8,8 @@
 //!   from the CPU with the most runnable entities (at least two). The count is what matters
 //!   to an idle CPU (the kernel's `migrate_task`): any work beats none. Delayed entities are
 //!   not work and never move this way.
-//! * **Periodic** ([`periodic_imbalance`], run from the tick every [`BALANCE_INTERVAL`]): the
+//! * **Periodic** ([`periodic_imbalance`], run from the tick when a level is due,
+//!   `LevelBalance`): the
 //!   CPU pulls *load* (the weight sum of everything queued, delayed entities included, as the
 //!   kernel's `cfs_rq` load counts them) from the CPU with the most load, when that exceeds its
 //!   own by more than [`IMBALANCE_PCT`] %; it moves entities while the amount moved stays
@@ -64,8 +65,11 @@ pub struct Imbalance {
 /// the puller's by more than this percentage before the periodic balancer moves anything.
 pub const IMBALANCE_PCT: u64 = 117;
 
-/// How often (ns of the puller's clock) a busy CPU runs the periodic balancer: 4 ms, of the
-/// order of the kernel's balance interval for a small domain of busy CPUs.
+/// How often (ns of the puller's clock) a busy CPU's tick looks at its periodic balance and
+/// its nohz kick: 4 ms (the kernel's tick runs `sched_balance_trigger` and
+/// `nohz_balancer_kick` at every tick, 1 ms at HZ=1000; lagom has no tick interrupt). Each
+/// domain level then balances only when it is due (`LevelBalance::due`: its
+/// `balance_interval` × `busy_factor`, 32 ms or more for a 2-CPU domain).
 pub const BALANCE_INTERVAL: u64 = 4_000_000;
 
 /// Newly idle balance for CPU `me` of `n`: pull one runnable entity from the CPU with the
@@ -136,10 +140,11 @@ pub fn imbalance_pct(level: &MapLevel) -> u64 {
 /// the LLC, then package and NUMA), the first level whose busiest CPU has more than the
 /// level's [`imbalance_pct`] % of `me`'s load decides, and half the difference may move
 /// ([`periodic_imbalance`] within that level's span). So load moves between SMT siblings or
-/// cache siblings before it crosses an LLC. (The kernel balances each level at its own
-/// interval and compares groups, not CPUs; lagom balances every level at each interval and
-/// compares the CPUs of the span.) CPUs in `pinned` are left out: an earlier search of this
-/// attempt found them all pinned ([`PinnedCpus`], the kernel's `redo`).
+/// cache siblings before it crosses an LLC. (The kernel compares groups, not CPUs; lagom
+/// compares the CPUs of the span. The drivers' tick balances each level at its own
+/// interval, [`periodic_imbalance_level`]; this walk over every level is for a caller that
+/// balances all at once.) CPUs in `pinned` are left out: an earlier search of this attempt
+/// found them all pinned ([`PinnedCpus`], the kernel's `redo`).
 ///
 /// ```
 /// use lagom_policy::{
@@ -170,25 +175,43 @@ pub fn periodic_imbalance_domains(
     view: impl Fn(usize) -> LoadView,
     pinned: &PinnedCpus,
 ) -> Option<Imbalance> {
+    (0..map.levels().len())
+        .find_map(|level| periodic_imbalance_level(map, level, me, &view, pinned))
+}
+
+/// Periodic balance for CPU `me` at one `level` of `map` (the kernel's `sched_balance_rq` of
+/// one domain, called by a driver's walk when the level is due, `LevelBalance::due`): the
+/// CPU of the level's span with the most load, if that is more than the level's
+/// [`imbalance_pct`] % of `me`'s, leaving out `pinned`; half the difference may move.
+/// [`periodic_imbalance_domains`] is the walk over every level.
+///
+/// ```
+/// use lagom_policy::{CpuMap, LoadView, PinnedCpus, periodic_imbalance_level};
+/// let map = CpuMap::flat(2);
+/// let load = [1024, 3072];
+/// let view = |i: usize| LoadView { load: load[i], nr_running: (load[i] / 1024) as usize };
+/// let imb = periodic_imbalance_level(&map, 0, 0, view, &PinnedCpus::default()).unwrap();
+/// assert_eq!((imb.busiest, imb.amount), (1, 1024));
+/// ```
+pub fn periodic_imbalance_level(
+    map: &CpuMap,
+    level: usize,
+    me: usize,
+    view: impl Fn(usize) -> LoadView,
+    pinned: &PinnedCpus,
+) -> Option<Imbalance> {
     let local = view(me).load;
-    for (level, l) in map.levels().iter().enumerate() {
-        let Some((load, busiest)) = map
-            .span(level, me)
-            .filter(|&i| i != me && !pinned.contains(i))
-            .map(|i| (view(i).load, i))
-            .max()
-        else {
-            continue;
-        };
-        if u128::from(load) * 100 > u128::from(local) * u128::from(imbalance_pct(l)) {
-            return Some(Imbalance {
-                busiest,
-                kind: Migration::Load,
-                amount: (load - local) / 2,
-            });
-        }
-    }
-    None
+    let (load, busiest) = map
+        .span(level, me)
+        .filter(|&i| i != me && !pinned.contains(i))
+        .map(|i| (view(i).load, i))
+        .max()?;
+    let pct = imbalance_pct(&map.levels()[level]);
+    (u128::from(load) * 100 > u128::from(local) * u128::from(pct)).then(|| Imbalance {
+        busiest,
+        kind: Migration::Load,
+        amount: (load - local) / 2,
+    })
 }
 
 /// One queued entity of the busiest CPU, as `can_migrate_task` sees it.

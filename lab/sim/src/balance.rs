@@ -15,10 +15,10 @@
 use super::engine::{NONE, Sim};
 use lagom_policy::{
     ActivatePath, ActivePush, BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueFlags,
-    EnqueueKind, Imbalance, LbOutcome, LoadView, MigrateEnv, PinnedCpus, PullReason, WakeFlags,
-    activation_flags, asym_active_balance, can_migrate, clears_all_pinned, failed_after,
-    may_active_push, moved, newidle_imbalance_domains, nohz_kick_target,
-    periodic_imbalance_domains, task_hot,
+    EnqueueKind, Imbalance, LbOutcome, LevelBalance, LoadView, MigrateEnv, PinnedCpus, PullReason,
+    WakeFlags, activation_flags, asym_active_balance, can_migrate, clears_all_pinned, failed_after,
+    may_active_push, moved, newidle_imbalance_domains, nohz_kick_target, periodic_imbalance_level,
+    should_we_balance, task_hot,
 };
 use lagom_trace::MigrateCause;
 
@@ -35,8 +35,8 @@ impl Sim {
         }
     }
 
-    /// The tick's part (`sched/balance.rs` `tick`): the periodic balance once per
-    /// [`BALANCE_INTERVAL`]; if it pulls nothing, the nohz kick.
+    /// The tick's part (`sched/balance.rs` `tick`): once per [`BALANCE_INTERVAL`], the
+    /// periodic balance of the levels that are due; if it pulls nothing, the nohz kick.
     pub(super) fn balance_tick(&mut self, c: usize) {
         if self.now < self.cpus[c].next_balance {
             return;
@@ -47,22 +47,57 @@ impl Sim {
         }
     }
 
-    /// Periodic balance of CPU `me`, searching again without a CPU whose entities were all
-    /// pinned (`PinnedCpus`, the kernel's `redo`); returns how many tasks it pulled.
+    /// Periodic balance of the busy CPU `me` (`sched/balance.rs`'s `periodic_balance_due`,
+    /// the kernel's `sched_balance_domains`): each level bottom-up that is due
+    /// (`LevelBalance::due`, busy) balances if `me` is the CPU of its group to do it
+    /// (`should_we_balance`; if not, the walk stops), and its interval follows the outcome
+    /// (`LevelBalance::after`). Returns how many tasks it pulled.
     fn periodic_balance(&mut self, me: usize) -> usize {
+        let now = self.now;
+        let n = self.cpus.len();
+        let nr_levels = self.machine.cpu_map().levels().len();
+        if self.cpus[me].balance_levels.is_empty() {
+            let map = self.machine.cpu_map();
+            let states = (0..nr_levels).map(|l| LevelBalance::new(&map.params(l, me), now));
+            self.cpus[me].balance_levels = states.collect();
+        }
+        let mut pulled = 0;
+        for level in 0..nr_levels {
+            let map = self.machine.cpu_map();
+            let p = map.params(level, me);
+            if !self.cpus[me].balance_levels[level].due(&p, true, n, now) {
+                continue;
+            }
+            let idle = |i: usize| self.load_view(i).nr_running == 0;
+            if !should_we_balance(map, level, me, idle) {
+                self.cpus[me].balance_levels[level].after(&p, LbOutcome::Balanced, now);
+                break;
+            }
+            let (moved, outcome) = self.periodic_balance_level(me, level);
+            self.cpus[me].balance_levels[level].after(&p, outcome, now);
+            pulled += moved;
+        }
+        self.cpus[me].counters.balance_periodic += pulled as u64;
+        pulled
+    }
+
+    /// The periodic balance of CPU `me` at `level`, searching again without a CPU whose
+    /// entities were all pinned (`PinnedCpus`, the kernel's `redo`); settles
+    /// `nr_balance_failed`. Returns how many tasks it pulled and how the attempt ended.
+    fn periodic_balance_level(&mut self, me: usize, level: usize) -> (usize, LbOutcome) {
         let mut pinned = PinnedCpus::default();
         loop {
             let map = self.machine.cpu_map();
-            let Some(imb) = periodic_imbalance_domains(map, me, |i| self.load_view(i), &pinned)
-            else {
-                self.settle_failed(me, pinned.nothing_found());
-                return 0;
+            let view = |i| self.load_view(i);
+            let Some(imb) = periodic_imbalance_level(map, level, me, view, &pinned) else {
+                let outcome = pinned.nothing_found();
+                self.settle_failed(me, outcome);
+                return (0, outcome);
             };
             let (pulled, outcome) = self.pull(me, imb, MigrateCause::PeriodicBalance);
             if !pinned.redo(imb.busiest, outcome) {
                 self.settle_failed(me, outcome);
-                self.cpus[me].counters.balance_periodic += pulled as u64;
-                return pulled;
+                return (pulled, outcome);
             }
         }
     }

@@ -76,6 +76,9 @@ pub(super) struct Cpu {
     pub(super) wakelist: Vec<u32>,
     pub(super) need_resched: bool,
     pub(super) next_balance: u64,
+    /// The periodic-balance state of each of this CPU's domain levels
+    /// (`policy::LevelBalance`), made at its first balancing tick.
+    pub(super) balance_levels: Vec<lagom_policy::LevelBalance>,
     /// When the running task's scheduling points next run their full tick (0: at the next
     /// one; the threaded `WorkerThread::next_tick`).
     pub(super) next_tick: u64,
@@ -113,6 +116,7 @@ impl Cpu {
             wakelist: Vec::new(),
             need_resched: false,
             next_balance: 0,
+            balance_levels: Vec::new(),
             next_tick: 0,
             epoch: 0,
             planned: u64::MAX,

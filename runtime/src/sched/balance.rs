@@ -25,15 +25,25 @@
 //!   under its own lock. Loom model 7 (`loom-tests/tests/migrate.rs`, mutant
 //!   `drain_no_chase`) races the waker, the balancer and the drain.
 //!
-//! The periodic balance runs on busy workers only (from their tick); an idle worker sleeps
-//! in `futex_wait`. A busy worker whose tick finds nothing to pull but has tasks waiting
+//! The periodic balance runs on busy workers only (from their tick, which looks every
+//! `BALANCE_INTERVAL`, 4 ms); an idle worker sleeps in `futex_wait`. Each domain level
+//! balances at its own interval (`periodic_balance_due`, the kernel's
+//! `sched_balance_domains`): `policy::LevelBalance` keeps the level's `balance_interval` (from
+//! `min_interval`, the span's weight in ms; doubled while the level is balanced, up to
+//! `max_interval`, or all pinned, up to 512 ms; back to `min_interval` once it finds an
+//! imbalance) and last balance, and a busy worker waits that interval × `busy_factor` (16):
+//! 32 ms or more for a 2-CPU domain. Only one worker of each group balances a level for it
+//! (`policy::should_we_balance`: the group's first idle CPU, else its first CPU; a busy
+//! worker that is not the one stops its walk there). Differences: the tick looks every 4 ms,
+//! not every 1 ms jiffy, so a level is late by up to 4 ms; and an idle worker has no periodic
+//! (idle) balance of its own, since it sleeps — the nohz kick stands for it. A busy worker whose tick finds nothing to pull but has tasks waiting
 //! kicks a sleeping idle worker (`nohz_kick`, the kernel's nohz balancer kick), which wakes,
 //! finds its queues empty and runs the newly idle balance.
 //!
 //! Both balances walk the puller's domains bottom-up (SMT siblings first, then its LLC,
 //! then package and NUMA): the newly idle one with `newidle_imbalance_domains`, which may
 //! pull up to half the difference in runnable tasks to the busiest CPU at once, the periodic
-//! one with `periodic_imbalance_domains`, by load, with each level's `imbalance_pct` (110
+//! one with `periodic_imbalance_level` at each due level, by load, with each level's `imbalance_pct` (110
 //! within a core, 117 above). So work moves between cache siblings before it crosses an LLC.
 //! With ITMT (and CPU priorities that differ) a preferred idle CPU first takes the queued
 //! work of the least preferred busy one (asym packing, `balance_asym`).
@@ -105,10 +115,11 @@ use crate::wake::{check_preempt, cpu_view};
 use crate::worker::{QueuedTask, Shared, Task, Worker, WorkerThread, trace};
 use lagom_policy::{
     ActivatePath, ActivePush, BALANCE_INTERVAL, Candidate, CpuView, DequeueKind, Dequeued,
-    EnqueueFlags, EnqueueKind, Handle, Imbalance, LbOutcome, LoadView, MigrateEnv, PinnedCpus,
-    PullReason, RunQueue, WakeFlags, activation_flags, asym_active_balance, can_migrate,
-    clears_all_pinned, failed_after, may_active_push, moved, newidle_imbalance_domains,
-    nohz_kick_target, periodic_imbalance_domains, task_hot,
+    EnqueueFlags, EnqueueKind, Handle, Imbalance, LbOutcome, LevelBalance, LoadView, MigrateEnv,
+    PinnedCpus, PullReason, RunQueue, WakeFlags, activation_flags, asym_active_balance,
+    can_migrate, clears_all_pinned, failed_after, may_active_push, moved,
+    newidle_imbalance_domains, nohz_kick_target, periodic_imbalance_level, should_we_balance,
+    task_hot,
 };
 
 /// At most this many queued tasks are examined, and so moved, in one balance (the kernel's
@@ -318,22 +329,76 @@ pub(crate) fn active_push_switched_out(wt: &WorkerThread, prev: *const Task, h: 
     d.kick.kick();
 }
 
-/// Periodic balance of worker `me` (module doc), searching again without a worker whose
-/// tasks were all pinned (`PinnedCpus`, the kernel's `redo`). Returns how many tasks were
-/// pulled.
+/// One periodic balance attempt of worker `me` over every level, as if all were due (the
+/// model's entry, `model/mod.rs`): levels bottom-up until one finds an imbalance. Returns
+/// how many tasks were pulled.
+#[cfg(loom)]
 pub(crate) fn periodic_balance(shared: &Shared, me: usize, now: u64) -> usize {
+    for level in 0..shared.cpus.levels().len() {
+        let (pulled, outcome) = periodic_balance_level(shared, me, level, now);
+        if outcome != LbOutcome::Balanced {
+            return pulled;
+        }
+    }
+    0
+}
+
+/// The periodic balance of worker `me` at `level` (the kernel's `sched_balance_rq` of one
+/// domain), searching again without a worker whose tasks were all pinned (`PinnedCpus`, the
+/// kernel's `redo`); settles `nr_balance_failed`. Returns how many tasks were pulled and how
+/// the attempt ended.
+fn periodic_balance_level(
+    shared: &Shared,
+    me: usize,
+    level: usize,
+    now: u64,
+) -> (usize, LbOutcome) {
     let mut pinned = PinnedCpus::default();
     loop {
-        let Some(imb) = periodic_imbalance_domains(&shared.cpus, me, view(shared), &pinned) else {
-            settle_failed(shared, me, pinned.nothing_found());
-            return 0;
+        let Some(imb) = periodic_imbalance_level(&shared.cpus, level, me, view(shared), &pinned)
+        else {
+            let outcome = pinned.nothing_found();
+            settle_failed(shared, me, outcome);
+            return (0, outcome);
         };
         let (pulled, outcome) = pull(shared, me, imb, Balancer::Periodic, now);
         if !pinned.redo(imb.busiest, outcome) {
             settle_failed(shared, me, outcome);
-            return pulled;
+            return (pulled, outcome);
         }
     }
+}
+
+/// The tick's periodic balance of worker thread `wt` (the kernel's `sched_balance_domains`
+/// for a busy CPU): each level bottom-up that is due (`LevelBalance::due`: its interval times
+/// `busy_factor`, since a worker that ticks is busy) balances if this worker is the one of
+/// its group to do it (`should_we_balance`; if not, the walk stops there, as the kernel's
+/// `continue_balancing`), and its interval follows the outcome (`LevelBalance::after`).
+/// Returns how many tasks were pulled.
+fn periodic_balance_due(wt: &WorkerThread, now: u64) -> usize {
+    let (shared, me) = (&*wt.shared, wt.index);
+    let map = &shared.cpus;
+    let n = map.len();
+    let mut levels = wt.balance_levels.borrow_mut();
+    if levels.is_empty() {
+        levels.extend((0..map.levels().len()).map(|l| LevelBalance::new(&map.params(l, me), now)));
+    }
+    let mut pulled = 0;
+    for (level, state) in levels.iter_mut().enumerate() {
+        let p = map.params(level, me);
+        if !state.due(&p, true, n, now) {
+            continue;
+        }
+        let idle = |i: usize| shared.workers[i].nr_running.load(Ordering::Relaxed) == 0;
+        if !should_we_balance(map, level, me, idle) {
+            state.after(&p, LbOutcome::Balanced, now);
+            break;
+        }
+        let (moved, outcome) = periodic_balance_level(shared, me, level, now);
+        state.after(&p, outcome, now);
+        pulled += moved;
+    }
+    pulled
 }
 
 /// The tick's part: runs the periodic balance when its interval has passed. The caller is
@@ -353,8 +418,8 @@ fn tick_due(wt: &WorkerThread, now: u64) {
     wt.next_balance.set(now.saturating_add(BALANCE_INTERVAL));
     // The periodic balance switched off (runtime/tests/mutants.sh): only the nohz kick left.
     #[cfg(lagom_mutant = "periodic_balance_off")]
-    let periodic_balance = |_: &_, _, _| 0;
-    if wt.shared.workers.len() > 1 && periodic_balance(&wt.shared, wt.index, now) == 0 {
+    let periodic_balance_due = |_: &_, _| 0;
+    if wt.shared.workers.len() > 1 && periodic_balance_due(wt, now) == 0 {
         let curr = wt.curr.get();
         // SAFETY: the running task (the caller) is kept alive by its registry.
         let movable = !curr.is_null() && unsafe { (*curr).migratable };
