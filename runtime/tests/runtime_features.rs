@@ -461,16 +461,19 @@ fn pull_recent_runner(migration_cost_ns: u64) -> (u64, u64) {
 /// 1 s the recently run T is cache hot, left in place by the first attempts and pulled only
 /// once they have failed more than `cache_nice_tries` (1 within an LLC) times; with a cost
 /// of 0 it is never hot. (Either way the first attempt may fail: T, behind a heavy hog, is
-/// rarely eligible, and an ineligible task stays while no attempt has failed.)
+/// rarely eligible, and an ineligible task stays while no attempt has failed.) The failures
+/// that let T go may come from attempts that found it running (it may move, so the source
+/// is not all pinned: `can_migrate_task` tests affinity before `task_on_cpu`), so how many
+/// times T was left as cache hot is printed, not asserted; an attempt that found only the
+/// pinned hog and an ineligible T is all pinned and resets the count (`out_all_pinned`).
 #[test]
 fn a_cache_hot_task_is_pulled_only_after_failed_attempts() {
     if runtime_util::emulated_skip("a_cache_hot_task_is_pulled_only_after_failed_attempts") {
         return;
     }
     let _serial = serial();
-    let (failed, hot) = pull_recent_runner(1_000_000_000);
+    let (failed, _) = pull_recent_runner(1_000_000_000);
     assert!(failed >= 2, "hot: pulled after {failed} failed attempts");
-    assert!(hot >= 1, "hot: {hot} hot candidates left");
     let (_, hot) = pull_recent_runner(0);
     assert_eq!(hot, 0, "migration cost 0: nothing is hot");
 }

@@ -310,7 +310,10 @@ fn opted_in_the_balancer_moves_a_started_task() {
     let Some((rt, cpus, _one)) = two_workers(true, "") else {
         return;
     };
-    let seen = scenario(&rt, &cpus, Builder::new(), 6_000, false);
+    // 20 000 rounds (about 2 s alone): a busy worker balances its 2-CPU domain every 32 ms
+    // or more (`balance_interval` × `busy_factor`), not every 4 ms, so a loaded machine needs
+    // the longer run to see a pull.
+    let seen = scenario(&rt, &cpus, Builder::new(), 20_000, false);
     let st = rt.stats().total();
     assert!(
         seen.threads.len() > 1,

@@ -8,7 +8,8 @@
 //!   from the CPU with the most runnable entities (at least two). The count is what matters
 //!   to an idle CPU (the kernel's `migrate_task`): any work beats none. Delayed entities are
 //!   not work and never move this way.
-//! * **Periodic** ([`periodic_imbalance`], run from the tick every [`BALANCE_INTERVAL`]): the
+//! * **Periodic** ([`periodic_imbalance`], run from the tick when a level is due,
+//!   `LevelBalance`): the
 //!   CPU pulls *load* (the weight sum of everything queued, delayed entities included, as the
 //!   kernel's `cfs_rq` load counts them) from the CPU with the most load, when that exceeds its
 //!   own by more than [`IMBALANCE_PCT`] %; it moves entities while the amount moved stays
@@ -64,8 +65,11 @@ pub struct Imbalance {
 /// the puller's by more than this percentage before the periodic balancer moves anything.
 pub const IMBALANCE_PCT: u64 = 117;
 
-/// How often (ns of the puller's clock) a busy CPU runs the periodic balancer: 4 ms, of the
-/// order of the kernel's balance interval for a small domain of busy CPUs.
+/// How often (ns of the puller's clock) a busy CPU's tick looks at its periodic balance and
+/// its nohz kick: 4 ms (the kernel's tick runs `sched_balance_trigger` and
+/// `nohz_balancer_kick` at every tick, 1 ms at HZ=1000; lagom has no tick interrupt). Each
+/// domain level then balances only when it is due (`LevelBalance::due`: its
+/// `balance_interval` × `busy_factor`, 32 ms or more for a 2-CPU domain).
 pub const BALANCE_INTERVAL: u64 = 4_000_000;
 
 /// Newly idle balance for CPU `me` of `n`: pull one runnable entity from the CPU with the
@@ -136,12 +140,16 @@ pub fn imbalance_pct(level: &MapLevel) -> u64 {
 /// the LLC, then package and NUMA), the first level whose busiest CPU has more than the
 /// level's [`imbalance_pct`] % of `me`'s load decides, and half the difference may move
 /// ([`periodic_imbalance`] within that level's span). So load moves between SMT siblings or
-/// cache siblings before it crosses an LLC. (The kernel balances each level at its own
-/// interval and compares groups, not CPUs; lagom balances every level at each interval and
-/// compares the CPUs of the span.)
+/// cache siblings before it crosses an LLC. (The kernel compares groups, not CPUs; lagom
+/// compares the CPUs of the span. The drivers' tick balances each level at its own
+/// interval, [`periodic_imbalance_level`]; this walk over every level is for a caller that
+/// balances all at once.) CPUs in `pinned` are left out: an earlier search of this attempt
+/// found them all pinned ([`PinnedCpus`], the kernel's `redo`).
 ///
 /// ```
-/// use lagom_policy::{CpuMap, LevelFlags, LoadView, MapLevel, periodic_imbalance_domains};
+/// use lagom_policy::{
+///     CpuMap, LevelFlags, LoadView, MapLevel, PinnedCpus, periodic_imbalance_domains,
+/// };
 /// // Two LLCs of two CPUs: CPU 3 (other LLC) is busiest, CPU 1 (same LLC) busy enough.
 /// let map = CpuMap::new(
 ///     vec![0; 4],
@@ -153,33 +161,57 @@ pub fn imbalance_pct(level: &MapLevel) -> u64 {
 /// .unwrap();
 /// let load = [1024, 3072, 0, 4096];
 /// let view = |i: usize| LoadView { load: load[i], nr_running: (load[i] / 1024) as usize };
-/// let imb = periodic_imbalance_domains(&map, 0, view).unwrap();
+/// let mut pinned = PinnedCpus::default();
+/// let imb = periodic_imbalance_domains(&map, 0, view, &pinned).unwrap();
 /// assert_eq!((imb.busiest, imb.amount), (1, 1024), "the cache sibling first");
+/// // CPU 1's tasks were all pinned: the search is redone without it.
+/// pinned.insert(1);
+/// let imb = periodic_imbalance_domains(&map, 0, view, &pinned).unwrap();
+/// assert_eq!((imb.busiest, imb.amount), (3, 1536));
 /// ```
 pub fn periodic_imbalance_domains(
     map: &CpuMap,
     me: usize,
     view: impl Fn(usize) -> LoadView,
+    pinned: &PinnedCpus,
+) -> Option<Imbalance> {
+    (0..map.levels().len())
+        .find_map(|level| periodic_imbalance_level(map, level, me, &view, pinned))
+}
+
+/// Periodic balance for CPU `me` at one `level` of `map` (the kernel's `sched_balance_rq` of
+/// one domain, called by a driver's walk when the level is due, `LevelBalance::due`): the
+/// CPU of the level's span with the most load, if that is more than the level's
+/// [`imbalance_pct`] % of `me`'s, leaving out `pinned`; half the difference may move.
+/// [`periodic_imbalance_domains`] is the walk over every level.
+///
+/// ```
+/// use lagom_policy::{CpuMap, LoadView, PinnedCpus, periodic_imbalance_level};
+/// let map = CpuMap::flat(2);
+/// let load = [1024, 3072];
+/// let view = |i: usize| LoadView { load: load[i], nr_running: (load[i] / 1024) as usize };
+/// let imb = periodic_imbalance_level(&map, 0, 0, view, &PinnedCpus::default()).unwrap();
+/// assert_eq!((imb.busiest, imb.amount), (1, 1024));
+/// ```
+pub fn periodic_imbalance_level(
+    map: &CpuMap,
+    level: usize,
+    me: usize,
+    view: impl Fn(usize) -> LoadView,
+    pinned: &PinnedCpus,
 ) -> Option<Imbalance> {
     let local = view(me).load;
-    for (level, l) in map.levels().iter().enumerate() {
-        let Some((load, busiest)) = map
-            .span(level, me)
-            .filter(|&i| i != me)
-            .map(|i| (view(i).load, i))
-            .max()
-        else {
-            continue;
-        };
-        if u128::from(load) * 100 > u128::from(local) * u128::from(imbalance_pct(l)) {
-            return Some(Imbalance {
-                busiest,
-                kind: Migration::Load,
-                amount: (load - local) / 2,
-            });
-        }
-    }
-    None
+    let (load, busiest) = map
+        .span(level, me)
+        .filter(|&i| i != me && !pinned.contains(i))
+        .map(|i| (view(i).load, i))
+        .max()?;
+    let pct = imbalance_pct(&map.levels()[level]);
+    (u128::from(load) * 100 > u128::from(local) * u128::from(pct)).then(|| Imbalance {
+        busiest,
+        kind: Migration::Load,
+        amount: (load - local) / 2,
+    })
 }
 
 /// One queued entity of the busiest CPU, as `can_migrate_task` sees it.
@@ -242,7 +274,7 @@ pub struct MigrateEnv {
 impl MigrateEnv {
     /// The environment of a pull from CPU `src` to `dst` over the domain the two first meet
     /// in (`CpuMap::lowest_common_level`: its SMT flag and `cache_nice_tries`), as both
-    /// drivers build it; `nr_balance_failed` is the puller's count ([`MigrateEnv::failed_after`]).
+    /// drivers build it; `nr_balance_failed` is the puller's count ([`failed_after`]).
     #[allow(clippy::too_many_arguments)]
     pub fn of(
         map: &CpuMap,
@@ -265,14 +297,152 @@ impl MigrateEnv {
             features,
         }
     }
+}
 
-    /// The puller's `nr_balance_failed` after an attempt that found an imbalance and moved
-    /// `pulled` tasks: one more failure if nothing moved, else 0 (the kernel's
-    /// `sched_balance_rq`; lagom counts newly idle attempts too, `sched/balance.rs`).
-    pub fn failed_after(&self, pulled: usize) -> u32 {
-        match pulled {
-            0 => self.nr_balance_failed.saturating_add(1),
-            _ => 0,
+/// How one balance attempt ended: the exits of the kernel's `sched_balance_rq`, which decide
+/// `sd->nr_balance_failed` ([`failed_after`]) and whether the search is redone
+/// ([`PinnedCpus::redo`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LbOutcome {
+    /// No imbalance, or none left once the all-pinned CPUs are left out (`out_balanced`).
+    Balanced,
+    /// The busiest CPU had more than one runnable entity and every one examined may not come
+    /// here (LBF_ALL_PINNED: none got past `can_migrate_task`'s affinity test,
+    /// [`clears_all_pinned`]).
+    AllPinned,
+    /// An imbalance, an entity that may come here, and nothing moved (running, cache hot,
+    /// too heavy): `ld_moved == 0`.
+    Failed,
+    /// Entities moved (`ld_moved > 0`).
+    Moved,
+}
+
+impl LbOutcome {
+    /// The outcome of a pull from a CPU with `src_nr_running` runnable entities that moved
+    /// `pulled`, where `affine` says whether any entity examined cleared LBF_ALL_PINNED
+    /// ([`clears_all_pinned`]). As in the kernel, only a source with more than one runnable
+    /// entity can be all pinned (`sched_balance_rq` tries to detach only then).
+    ///
+    /// ```
+    /// use lagom_policy::LbOutcome;
+    /// assert_eq!(LbOutcome::of_pull(3, 0, false), LbOutcome::AllPinned);
+    /// assert_eq!(LbOutcome::of_pull(3, 0, true), LbOutcome::Failed);
+    /// assert_eq!(LbOutcome::of_pull(1, 0, false), LbOutcome::Failed, "one runnable: not tried");
+    /// assert_eq!(LbOutcome::of_pull(3, 1, true), LbOutcome::Moved);
+    /// ```
+    pub fn of_pull(src_nr_running: usize, pulled: usize, affine: bool) -> LbOutcome {
+        if pulled > 0 {
+            LbOutcome::Moved
+        } else if src_nr_running > 1 && !affine {
+            LbOutcome::AllPinned
+        } else {
+            LbOutcome::Failed
+        }
+    }
+}
+
+/// The puller's `nr_balance_failed` after an attempt that ended in `outcome`, from `failed`
+/// (the kernel's `sched_balance_rq`): one more after [`LbOutcome::Failed`]; 0 after a move
+/// and when all pinned (`out_all_pinned`: nothing could have moved, so it must not make
+/// cache-hot tasks movable later).
+///
+/// Differences (`docs/src/design/kernel-map.md`): lagom keeps one count per CPU, not one
+/// per domain; it counts newly idle failures too (the kernel only periodic and idle
+/// balances), since lagom's idle worker has no separate idle balance (its newly idle
+/// balance, run when a nohz kick wakes it, stands for the kernel's nohz idle balance); and
+/// it does not yet reset the count when balanced (`out_balanced`): with every newly idle
+/// attempt counted, a reset at each one that finds nothing (most idle entries) would keep a
+/// cache-hot task from ever building the failures that let it move — the kernel's failures
+/// come from balances at intervals that lagom does not have yet (per-domain intervals,
+/// newly idle gating).
+///
+/// ```
+/// use lagom_policy::{LbOutcome, failed_after};
+/// assert_eq!(failed_after(2, LbOutcome::Failed), 3);
+/// assert_eq!(failed_after(2, LbOutcome::Moved), 0);
+/// assert_eq!(failed_after(2, LbOutcome::AllPinned), 0, "out_all_pinned");
+/// assert_eq!(failed_after(2, LbOutcome::Balanced), 2, "lagom: no out_balanced reset yet");
+/// ```
+pub fn failed_after(failed: u32, outcome: LbOutcome) -> u32 {
+    match outcome {
+        LbOutcome::Failed => failed.saturating_add(1),
+        LbOutcome::Moved | LbOutcome::AllPinned => 0,
+        // Not yet the kernel's `out_balanced` reset (kernel-map.md): lagom counts its
+        // frequent newly idle attempts, and a reset at each that finds nothing would keep a
+        // cache-hot task from ever building the failures that let it move.
+        LbOutcome::Balanced => failed,
+    }
+}
+
+/// The CPUs one balance attempt found all pinned ([`LbOutcome::AllPinned`]), which its next
+/// searches leave out: the kernel's `sched_balance_rq` clears such a busiest CPU from its
+/// candidate mask and searches again (`goto redo`) while CPUs remain. Without it, under
+/// lagom's migration contract (a started task stays on its worker unless it opted in), an
+/// idle worker that first meets a worker full of started tasks gives up while a task that
+/// never ran waits on another.
+///
+/// A driver starts each attempt with an empty set, searches
+/// ([`newidle_imbalance_domains`], [`periodic_imbalance_domains`]) leaving out the set,
+/// pulls, and calls [`PinnedCpus::redo`] with the pull's outcome; when a search finds
+/// nothing, [`PinnedCpus::nothing_found`] is the attempt's outcome.
+///
+/// Difference: the kernel redoes within one domain and starts the next domain with a full
+/// mask (where it finds the same CPU pinned again, since pinning depends on the destination
+/// only); lagom leaves the CPU out for the rest of the attempt's domain walk: the same
+/// answer without taking the locks again.
+///
+/// ```
+/// use lagom_policy::{LbOutcome, PinnedCpus};
+/// let mut pinned = PinnedCpus::default();
+/// assert!(pinned.redo(1, LbOutcome::AllPinned), "search again without CPU 1");
+/// assert!(pinned.contains(1));
+/// assert!(!pinned.redo(2, LbOutcome::Failed), "found a task that may come: done");
+/// assert_eq!(pinned.nothing_found(), LbOutcome::AllPinned);
+/// assert_eq!(PinnedCpus::default().nothing_found(), LbOutcome::Balanced);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PinnedCpus {
+    cpus: alloc::vec::Vec<usize>,
+}
+
+impl PinnedCpus {
+    /// Whether `cpu` was found all pinned in this attempt.
+    pub fn contains(&self, cpu: usize) -> bool {
+        self.cpus.contains(&cpu)
+    }
+
+    /// Leaves `cpu` out of this attempt's next searches.
+    pub fn insert(&mut self, cpu: usize) {
+        if !self.contains(cpu) {
+            self.cpus.push(cpu);
+        }
+    }
+
+    /// After a pull from `busiest` that ended in `outcome`: whether the attempt searches
+    /// again, without `busiest` (only when it was all pinned, LBF_ALL_PINNED). The driver
+    /// loops at most once per CPU, since each redo leaves one more out.
+    pub fn redo(&mut self, busiest: usize, outcome: LbOutcome) -> bool {
+        if outcome != LbOutcome::AllPinned {
+            return false;
+        }
+        self.insert(busiest);
+        // No redo (runtime/tests/mutants.sh): the attempt gives up at the first all-pinned CPU.
+        #[cfg(lagom_mutant = "lb_all_pinned_no_redo")]
+        return false;
+        #[cfg(not(lagom_mutant = "lb_all_pinned_no_redo"))]
+        true
+    }
+
+    /// The outcome of an attempt whose search found nothing (more) to pull:
+    /// [`LbOutcome::AllPinned`] when an earlier search's busiest CPU was all pinned, else
+    /// [`LbOutcome::Balanced`]. (The kernel's redo that finds no busiest group goes to
+    /// `out_balanced`, which resets `nr_balance_failed` as `out_all_pinned` does; lagom
+    /// resets it only for the latter, [`failed_after`].)
+    pub fn nothing_found(&self) -> LbOutcome {
+        if self.cpus.is_empty() {
+            LbOutcome::Balanced
+        } else {
+            LbOutcome::AllPinned
         }
     }
 }
@@ -374,17 +544,7 @@ pub(crate) fn hot_by_time(now: u64, exec_start: u64, cost: u64) -> bool {
 /// assert!(!can_migrate(&MigrateEnv { nr_balance_failed: 1, ..env }, &imb, imb.amount, nice_m5));
 /// ```
 pub fn can_migrate(env: &MigrateEnv, imb: &Imbalance, left: u64, c: Candidate) -> bool {
-    if left == 0 || (c.delayed && imb.kind != Migration::Load) {
-        return false;
-    }
-    if !c.allowed || c.running {
-        return false;
-    }
-    if env.nr_balance_failed == 0
-        && !c.eligible
-        && env.features.is_enabled(Feature::PlaceLag)
-        && env.dst_nr_running > 0
-    {
+    if left == 0 || !clears_all_pinned(env, imb, c) || c.running {
         return false;
     }
     if task_hot(env, c) && env.nr_balance_failed <= env.cache_nice_tries {
@@ -394,6 +554,42 @@ pub fn can_migrate(env: &MigrateEnv, imb: &Imbalance, left: u64, c: Candidate) -
         Migration::Task => true,
         Migration::Load => c.weight >> env.nr_balance_failed.min(u64::BITS - 1) <= left,
     }
+}
+
+/// Whether [`can_migrate`] examines `c` as far as its affinity test and passes it, which
+/// clears the kernel's LBF_ALL_PINNED (`can_migrate_task`, in its order: a delayed entity
+/// when not moving load, and an ineligible one while no attempt has failed (PLACE_LAG, a
+/// destination with tasks), are turned away before the affinity test and so leave the flag
+/// set; a running entity that may come here clears it). [`LbOutcome::of_pull`] makes the
+/// pull's outcome of it.
+///
+/// ```
+/// use lagom_policy::{Candidate, Features, Imbalance, MigrateEnv, Migration, clears_all_pinned};
+/// let imb = Imbalance { busiest: 1, kind: Migration::Task, amount: 1 };
+/// let env = MigrateEnv {
+///     now: 0, migration_cost: 500_000, smt: false, dst_nr_running: 0,
+///     nr_balance_failed: 0, cache_nice_tries: 1, features: Features::DEFAULT,
+/// };
+/// let c = Candidate {
+///     weight: 1024, delayed: false, running: true, allowed: true,
+///     next_buddy: false, exec_start: 0, eligible: true,
+/// };
+/// assert!(clears_all_pinned(&env, &imb, c), "running, but it may come here");
+/// assert!(!clears_all_pinned(&env, &imb, Candidate { allowed: false, ..c }));
+/// assert!(!clears_all_pinned(&env, &imb, Candidate { delayed: true, ..c }));
+/// ```
+pub fn clears_all_pinned(env: &MigrateEnv, imb: &Imbalance, c: Candidate) -> bool {
+    if c.delayed && imb.kind != Migration::Load {
+        return false;
+    }
+    if env.nr_balance_failed == 0
+        && !c.eligible
+        && env.features.is_enabled(Feature::PlaceLag)
+        && env.dst_nr_running > 0
+    {
+        return false;
+    }
+    c.allowed
 }
 
 /// What moving `c` settles of `imb`.
@@ -431,11 +627,13 @@ pub enum PullReason {
 ///   idle next to a long queue: it does not come back for each task.
 ///
 /// A running entity alone on its CPU is not pulled here: that is active balance
-/// ([`asym_active_balance`]).
+/// ([`asym_active_balance`]). CPUs in `pinned` are left out: an earlier search of this
+/// attempt found them all pinned ([`PinnedCpus`], the kernel's `redo`).
 ///
 /// ```
 /// use lagom_policy::{
-///     CpuMap, Features, LevelFlags, LoadView, MapLevel, PullReason, newidle_imbalance_domains,
+///     CpuMap, Features, LevelFlags, LoadView, MapLevel, PinnedCpus, PullReason,
+///     newidle_imbalance_domains,
 /// };
 /// // Three CPUs in one LLC, CPU 0 preferred; CPU 1 has 4 runnable, CPU 2 (least preferred) 2.
 /// let map = CpuMap::new(
@@ -445,10 +643,11 @@ pub enum PullReason {
 /// .unwrap();
 /// let nr = [0, 4, 2];
 /// let view = |i: usize| LoadView { load: 1024 * nr[i] as u64, nr_running: nr[i] };
-/// let (imb, why) = newidle_imbalance_domains(&map, 0, view, Features::DEFAULT).unwrap();
+/// let none = PinnedCpus::default();
+/// let (imb, why) = newidle_imbalance_domains(&map, 0, view, Features::DEFAULT, &none).unwrap();
 /// assert_eq!((imb.busiest, imb.amount, why), (2, 1, PullReason::AsymPacking));
 /// let no_itmt = Features::parse("NO_ITMT").unwrap();
-/// let (imb, why) = newidle_imbalance_domains(&map, 0, view, no_itmt).unwrap();
+/// let (imb, why) = newidle_imbalance_domains(&map, 0, view, no_itmt, &none).unwrap();
 /// assert_eq!((imb.busiest, imb.amount, why), (1, 2, PullReason::Busiest));
 /// ```
 pub fn newidle_imbalance_domains(
@@ -456,6 +655,7 @@ pub fn newidle_imbalance_domains(
     me: usize,
     view: impl Fn(usize) -> LoadView,
     features: Features,
+    pinned: &PinnedCpus,
 ) -> Option<(Imbalance, PullReason)> {
     let itmt = map.has_asym_priority();
     let mine = view(me).nr_running;
@@ -468,7 +668,7 @@ pub fn newidle_imbalance_domains(
             // thread died on `nr_running - 1` underflowing when it did).
             let src = span
                 .clone()
-                .filter(|&i| i != me && map.asym_prefer(me, i))
+                .filter(|&i| i != me && !pinned.contains(i) && map.asym_prefer(me, i))
                 .map(|i| (i, view(i).nr_running))
                 .filter(|&(_, nr)| nr >= 2)
                 // The least preferred: lowest priority, ties to the higher index.
@@ -483,7 +683,7 @@ pub fn newidle_imbalance_domains(
             }
         }
         let busiest = span
-            .filter(|&i| i != me)
+            .filter(|&i| i != me && !pinned.contains(i))
             .map(|i| (view(i).nr_running, i))
             .max();
         if let Some((nr, b)) = busiest

@@ -83,6 +83,7 @@ mod delay;
 mod entity;
 mod features;
 pub mod hint;
+mod interval;
 mod nohz;
 mod pick;
 mod place;
@@ -96,17 +97,21 @@ mod wakee;
 mod weight;
 
 pub use balance::{
-    ActivePush, BALANCE_INTERVAL, Candidate, IMBALANCE_PCT, Imbalance, LoadView, MIGRATION_COST,
-    MIGRATION_COST_ALWAYS_HOT, MigrateEnv, Migration, PullReason, active_request_made,
-    asym_active_balance, cache_nice_tries, can_migrate, imbalance_pct, may_active_push, moved,
-    newidle_imbalance, newidle_imbalance_domains, periodic_imbalance, periodic_imbalance_domains,
-    task_hot,
+    ActivePush, BALANCE_INTERVAL, Candidate, IMBALANCE_PCT, Imbalance, LbOutcome, LoadView,
+    MIGRATION_COST, MIGRATION_COST_ALWAYS_HOT, MigrateEnv, Migration, PinnedCpus, PullReason,
+    active_request_made, asym_active_balance, cache_nice_tries, can_migrate, clears_all_pinned,
+    failed_after, imbalance_pct, may_active_push, moved, newidle_imbalance,
+    newidle_imbalance_domains, periodic_imbalance, periodic_imbalance_domains,
+    periodic_imbalance_level, task_hot,
 };
 pub use config::{NORMALIZED_BASE_SLICE, RqConfig, TunableScaling, scaled_base_slice};
 pub use cpumap::{CpuMap, DomainParams, LevelFlags, MapLevel};
 pub use delay::{DequeueKind, Dequeued};
 pub use entity::{MAX_CUSTOM_SLICE, MIN_CUSTOM_SLICE, SchedEntity};
 pub use features::{Feature, Features, UnknownFeature};
+pub use interval::{
+    LevelBalance, MAX_PINNED_INTERVAL, max_load_balance_interval, should_we_balance,
+};
 pub use nohz::nohz_kick_target;
 pub use pick::Pick;
 pub use place::{EnqueueFlags, EnqueueKind};

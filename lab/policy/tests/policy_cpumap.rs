@@ -12,7 +12,7 @@
 mod topology_util;
 
 use lagom_policy::{
-    CpuMap, Features, LevelFlags, LoadView, MapLevel, asym_active_balance,
+    CpuMap, Features, LevelFlags, LoadView, MapLevel, PinnedCpus, asym_active_balance,
     newidle_imbalance_domains, nohz_kick_target,
 };
 use lagom_topology::{DomainFlags, DomainLevel, LevelKind, Topology};
@@ -250,7 +250,10 @@ fn itmt_ignores_equal_priorities() {
     let map = smt_map(vec![20, 20, 10, 10]);
     let f = Features::DEFAULT;
     let one_on_1 = loads([0, 1, 0, 0]);
-    assert_eq!(newidle_imbalance_domains(&map, 0, &one_on_1, f), None);
+    assert_eq!(
+        newidle_imbalance_domains(&map, 0, &one_on_1, f, &PinnedCpus::default()),
+        None
+    );
     assert_eq!(asym_active_balance(&map, 0, &one_on_1, f), None);
     assert_eq!(nohz_kick_target(&map, 1, &one_on_1, f), None);
     let one_on_3 = loads([0, 0, 0, 1]);

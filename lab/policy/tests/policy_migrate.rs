@@ -247,7 +247,7 @@ fn a_balance_acts_in_the_lowest_common_domain() {
 /// above.
 #[test]
 fn periodic_balance_walks_the_levels() {
-    use lagom_policy::{LoadView, imbalance_pct, periodic_imbalance_domains};
+    use lagom_policy::{LoadView, PinnedCpus, imbalance_pct, periodic_imbalance_domains};
     let map = CpuMap::new(
         vec![0; 4],
         vec![
@@ -267,11 +267,12 @@ fn periodic_balance_walks_the_levels() {
     assert_eq!(imbalance_pct(&map.levels()[0]), 110);
     assert_eq!(imbalance_pct(&map.levels()[1]), 117);
     let run = |load: [u64; 4]| {
-        periodic_imbalance_domains(&map, 0, |i| LoadView {
+        let view = |i: usize| LoadView {
             load: load[i],
             nr_running: (load[i] / 1000) as usize,
-        })
-        .map(|imb| (imb.busiest, imb.amount))
+        };
+        periodic_imbalance_domains(&map, 0, view, &PinnedCpus::default())
+            .map(|imb| (imb.busiest, imb.amount))
     };
     // The sibling has 1.15 × CPU 0's load: enough within a core (110 %), and it is taken
     // before CPU 3's larger excess across the core.

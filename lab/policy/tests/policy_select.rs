@@ -545,7 +545,7 @@ fn an_ineligible_delayed_wakee_waits_until_the_average_reaches_it() {
 /// SMT sibling is busy, it does not use its priority above the SMT level.
 #[test]
 fn itmt_asym_packing_pulls_to_the_preferred_cpu() {
-    use lagom_policy::{LoadView, PullReason, newidle_imbalance_domains};
+    use lagom_policy::{LoadView, PinnedCpus, PullReason, newidle_imbalance_domains};
     let tree = ryzen_7950x();
     let topo = Topology::from_sysfs(tree.root()).unwrap();
     let cpus: Vec<usize> = topo.allowed_cpus().iter().collect();
@@ -565,10 +565,13 @@ fn itmt_asym_packing_pulls_to_the_preferred_cpu() {
         load: 1024 * nr(i) as u64,
         nr_running: nr(i),
     };
-    let (imb, why) = newidle_imbalance_domains(&map, me, view, Features::DEFAULT).unwrap();
+    let (imb, why) =
+        newidle_imbalance_domains(&map, me, view, Features::DEFAULT, &PinnedCpus::default())
+            .unwrap();
     assert_eq!((imb.busiest, why), (low, PullReason::AsymPacking));
     let off = Features::DEFAULT.apply("NO_ITMT").unwrap();
-    let (imb, why) = newidle_imbalance_domains(&map, me, view, off).unwrap();
+    let (imb, why) =
+        newidle_imbalance_domains(&map, me, view, off, &PinnedCpus::default()).unwrap();
     assert_eq!(
         (imb.busiest, why, imb.amount),
         (busiest, PullReason::Busiest, 2)
@@ -579,7 +582,9 @@ fn itmt_asym_packing_pulls_to_the_preferred_cpu() {
         load: 0,
         nr_running: if i == sib { 1 } else { nr(i) },
     };
-    let (_, why) = newidle_imbalance_domains(&map, me, view2, Features::DEFAULT).unwrap();
+    let (_, why) =
+        newidle_imbalance_domains(&map, me, view2, Features::DEFAULT, &PinnedCpus::default())
+            .unwrap();
     assert_eq!(why, PullReason::Busiest);
     // Nothing to spare anywhere (one running each): nothing to pull, ITMT or not (lagom has
     // no active balance).
@@ -588,7 +593,7 @@ fn itmt_asym_packing_pulls_to_the_preferred_cpu() {
         nr_running: 1,
     };
     assert_eq!(
-        newidle_imbalance_domains(&map, me, ones, Features::DEFAULT),
+        newidle_imbalance_domains(&map, me, ones, Features::DEFAULT, &PinnedCpus::default()),
         None
     );
 }
@@ -599,7 +604,7 @@ fn itmt_asym_packing_pulls_to_the_preferred_cpu() {
 /// the source's tasks left it: a runtime test hung under qemu on it.)
 #[test]
 fn asym_packing_reads_each_count_once() {
-    use lagom_policy::{LoadView, PullReason, newidle_imbalance_domains};
+    use lagom_policy::{LoadView, PinnedCpus, PullReason, newidle_imbalance_domains};
     use std::cell::Cell;
     let map = CpuMap::new(
         vec![30, 10],
@@ -625,7 +630,9 @@ fn asym_packing_reads_each_count_once() {
             nr_running: nr,
         }
     };
-    let (imb, why) = newidle_imbalance_domains(&map, 0, view, Features::DEFAULT).unwrap();
+    let (imb, why) =
+        newidle_imbalance_domains(&map, 0, view, Features::DEFAULT, &PinnedCpus::default())
+            .unwrap();
     assert_eq!(
         (imb.busiest, imb.amount, why),
         (1, 1, PullReason::AsymPacking)

@@ -15,9 +15,10 @@
 use super::engine::{NONE, Sim};
 use lagom_policy::{
     ActivatePath, ActivePush, BALANCE_INTERVAL, Candidate, DequeueKind, Dequeued, EnqueueFlags,
-    EnqueueKind, Imbalance, LoadView, MigrateEnv, PullReason, WakeFlags, activation_flags,
-    active_request_made, asym_active_balance, can_migrate, may_active_push, moved,
-    newidle_imbalance_domains, nohz_kick_target, periodic_imbalance_domains, task_hot,
+    EnqueueKind, Imbalance, LbOutcome, LevelBalance, LoadView, MigrateEnv, PinnedCpus, PullReason,
+    WakeFlags, activation_flags, active_request_made, asym_active_balance, can_migrate,
+    clears_all_pinned, failed_after, may_active_push, moved, newidle_imbalance_domains,
+    nohz_kick_target, periodic_imbalance_level, should_we_balance, task_hot,
 };
 use lagom_trace::MigrateCause;
 
@@ -34,8 +35,8 @@ impl Sim {
         }
     }
 
-    /// The tick's part (`sched/balance.rs` `tick`): the periodic balance once per
-    /// [`BALANCE_INTERVAL`]; if it pulls nothing, the nohz kick.
+    /// The tick's part (`sched/balance.rs` `tick`): once per [`BALANCE_INTERVAL`], the
+    /// periodic balance of the levels that are due; if it pulls nothing, the nohz kick.
     pub(super) fn balance_tick(&mut self, c: usize) {
         if self.now < self.cpus[c].next_balance {
             return;
@@ -46,16 +47,68 @@ impl Sim {
         }
     }
 
-    /// Periodic balance of CPU `me`; returns how many tasks it pulled.
+    /// Periodic balance of the busy CPU `me` (`sched/balance.rs`'s `periodic_balance_due`,
+    /// the kernel's `sched_balance_domains`): each level bottom-up that is due
+    /// (`LevelBalance::due`, busy) balances if `me` is the CPU of its group to do it
+    /// (`should_we_balance`; if not, the walk stops), and its interval follows the outcome
+    /// (`LevelBalance::after`). Returns how many tasks it pulled.
     fn periodic_balance(&mut self, me: usize) -> usize {
-        match periodic_imbalance_domains(self.machine.cpu_map(), me, |i| self.load_view(i)) {
-            Some(imb) => {
-                let pulled = self.pull(me, imb, MigrateCause::PeriodicBalance);
-                self.cpus[me].counters.balance_periodic += pulled as u64;
-                pulled
-            }
-            None => 0,
+        let now = self.now;
+        let n = self.cpus.len();
+        let nr_levels = self.machine.cpu_map().levels().len();
+        if self.cpus[me].balance_levels.is_empty() {
+            let map = self.machine.cpu_map();
+            let states = (0..nr_levels).map(|l| LevelBalance::new(&map.params(l, me), now));
+            self.cpus[me].balance_levels = states.collect();
         }
+        let mut pulled = 0;
+        for level in 0..nr_levels {
+            let map = self.machine.cpu_map();
+            let p = map.params(level, me);
+            if !self.cpus[me].balance_levels[level].due(&p, true, n, now) {
+                continue;
+            }
+            let idle = |i: usize| self.load_view(i).nr_running == 0;
+            if !should_we_balance(map, level, me, idle) {
+                self.cpus[me].balance_levels[level].after(&p, LbOutcome::Balanced, now);
+                break;
+            }
+            let (moved, outcome) = self.periodic_balance_level(me, level);
+            self.cpus[me].balance_levels[level].after(&p, outcome, now);
+            pulled += moved;
+        }
+        self.cpus[me].counters.balance_periodic += pulled as u64;
+        pulled
+    }
+
+    /// The periodic balance of CPU `me` at `level`, searching again without a CPU whose
+    /// entities were all pinned (`PinnedCpus`, the kernel's `redo`); settles
+    /// `nr_balance_failed`. Returns how many tasks it pulled and how the attempt ended.
+    fn periodic_balance_level(&mut self, me: usize, level: usize) -> (usize, LbOutcome) {
+        let mut pinned = PinnedCpus::default();
+        loop {
+            let map = self.machine.cpu_map();
+            let view = |i| self.load_view(i);
+            let Some(imb) = periodic_imbalance_level(map, level, me, view, &pinned) else {
+                let outcome = pinned.nothing_found();
+                self.settle_failed(me, outcome);
+                return (0, outcome);
+            };
+            let (pulled, outcome) = self.pull(me, imb, MigrateCause::PeriodicBalance);
+            if !pinned.redo(imb.busiest, outcome) {
+                self.settle_failed(me, outcome);
+                return (pulled, outcome);
+            }
+        }
+    }
+
+    /// CPU `me`'s `nr_balance_failed` after an attempt that ended in `outcome`
+    /// (`policy::failed_after`), and its `balance_failed` counter (`sched/balance.rs`'s
+    /// `settle_failed`).
+    fn settle_failed(&mut self, me: usize, outcome: LbOutcome) {
+        let cpu = &mut self.cpus[me];
+        cpu.nr_balance_failed = failed_after(cpu.nr_balance_failed, outcome);
+        cpu.counters.balance_failed += u64::from(outcome == LbOutcome::Failed);
     }
 
     /// Newly idle balance of CPU `me` (`sched/balance.rs`'s `newidle_balance`): the policy
@@ -68,39 +121,45 @@ impl Sim {
     /// runtime, which cannot move a running task either. Returns whether it pulled a task.
     pub(super) fn newidle_balance(&mut self, me: usize) -> bool {
         let features = self.options.features;
-        let map = self.machine.cpu_map();
-        match newidle_imbalance_domains(map, me, |i| self.load_view(i), features) {
-            Some((imb, why)) => {
-                let pulled = self.pull(me, imb, MigrateCause::Balance);
-                let counters = &mut self.cpus[me].counters;
-                counters.balance_pulls += pulled as u64;
-                if why == PullReason::AsymPacking {
-                    counters.balance_asym += pulled as u64;
-                }
-                pulled > 0
+        let mut pinned = PinnedCpus::default();
+        loop {
+            let map = self.machine.cpu_map();
+            let Some((imb, why)) =
+                newidle_imbalance_domains(map, me, |i| self.load_view(i), features, &pinned)
+            else {
+                self.settle_failed(me, pinned.nothing_found());
+                break;
+            };
+            let (pulled, outcome) = self.pull(me, imb, MigrateCause::Balance);
+            if pinned.redo(imb.busiest, outcome) {
+                continue;
             }
-            None => {
-                if let Some(src) = asym_active_balance(map, me, |i| self.load_view(i), features) {
-                    let curr = self.cpus[src].curr;
-                    // A request pending for the same running task stands (the first asker
-                    // wins), and none is made for a task that may not run here.
-                    let pending =
-                        matches!(self.cpus[src].active_push, Some((_, who)) if who == curr);
-                    if curr != NONE
-                        && active_request_made(self.tasks[curr as usize].allowed(me), pending)
-                    {
-                        // `request_active`: name the task, and need-resched makes its next
-                        // `cond_resched` a schedule point; in the kernel's mode that point
-                        // comes within the stopper's latency (`resched_ipi`).
-                        let cpu = &mut self.cpus[src];
-                        cpu.active_push = Some((me, curr));
-                        cpu.rq.set_need_resched();
-                        self.resched_ipi(src);
-                    }
-                }
-                false
+            self.settle_failed(me, outcome);
+            let counters = &mut self.cpus[me].counters;
+            counters.balance_pulls += pulled as u64;
+            if why == PullReason::AsymPacking {
+                counters.balance_asym += pulled as u64;
+            }
+            return pulled > 0;
+        }
+        // ITMT active balance: a less preferred CPU runs one task that should be here.
+        let map = self.machine.cpu_map();
+        if let Some(src) = asym_active_balance(map, me, |i| self.load_view(i), features) {
+            let curr = self.cpus[src].curr;
+            // A request pending for the same running task stands (the first asker wins),
+            // and none is made for a task that may not run here.
+            let pending = matches!(self.cpus[src].active_push, Some((_, who)) if who == curr);
+            if curr != NONE && active_request_made(self.tasks[curr as usize].allowed(me), pending) {
+                // `request_active`: name the task, and need-resched makes its next
+                // `cond_resched` a schedule point; in the kernel's mode that point comes
+                // within the stopper's latency (`resched_ipi`).
+                let cpu = &mut self.cpus[src];
+                cpu.active_push = Some((me, curr));
+                cpu.rq.set_need_resched();
+                self.resched_ipi(src);
             }
         }
+        false
     }
 
     /// The nohz kick: CPU `me` wakes the sleeping idle CPU the policy names
@@ -209,10 +268,13 @@ impl Sim {
         self.notify(dst);
     }
 
-    /// Pulls tasks from `imb.busiest` to `me` while the policy allows; returns how many.
-    fn pull(&mut self, me: usize, imb: Imbalance, cause: MigrateCause) -> usize {
+    /// Pulls tasks from `imb.busiest` to `me` while the policy allows; returns how many and
+    /// the outcome (`LbOutcome::of_pull`: all pinned when no entity examined may come here).
+    /// The caller settles `nr_balance_failed` ([`Sim::settle_failed`]).
+    fn pull(&mut self, me: usize, imb: Imbalance, cause: MigrateCause) -> (usize, LbOutcome) {
         let src = imb.busiest;
         let now = self.now;
+        let src_nr_running = self.cpus[src].rq.nr_runnable();
         let curr = self.cpus[src].rq.curr();
         let buddy = self.cpus[src].rq.next_buddy();
         let env = MigrateEnv::of(
@@ -226,6 +288,7 @@ impl Sim {
             self.cpus[src].rq.features(),
         );
         let mut hot_skipped = 0;
+        let mut affine = false;
         let mut left = imb.amount;
         let mut pulled = 0;
         while left > 0 && pulled < NR_MIGRATE {
@@ -236,15 +299,16 @@ impl Sim {
                     weight: se.weight,
                     delayed: se.sched_delayed,
                     running: Some(h) == curr,
-                    allowed: Some(h) != curr && tasks[t as usize].allowed(me),
+                    allowed: tasks[t as usize].allowed(me),
                     next_buddy: Some(h) == buddy,
                     exec_start: se.exec_start,
                     eligible: rq.entity_eligible(h),
                 };
+                affine |= clears_all_pinned(&env, &imb, c);
                 if can_migrate(&env, &imb, left, c) {
                     Some((h, c))
                 } else {
-                    hot_skipped += u64::from(c.allowed && task_hot(&env, c));
+                    hot_skipped += u64::from(c.allowed && !c.running && task_hot(&env, c));
                     None
                 }
             });
@@ -270,10 +334,7 @@ impl Sim {
             left -= moved(&imb, c).min(left);
             pulled += 1;
         }
-        let cpu = &mut self.cpus[me];
-        cpu.nr_balance_failed = env.failed_after(pulled);
-        cpu.counters.balance_hot_skipped += hot_skipped;
-        cpu.counters.balance_failed += u64::from(pulled == 0);
-        pulled
+        self.cpus[me].counters.balance_hot_skipped += hot_skipped;
+        (pulled, LbOutcome::of_pull(src_nr_running, pulled, affine))
     }
 }

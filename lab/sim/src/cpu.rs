@@ -77,6 +77,9 @@ pub(super) struct Cpu {
     pub(super) wakelist: Vec<u32>,
     pub(super) need_resched: bool,
     pub(super) next_balance: u64,
+    /// The periodic-balance state of each of this CPU's domain levels
+    /// (`policy::LevelBalance`), made at its first balancing tick.
+    pub(super) balance_levels: Vec<lagom_policy::LevelBalance>,
     /// When the running task's scheduling points next run their full tick (0: at the next
     /// one; the threaded `WorkerThread::next_tick`).
     pub(super) next_tick: u64,
@@ -95,8 +98,9 @@ pub(super) struct Cpu {
     /// Since when the current task runs (valid while `curr` is a task).
     pub(super) busy_since: u64,
     pub(super) counters: Counters,
-    /// Balance attempts here that found an imbalance and moved nothing since the last that
-    /// moved something (the kernel's `sd->nr_balance_failed`; the threaded runtime's
+    /// Balance attempts here that found an imbalance, an entity that may come, and moved
+    /// nothing, since the last that moved something or found every source all pinned (the
+    /// kernel's `sd->nr_balance_failed`, `policy::failed_after`; the threaded runtime's
     /// `Worker::nr_balance_failed`).
     pub(super) nr_balance_failed: u32,
     /// An ITMT active-balance request on this CPU: (the idle preferred CPU, the task that
@@ -117,6 +121,7 @@ impl Cpu {
             wakelist: Vec::new(),
             need_resched: false,
             next_balance: 0,
+            balance_levels: Vec::new(),
             next_tick: 0,
             epoch: 0,
             planned: u64::MAX,

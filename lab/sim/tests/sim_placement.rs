@@ -306,3 +306,36 @@ fn the_first_active_balance_request_stands() {
         r.total()
     );
 }
+
+/// `sched_balance_rq`'s LBF_ALL_PINNED redo in the simulator's newly idle balance. Three
+/// CPUs: CPU 1 runs three hogs pinned there, CPU 2 a pinned hog and a task `f` that may also
+/// run on CPU 0, where two short tasks keep CPU 0 busy for its first 10 ms (so fork placement
+/// put `f` on CPU 2). When they exit, CPU 0's busiest CPU is CPU 1, whose tasks are all
+/// pinned: the kernel clears it from the candidates and searches again, finding `f` on CPU
+/// 2 (moved once its failures let a cache-hot task go). Without the redo (mutant
+/// `lb_all_pinned_no_redo`) CPU 0 stays idle while `f` shares CPU 2.
+#[test]
+fn an_idle_cpu_passes_over_a_cpu_whose_tasks_are_all_pinned() {
+    let text = "\
+duration 60ms
+task z count=2 cpus=0
+  run 5ms
+end
+task p count=3 cpus=1
+  run 1s
+end
+task q cpus=2
+  run 1s
+end
+task f cpus=0,2
+  run 1s
+end
+";
+    let r = run(text, "cpus-3", "", None);
+    let cpu0 = busy(&r, |c| c == 0);
+    assert!(
+        cpu0 > 40_000_000,
+        "CPU 0 ran {cpu0} ns of 60 ms: f was not pulled past the all-pinned CPU 1 ({:?})",
+        r.total()
+    );
+}

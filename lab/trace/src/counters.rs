@@ -85,9 +85,10 @@ macro_rules! sched_counters {
             balance_periodic,
             /// Of those, tasks that were delayed (asleep, still queued) when they moved.
             balance_delayed,
-            /// Balance attempts (newly idle or periodic) that found an imbalance here and
-            /// moved nothing: every candidate was running, pinned, delayed, not eligible or
-            /// cache hot.
+            /// Balance attempts (newly idle or periodic) that found an imbalance here, a
+            /// candidate that may come, and moved nothing (it was running, cache hot or too
+            /// heavy): the attempts that raise `nr_balance_failed` (`policy::failed_after`).
+            /// An attempt whose sources were all pinned is not counted.
             balance_failed,
             /// Of the candidates those attempts examined, the cache-hot ones left in place
             /// (`task_hot`: ran within the migration cost, or the next buddy, while fewer

@@ -25,15 +25,25 @@
 //!   under its own lock. Loom model 7 (`loom-tests/tests/migrate.rs`, mutant
 //!   `drain_no_chase`) races the waker, the balancer and the drain.
 //!
-//! The periodic balance runs on busy workers only (from their tick); an idle worker sleeps
-//! in `futex_wait`. A busy worker whose tick finds nothing to pull but has tasks waiting
+//! The periodic balance runs on busy workers only (from their tick, which looks every
+//! `BALANCE_INTERVAL`, 4 ms); an idle worker sleeps in `futex_wait`. Each domain level
+//! balances at its own interval (`periodic_balance_due`, the kernel's
+//! `sched_balance_domains`): `policy::LevelBalance` keeps the level's `balance_interval` (from
+//! `min_interval`, the span's weight in ms; doubled while the level is balanced, up to
+//! `max_interval`, or all pinned, up to 512 ms; back to `min_interval` once it finds an
+//! imbalance) and last balance, and a busy worker waits that interval × `busy_factor` (16):
+//! 32 ms or more for a 2-CPU domain. Only one worker of each group balances a level for it
+//! (`policy::should_we_balance`: the group's first idle CPU, else its first CPU; a busy
+//! worker that is not the one stops its walk there). Differences: the tick looks every 4 ms,
+//! not every 1 ms jiffy, so a level is late by up to 4 ms; and an idle worker has no periodic
+//! (idle) balance of its own, since it sleeps — the nohz kick stands for it. A busy worker whose tick finds nothing to pull but has tasks waiting
 //! kicks a sleeping idle worker (`nohz_kick`, the kernel's nohz balancer kick), which wakes,
 //! finds its queues empty and runs the newly idle balance.
 //!
 //! Both balances walk the puller's domains bottom-up (SMT siblings first, then its LLC,
 //! then package and NUMA): the newly idle one with `newidle_imbalance_domains`, which may
 //! pull up to half the difference in runnable tasks to the busiest CPU at once, the periodic
-//! one with `periodic_imbalance_domains`, by load, with each level's `imbalance_pct` (110
+//! one with `periodic_imbalance_level` at each due level, by load, with each level's `imbalance_pct` (110
 //! within a core, 117 above). So work moves between cache siblings before it crosses an LLC.
 //! With ITMT (and CPU priorities that differ) a preferred idle CPU first takes the queued
 //! work of the least preferred busy one (asym packing, `balance_asym`).
@@ -73,11 +83,26 @@
 //! within an SMT core; hot tasks move once `nr_balance_failed` exceeds the domain's
 //! `cache_nice_tries` (1 within an LLC or package, 2 across NUMA nodes); an ineligible task
 //! stays while no attempt has failed and the puller has tasks. `Worker::nr_balance_failed`
-//! counts the puller's attempts that found an imbalance and moved nothing, and is reset by
-//! one that moved something. The kernel counts only periodic and idle balances there, not
-//! newly idle ones; lagom's idle worker has no separate idle balance (a kicked idle worker
-//! runs its newly idle balance, which stands for the kernel's nohz idle balance), so every
-//! attempt counts. A moved task is enqueued with `ENQUEUE_MIGRATED`
+//! counts the puller's attempts that found an imbalance and a task that may come, and moved
+//! nothing; one that moved something resets it, and so does one that found every source all
+//! pinned (`policy::failed_after`, the kernel's `out_all_pinned`). The kernel counts only
+//! periodic and idle balances there, not newly idle ones; lagom's idle worker has no
+//! separate idle balance (a kicked idle worker runs its newly idle balance, which stands for
+//! the kernel's nohz idle balance), so every attempt counts. The kernel also resets the
+//! count when a domain is balanced (`out_balanced`); lagom does not yet (`failed_after`
+//! says why).
+//!
+//! ## All pinned: the redo
+//!
+//! Under the migration contract most queued tasks of a busy worker may not come (they
+//! started there). When no task a pull examined may come (LBF_ALL_PINNED:
+//! `policy::clears_all_pinned` of none, on a source with more than one runnable task), the
+//! attempt leaves that worker out and asks the policy again (`policy::PinnedCpus`, the
+//! kernel's `goto redo` in `sched_balance_rq`), so an idle worker that meets a worker full of
+//! started tasks goes on to one where a task that never ran waits. Each redo leaves one more
+//! worker out, so an attempt takes at most one pull per worker. The kernel redoes within
+//! one domain and meets the pinned CPU again at the next; lagom leaves it out for the rest
+//! of the walk (the same answer). A moved task is enqueued with `ENQUEUE_MIGRATED`
 //! (`EnqueueFlags::MIGRATED`), which clears its `exec_start`: it is not hot where it arrives.
 //!
 //! A pulled runnable task runs the wakeup-preemption check on its new runqueue, as the
@@ -90,10 +115,11 @@ use crate::wake::{check_preempt, cpu_view};
 use crate::worker::{QueuedTask, Shared, Task, Worker, WorkerThread, trace};
 use lagom_policy::{
     ActivatePath, ActivePush, BALANCE_INTERVAL, Candidate, CpuView, DequeueKind, Dequeued,
-    EnqueueFlags, EnqueueKind, Handle, Imbalance, LoadView, MigrateEnv, PullReason, RunQueue,
-    WakeFlags, activation_flags, active_request_made, asym_active_balance, can_migrate,
-    may_active_push, moved, newidle_imbalance_domains, nohz_kick_target,
-    periodic_imbalance_domains, task_hot,
+    EnqueueFlags, EnqueueKind, Handle, Imbalance, LbOutcome, LevelBalance, LoadView, MigrateEnv,
+    PinnedCpus, PullReason, RunQueue, WakeFlags, activation_flags, active_request_made,
+    asym_active_balance, can_migrate, clears_all_pinned, failed_after, may_active_push, moved,
+    newidle_imbalance_domains, nohz_kick_target, periodic_imbalance_level, should_we_balance,
+    task_hot,
 };
 
 /// At most this many queued tasks are examined, and so moved, in one balance (the kernel's
@@ -125,25 +151,50 @@ fn view(shared: &Shared) -> impl Fn(usize) -> LoadView + '_ {
 
 /// Newly idle balance of worker `me` (module doc): the policy walks `me`'s domains
 /// (`newidle_imbalance_domains`: SMT, LLC, then up; ITMT asym packing first where it
-/// applies). Returns whether a task was pulled.
+/// applies), searching again without a worker whose tasks were all pinned (`PinnedCpus`,
+/// the kernel's `redo`). Returns whether a task was pulled.
 pub(crate) fn newidle_balance(shared: &Shared, me: usize, now: u64) -> bool {
-    let Some((imb, why)) =
-        newidle_imbalance_domains(&shared.cpus, me, view(shared), shared.features)
-    else {
-        // ITMT active balance: a less preferred worker runs one task that should be here.
-        if let Some(src) = asym_active_balance(&shared.cpus, me, view(shared), shared.features) {
-            request_active(shared, src, me);
+    let mut pinned = PinnedCpus::default();
+    loop {
+        let Some((imb, why)) =
+            newidle_imbalance_domains(&shared.cpus, me, view(shared), shared.features, &pinned)
+        else {
+            settle_failed(shared, me, pinned.nothing_found());
+            // ITMT active balance: a less preferred worker runs one task that should be here.
+            if let Some(src) = asym_active_balance(&shared.cpus, me, view(shared), shared.features)
+            {
+                request_active(shared, src, me);
+            }
+            return false;
+        };
+        let (pulled, outcome) = pull(shared, me, imb, Balancer::NewlyIdle, now);
+        if pinned.redo(imb.busiest, outcome) {
+            continue;
         }
-        return false;
-    };
-    let pulled = pull(shared, me, imb, Balancer::NewlyIdle, now);
-    if why == PullReason::AsymPacking && pulled > 0 {
-        let w = &shared.workers[me];
-        w.stats
-            .balance_asym
-            .fetch_add(pulled as u64, Ordering::Relaxed);
+        settle_failed(shared, me, outcome);
+        if why == PullReason::AsymPacking && pulled > 0 {
+            let w = &shared.workers[me];
+            w.stats
+                .balance_asym
+                .fetch_add(pulled as u64, Ordering::Relaxed);
+        }
+        return pulled > 0;
     }
-    pulled > 0
+}
+
+/// Worker `me`'s `nr_balance_failed` after an attempt that ended in `outcome`
+/// (`policy::failed_after`: reset when all pinned or moved; one more when it failed), and
+/// the `balance_failed` counter (the failures). Only `me` writes its count.
+fn settle_failed(shared: &Shared, me: usize, outcome: LbOutcome) {
+    let w = &shared.workers[me];
+    let was = w.nr_balance_failed.load(Ordering::Relaxed);
+    let now = failed_after(was, outcome);
+    if now != was {
+        w.nr_balance_failed.store(now, Ordering::Relaxed);
+    }
+    if outcome == LbOutcome::Failed {
+        w.stats.inc(&w.stats.balance_failed);
+    }
 }
 
 /// Asks worker `src`, which runs a single task, to hand that task to the idle, preferred
@@ -288,10 +339,76 @@ pub(crate) fn active_push_switched_out(wt: &WorkerThread, prev: *const Task, h: 
     d.kick.kick();
 }
 
-/// Periodic balance of worker `me` (module doc). Returns how many tasks were pulled.
+/// One periodic balance attempt of worker `me` over every level, as if all were due (the
+/// model's entry, `model/mod.rs`): levels bottom-up until one finds an imbalance. Returns
+/// how many tasks were pulled.
+#[cfg(loom)]
 pub(crate) fn periodic_balance(shared: &Shared, me: usize, now: u64) -> usize {
-    periodic_imbalance_domains(&shared.cpus, me, view(shared))
-        .map_or(0, |imb| pull(shared, me, imb, Balancer::Periodic, now))
+    for level in 0..shared.cpus.levels().len() {
+        let (pulled, outcome) = periodic_balance_level(shared, me, level, now);
+        if outcome != LbOutcome::Balanced {
+            return pulled;
+        }
+    }
+    0
+}
+
+/// The periodic balance of worker `me` at `level` (the kernel's `sched_balance_rq` of one
+/// domain), searching again without a worker whose tasks were all pinned (`PinnedCpus`, the
+/// kernel's `redo`); settles `nr_balance_failed`. Returns how many tasks were pulled and how
+/// the attempt ended.
+fn periodic_balance_level(
+    shared: &Shared,
+    me: usize,
+    level: usize,
+    now: u64,
+) -> (usize, LbOutcome) {
+    let mut pinned = PinnedCpus::default();
+    loop {
+        let Some(imb) = periodic_imbalance_level(&shared.cpus, level, me, view(shared), &pinned)
+        else {
+            let outcome = pinned.nothing_found();
+            settle_failed(shared, me, outcome);
+            return (0, outcome);
+        };
+        let (pulled, outcome) = pull(shared, me, imb, Balancer::Periodic, now);
+        if !pinned.redo(imb.busiest, outcome) {
+            settle_failed(shared, me, outcome);
+            return (pulled, outcome);
+        }
+    }
+}
+
+/// The tick's periodic balance of worker thread `wt` (the kernel's `sched_balance_domains`
+/// for a busy CPU): each level bottom-up that is due (`LevelBalance::due`: its interval times
+/// `busy_factor`, since a worker that ticks is busy) balances if this worker is the one of
+/// its group to do it (`should_we_balance`; if not, the walk stops there, as the kernel's
+/// `continue_balancing`), and its interval follows the outcome (`LevelBalance::after`).
+/// Returns how many tasks were pulled.
+fn periodic_balance_due(wt: &WorkerThread, now: u64) -> usize {
+    let (shared, me) = (&*wt.shared, wt.index);
+    let map = &shared.cpus;
+    let n = map.len();
+    let mut levels = wt.balance_levels.borrow_mut();
+    if levels.is_empty() {
+        levels.extend((0..map.levels().len()).map(|l| LevelBalance::new(&map.params(l, me), now)));
+    }
+    let mut pulled = 0;
+    for (level, state) in levels.iter_mut().enumerate() {
+        let p = map.params(level, me);
+        if !state.due(&p, true, n, now) {
+            continue;
+        }
+        let idle = |i: usize| shared.workers[i].nr_running.load(Ordering::Relaxed) == 0;
+        if !should_we_balance(map, level, me, idle) {
+            state.after(&p, LbOutcome::Balanced, now);
+            break;
+        }
+        let (moved, outcome) = periodic_balance_level(shared, me, level, now);
+        state.after(&p, outcome, now);
+        pulled += moved;
+    }
+    pulled
 }
 
 /// The tick's part: runs the periodic balance when its interval has passed. The caller is
@@ -311,8 +428,8 @@ fn tick_due(wt: &WorkerThread, now: u64) {
     wt.next_balance.set(now.saturating_add(BALANCE_INTERVAL));
     // The periodic balance switched off (runtime/tests/mutants.sh): only the nohz kick left.
     #[cfg(lagom_mutant = "periodic_balance_off")]
-    let periodic_balance = |_: &_, _, _| 0;
-    if wt.shared.workers.len() > 1 && periodic_balance(&wt.shared, wt.index, now) == 0 {
+    let periodic_balance_due = |_: &_, _| 0;
+    if wt.shared.workers.len() > 1 && periodic_balance_due(wt, now) == 0 {
         let curr = wt.curr.get();
         // SAFETY: the running task (the caller) is kept alive by its registry.
         let movable = !curr.is_null() && unsafe { (*curr).migratable };
@@ -344,8 +461,10 @@ fn nohz_kick(shared: &Shared, me: usize, curr_movable: bool) {
     }
 }
 
-/// Pulls tasks from `imb.busiest` to `me` while the policy allows; returns how many moved.
-fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> usize {
+/// Pulls tasks from `imb.busiest` to `me` while the policy allows; returns how many moved
+/// and the outcome (`LbOutcome::of_pull`: all pinned when no task examined may come here).
+/// The caller settles `nr_balance_failed` ([`settle_failed`]) once the attempt is over.
+fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> (usize, LbOutcome) {
     let src = imb.busiest;
     let (lo, hi) = (me.min(src), me.max(src));
     let mut g_lo = shared.workers[lo].rq.lock();
@@ -357,7 +476,7 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
     };
     let curr = src_rq.curr();
     let buddy = src_rq.next_buddy();
-    let failed = &shared.workers[me].nr_balance_failed;
+    let src_nr_running = src_rq.nr_runnable();
     let env = MigrateEnv::of(
         &shared.cpus,
         me,
@@ -365,9 +484,10 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
         now,
         src_rq.config().migration_cost,
         dst_rq.nr_runnable(),
-        failed.load(Ordering::Relaxed),
+        shared.workers[me].nr_balance_failed.load(Ordering::Relaxed),
         src_rq.features(),
     );
+    let mut affine = false;
     let mut hot_skipped = 0;
     let mut left = imb.amount;
     // Choose first (at most NR_MIGRATE examined), then move: handles stay valid while other
@@ -386,16 +506,23 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
             weight: se.weight,
             delayed: se.sched_delayed,
             running,
-            allowed: !running && may_pull(t, me),
+            // A running task has started: it may come iff its affinity allows and it opted
+            // in (the contract), read without its scheduling part, which its CPU owns.
+            allowed: if running {
+                t.allowed(me) && t.migratable
+            } else {
+                may_pull(t, me)
+            },
             next_buddy: Some(h) == buddy,
             exec_start: se.exec_start,
             eligible: src_rq.entity_eligible(h),
         };
+        affine |= clears_all_pinned(&env, &imb, c);
         if can_migrate(&env, &imb, left, c) {
             chosen[n] = Some(h);
             n += 1;
             left -= moved(&imb, c).min(left);
-        } else if c.allowed && task_hot(&env, c) {
+        } else if c.allowed && !c.running && task_hot(&env, c) {
             hot_skipped += 1;
         }
     }
@@ -410,13 +537,6 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
             .balance_hot_skipped
             .fetch_add(hot_skipped, Ordering::Relaxed);
     }
-    let now_failed = env.failed_after(pulled);
-    if now_failed != env.nr_balance_failed {
-        failed.store(now_failed, Ordering::Relaxed);
-    }
-    if pulled == 0 {
-        w.stats.inc(&w.stats.balance_failed);
-    }
     if pulled > 0 {
         shared.workers[src].publish(src_rq);
         w.publish(dst_rq);
@@ -429,7 +549,7 @@ fn pull(shared: &Shared, me: usize, imb: Imbalance, who: Balancer, now: u64) -> 
         };
         counter.fetch_add(pulled as u64, Ordering::Relaxed);
     }
-    pulled
+    (pulled, LbOutcome::of_pull(src_nr_running, pulled, affine))
 }
 
 /// Whether the queued task `t` may be pulled to worker `me`: its affinity allows `me`, and it

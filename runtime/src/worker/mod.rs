@@ -107,10 +107,12 @@ pub(crate) struct Worker {
     /// Where the next balance that pulls from this worker resumes its scan of the runqueue's
     /// slots (`sched/balance.rs`); touched only under this worker's runqueue lock.
     pub(crate) balance_cursor: AtomicUsize,
-    /// Balance attempts by this worker that found an imbalance and moved nothing, since the
-    /// last that moved something (the kernel's `sd->nr_balance_failed`, one count for all of
-    /// this worker's domains): past a domain's `cache_nice_tries` it lets cache-hot tasks
-    /// move (`policy::can_migrate`). Written only by this worker's thread (the puller).
+    /// Balance attempts by this worker that found an imbalance, a task that may come, and
+    /// moved nothing, since the last that moved something or found every source all pinned
+    /// (the kernel's `sd->nr_balance_failed`, one count for all of this worker's domains;
+    /// `policy::failed_after`): past a domain's `cache_nice_tries`
+    /// it lets cache-hot tasks move (`policy::can_migrate`). Written only by this worker's
+    /// thread (the puller).
     pub(crate) nr_balance_failed: AtomicU32,
     /// An ITMT active-balance request (`sched/balance.rs`): the index of a preferred idle
     /// worker that asked for this worker's running task, `usize::MAX` for none. Set by that

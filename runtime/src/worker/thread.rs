@@ -43,8 +43,13 @@ pub(crate) struct WorkerThread {
     pub(crate) timers: RefCell<Timers>,
     /// The stack-overflow handler's alternate stack (`None` if it could not be installed).
     signals: Option<SignalStack>,
-    /// When the tick next runs the periodic balance (`sched/balance.rs`).
+    /// When the tick next runs the periodic balance and the nohz kick (`sched/balance.rs`):
+    /// every `BALANCE_INTERVAL`; each domain level then balances only when it is due.
     pub(crate) next_balance: Cell<u64>,
+    /// The periodic-balance state of each of this worker's domain levels
+    /// (`policy::LevelBalance`: `sd->balance_interval`, `sd->last_balance`), made at the
+    /// first tick that balances; only this worker's thread touches it.
+    pub(crate) balance_levels: RefCell<alloc::vec::Vec<lagom_policy::LevelBalance>>,
     /// Without a tick timer (`TICK_BY_CLOCK`): the scheduler-clock time before which
     /// `cond_resched` skips its full tick unless its resched word asks for one
     /// (`task/current.rs`): at most `TICK` after the last full tick, never past the next
@@ -207,6 +212,7 @@ impl WorkerThread {
             timers: RefCell::new(Timers::default()),
             signals,
             next_balance: Cell::new(0),
+            balance_levels: RefCell::new(alloc::vec::Vec::new()),
             next_tick: Cell::new(0),
             spin_window: Cell::new(0),
             tick: TickTimer::default(),
