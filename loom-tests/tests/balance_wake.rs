@@ -91,8 +91,10 @@ fn balance_against_wakeup(spec: &'static str) {
             let (m, t) = (Arc::clone(&m), t.clone());
             thread::spawn(move || m.unpark(&t))
         };
-        // Worker 1 runs A, which then blocks: the tick balances before the pick.
+        // Worker 1 runs A, which then blocks: the tick balances before the pick (every
+        // domain level made due: `balance_due`).
         let w1 = m.worker(1);
+        w1.balance_due();
         assert_eq!(w1.idle_run().id(), a.id());
         assert_eq!(m.prepare_park(&a), Step::Sleep);
         let next = w1.block();

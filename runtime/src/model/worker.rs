@@ -219,6 +219,23 @@ impl ModelWorker {
         self.wt.next_balance.set(u64::MAX);
     }
 
+    /// The worker's periodic balance is due at its next tick at every domain level (its
+    /// tick interval passed, and each level's `last_balance` at time 0, long before the
+    /// loom clock's `LOOM_NOW`), for a model whose race is the tick's balance: a worker
+    /// thread's levels otherwise start at its first tick and are not due under loom's
+    /// clock, which stands still.
+    pub fn balance_due(&self) {
+        let wt = &self.wt;
+        wt.next_balance.set(0);
+        let map = &wt.shared.cpus;
+        let mut levels = wt.balance_levels.borrow_mut();
+        levels.clear();
+        levels.extend(
+            (0..map.levels().len())
+                .map(|l| lagom_policy::LevelBalance::new(&map.params(l, wt.index), 0)),
+        );
+    }
+
     /// Whether this worker's timer heap is empty.
     pub fn timers_empty(&self) -> bool {
         self.wt.timers.borrow().is_empty()
